@@ -1,0 +1,90 @@
+package pgcluster
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestStartServeStop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := Start(ctx, Options{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	dir := c.Dir()
+	stopped := false
+	defer func() {
+		if !stopped {
+			c.Stop()
+		}
+	}()
+
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	for setting, want := range map[string]string{
+		"listen_addresses":          "",
+		"fsync":                     "off",
+		"max_locks_per_transaction": "256",
+		"max_connections":           "400",
+		"unix_socket_directories":   c.SocketDir(),
+	} {
+		var got string
+		if err := conn.QueryRow(ctx, "SELECT current_setting($1)", setting).Scan(&got); err != nil {
+			t.Fatalf("%s: %v", setting, err)
+		}
+		if got != want {
+			t.Errorf("%s = %q, want %q", setting, got, want)
+		}
+	}
+	var owner string
+	if err := conn.QueryRow(ctx, "SELECT current_user").Scan(&owner); err != nil || owner != Superuser {
+		t.Errorf("current_user = %q, %v; want %q", owner, err, Superuser)
+	}
+	conn.Close(ctx)
+
+	if err := c.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	stopped = true
+	if c.Running() {
+		t.Error("server still running after Stop")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("cluster directory %s still there after Stop (stat: %v)", dir, err)
+	}
+	if err := c.Stop(); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+}
+
+func TestFindBin(t *testing.T) {
+	dir, err := FindBin()
+	if err != nil {
+		t.Fatalf("FindBin: %v", err)
+	}
+	for _, name := range []string{"initdb", "postgres"} {
+		if _, err := os.Stat(dir + "/" + name); err != nil {
+			t.Errorf("%s not in %s: %v", name, dir, err)
+		}
+	}
+}
+
+func TestFindBinMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	old := binGlob
+	binGlob = "/nonexistent/*/bin"
+	defer func() { binGlob = old }()
+	if _, err := FindBin(); err != ErrNoServer {
+		t.Fatalf("FindBin with no binaries: err = %v, want ErrNoServer", err)
+	}
+}

@@ -1,0 +1,70 @@
+package lockcore_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/lockcore"
+)
+
+func noop(context.Context) error { return nil }
+
+// BenchmarkWithUncontended is one acquire + release per op on a random
+// AGENT key, from one goroutine: the Go side of ../shared/bench/lock-cycle.sql.
+func BenchmarkWithUncontended(b *testing.B) {
+	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	s := lockcore.New(pool)
+	ctx := context.Background()
+	if err := s.With(ctx, lockcore.AgentKey(1), noop); err != nil { // warm: prepare statements
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := s.With(ctx, lockcore.AgentKey(rand.Int32N(1_000_000)+1), noop); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWithContended8 is 8 goroutines taking AGENT 42 (pg_advisory_lock(1,
+// 42)) in turn: ns per acquire + release, the Go side of
+// ../shared/bench/contended.sql with 8 clients.
+func BenchmarkWithContended8(b *testing.B) {
+	const workers = 8
+	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = workers; c.MinConns = workers })
+	s := lockcore.New(pool)
+	ctx := context.Background()
+	key := lockcore.AgentKey(42)
+	var warm sync.WaitGroup
+	for range workers { // open and prepare all connections before timing
+		warm.Go(func() {
+			if err := s.With(ctx, key, noop); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	warm.Wait()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				if err := s.With(ctx, key, noop); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,104 @@
+package lockcore
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/internal/pgtest"
+)
+
+// The lock statement's WHERE clause sets lock_timeout before the lock is
+// taken, so the server itself gives up (55P03), and the setting is local to
+// the statement.
+func TestLockStatementTimesOutOnServer(t *testing.T) {
+	for _, key := range []Key{Pair(SpaceAgent, 900001), Int64(-900001)} {
+		holder := pgtest.Conn(t)
+		if _, err := holder.Exec(context.Background(), sqlFor(key).lock, append(keyArgs(key), "1000")...); err != nil {
+			t.Fatalf("holder: %v", err)
+		}
+		waiter := pgtest.Conn(t)
+		_, err := waiter.Exec(context.Background(), sqlFor(key).lock, append(keyArgs(key), "50")...)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+			t.Fatalf("%v: waiter err = %v, want SQLSTATE 55P03 from the server's lock_timeout", key, err)
+		}
+		var lt string
+		if err := waiter.QueryRow(context.Background(), "SHOW lock_timeout").Scan(&lt); err != nil || lt != "0" {
+			t.Errorf("lock_timeout after the statement = %q (%v), want 0", lt, err)
+		}
+	}
+}
+
+// The unconditional unlock after a failed acquire cleans up a lock the
+// server did grant (bug #17686): counted, reported, and the connection is
+// closed. With nothing held it is a quiet no-op.
+func TestCleanupFailedCountsPhantom(t *testing.T) {
+	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 2 })
+	var phantoms []Event
+	s := New(pool, WithObserver(func(e Event) {
+		if e.Kind == EventPhantom {
+			phantoms = append(phantoms, e)
+		}
+	}))
+	key := Pair(SpaceAgent, 900002)
+	ctx := context.Background()
+
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := conn.Conn()
+	pid := raw.PgConn().PID()
+	if _, err := conn.Exec(ctx, sqlFor(key).lock, append(keyArgs(key), "1000")...); err != nil {
+		t.Fatal(err)
+	}
+	s.cleanupFailed(conn, key) // as if the acquire had failed after the grant
+	if s.Phantoms() != 1 || len(phantoms) != 1 || phantoms[0].PID != pid {
+		t.Fatalf("phantoms = %d, events %+v; want 1 for pid %d", s.Phantoms(), phantoms, pid)
+	}
+	if !raw.IsClosed() {
+		t.Error("connection of a failed acquire not closed")
+	}
+	other := pgtest.Conn(t)
+	var ok bool
+	if err := other.QueryRow(ctx, sqlFor(key).try, keyArgs(key)...).Scan(&ok); err != nil || !ok {
+		t.Errorf("key not free after cleanup: %v %v", ok, err)
+	}
+
+	conn2, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cleanupFailed(conn2, Pair(SpaceAgent, 900003)) // nothing held: unlock returns false
+	if s.Phantoms() != 1 {
+		t.Errorf("phantoms = %d after a clean failure, want still 1", s.Phantoms())
+	}
+}
+
+func TestKeyFromLockRow(t *testing.T) {
+	for _, tc := range []struct {
+		key            Key
+		classid, objid uint32
+		objsubid       int16
+	}{
+		{Pair(1, 7), 1, 7, 2},
+		{Pair(-5, -7), 0xfffffffb, 0xfffffff9, 2},
+		{Pair(-2147483648, 2147483647), 0x80000000, 0x7fffffff, 2},
+		{Int64(42424242), 0, 42424242, 1},
+		{Int64(-1), 0xffffffff, 0xffffffff, 1},
+		{Int64(-9223372036854775808), 0x80000000, 0, 1},
+		{HashKey(""), 0xffffffff, uint32(FNV1a32("")), 1},
+	} {
+		got, ok := keyFromLockRow(tc.classid, tc.objid, tc.objsubid)
+		if !ok || got != tc.key {
+			t.Errorf("keyFromLockRow(%#x, %#x, %d) = %v, %v; want %v", tc.classid, tc.objid, tc.objsubid, got, ok, tc.key)
+		}
+	}
+	if _, ok := keyFromLockRow(1, 2, 0); ok {
+		t.Error("objsubid 0 decoded as an advisory key")
+	}
+}

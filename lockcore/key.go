@@ -1,0 +1,127 @@
+package lockcore
+
+import (
+	"strconv"
+	"unicode/utf16"
+)
+
+// SpaceAgent is the space of the AGENT namespace: one lock per agent, taken
+// by every mutating hook route and every background worker (seed 001).
+const SpaceAgent int32 = 1
+
+// Key is an advisory lock key: either two int32s or one int64. Keys are
+// comparable and can be used as map keys.
+type Key struct {
+	hi, lo int32 // pair: space, id; single: the two halves of the int64
+	pair   bool
+}
+
+// Pair returns the two-int key taken by pg_advisory_lock(space, id).
+func Pair(space, id int32) Key { return Key{hi: space, lo: id, pair: true} }
+
+// Int64 returns the one-bigint key taken by pg_advisory_lock(v).
+func Int64(v int64) Key { return Key{hi: int32(v >> 32), lo: int32(v)} }
+
+// AgentKey returns the AGENT namespace key of one agent.
+func AgentKey(agentID int32) Key { return Pair(SpaceAgent, agentID) }
+
+// FNV1a32 hashes s exactly as seed 003's TypeScript hashString does: 32-bit
+// FNV-1a over the UTF-16 code units of s (not its UTF-8 bytes), returned as a
+// signed integer. Invalid UTF-8 in s hashes as U+FFFD, as a JavaScript string
+// decoded from those bytes would hold.
+func FNV1a32(s string) int32 {
+	const (
+		offset = 2166136261
+		prime  = 16777619
+	)
+	h := uint32(offset)
+	for _, r := range s {
+		if r < 0x10000 {
+			h ^= uint32(r)
+			h *= prime
+			continue
+		}
+		a, b := utf16.EncodeRune(r)
+		h ^= uint32(a)
+		h *= prime
+		h ^= uint32(b)
+		h *= prime
+	}
+	return int32(h)
+}
+
+// HashKey returns the one-bigint key seed 003's service takes for s:
+// pg_advisory_xact_lock(hashString(s)), the signed hash widened to bigint.
+func HashKey(s string) Key { return Int64(int64(FNV1a32(s))) }
+
+// KeyFromString returns the two-int key (space, FNV1a32(s)).
+func KeyFromString(space int32, s string) Key { return Pair(space, FNV1a32(s)) }
+
+// IsPair reports whether k is a two-int key.
+func (k Key) IsPair() bool { return k.pair }
+
+// Space returns the first int of a two-int key, or the high half of a
+// one-bigint key.
+func (k Key) Space() int32 { return k.hi }
+
+// ID returns the second int of a two-int key, or the low half of a one-bigint
+// key.
+func (k Key) ID() int32 { return k.lo }
+
+// Int64 returns a one-bigint key's value, or for a two-int key the two ints
+// packed high then low (which is not a lock PostgreSQL would confuse with it:
+// pg_locks tells the two kinds apart by objsubid).
+func (k Key) Int64() int64 { return int64(k.hi)<<32 | int64(uint32(k.lo)) }
+
+// Namespace returns the name of the key's namespace as the monitor shows it:
+// the registered name of a two-int key's space, or the space in decimal; for
+// a one-bigint key the registered name of that fixed id, or "".
+func (k Key) Namespace() string {
+	if k.pair {
+		if e, ok := lookupSpace(k.hi); ok {
+			return e.Name
+		}
+		return strconv.Itoa(int(k.hi))
+	}
+	if e, ok := lookupFixed(k.Int64()); ok {
+		return e.Name
+	}
+	return ""
+}
+
+// EntityID returns the signed id of a two-int key or the signed value of a
+// one-bigint key.
+func (k Key) EntityID() int64 {
+	if k.pair {
+		return int64(k.lo)
+	}
+	return k.Int64()
+}
+
+// String renders the key for people and logs: "AGENT 7", "5 -3",
+// "IDEMPOTENCY_CLEANUP" or "-2128831035".
+func (k Key) String() string {
+	ns := k.Namespace()
+	id := strconv.FormatInt(k.EntityID(), 10)
+	switch {
+	case k.pair:
+		return ns + " " + id
+	case ns != "":
+		return ns
+	default:
+		return id
+	}
+}
+
+// keyFromLockRow decodes pg_locks' classid, objid and objsubid for an advisory
+// lock. classid and objid are unsigned oids; a negative int32 shows up as a
+// large oid and is turned back into its signed value here.
+func keyFromLockRow(classid, objid uint32, objsubid int16) (Key, bool) {
+	switch objsubid {
+	case 1:
+		return Key{hi: int32(classid), lo: int32(objid)}, true
+	case 2:
+		return Key{hi: int32(classid), lo: int32(objid), pair: true}, true
+	}
+	return Key{}, false
+}

@@ -1,0 +1,481 @@
+package lockcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/model"
+)
+
+const (
+	// DefaultTimeout is how long a blocking acquire waits unless told
+	// otherwise (seed 000's 15 seconds).
+	DefaultTimeout = 15 * time.Second
+	// DefaultApplicationName marks lock connections in pg_stat_activity.
+	DefaultApplicationName = "locktop.lock"
+
+	// cleanupTimeout bounds the unlock after a failed acquire and the unlock
+	// of a release; both run on a fresh context so a cancelled caller cannot
+	// leave a lock behind.
+	cleanupTimeout = 5 * time.Second
+	// backstop is how long after the server's lock_timeout should have fired
+	// the client stops waiting on its own (a server that never answers).
+	backstop = 2 * time.Second
+)
+
+// Service takes session-scoped advisory locks on dedicated connections from
+// one pool. It is safe for concurrent use. See the package documentation for
+// the rules every method follows.
+type Service struct {
+	pool      *pgxpool.Pool
+	timeout   time.Duration
+	appName   string
+	observers []Observer
+	log       *slog.Logger
+
+	waiting  atomic.Int64 // goroutines waiting for a pooled connection
+	held     atomic.Int64 // locks held now
+	phantoms atomic.Int64 // phantom locks cleaned up, cumulative
+}
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithDefaultTimeout sets the timeout of With and Acquire calls that do not
+// give one, and of the wait for a connection in TryWith. The default is 15s.
+func WithDefaultTimeout(d time.Duration) Option {
+	return func(s *Service) {
+		if d > 0 {
+			s.timeout = d
+		}
+	}
+}
+
+// WithApplicationName sets the application_name of lock connections, so a
+// monitor can tell them apart. The default is "locktop.lock"; "" leaves the
+// pool's own setting alone. It is set once per connection, the first time
+// the Service uses it.
+func WithApplicationName(name string) Option {
+	return func(s *Service) { s.appName = name }
+}
+
+// WithObserver adds an observer of every lock event. It may be given more
+// than once.
+func WithObserver(o Observer) Option {
+	return func(s *Service) {
+		if o != nil {
+			s.observers = append(s.observers, o)
+		}
+	}
+}
+
+// WithLogger sets where phantom unlocks and failed releases are logged. The
+// default is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Service) {
+		if l != nil {
+			s.log = l
+		}
+	}
+}
+
+// New returns a Service that takes its lock connections from pool. A pool of
+// its own, apart from the pool the critical sections do their work on, means
+// a body waiting for a work connection can never starve a lock holder.
+func New(pool *pgxpool.Pool, opts ...Option) *Service {
+	s := &Service{pool: pool, timeout: DefaultTimeout, appName: DefaultApplicationName, log: slog.Default()}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Pool returns the pool lock connections come from.
+func (s *Service) Pool() *pgxpool.Pool { return s.pool }
+
+// Held returns the number of locks this Service holds now.
+func (s *Service) Held() int64 { return s.held.Load() }
+
+// Phantoms returns how many phantom locks (bug #17686) have been cleaned up.
+func (s *Service) Phantoms() int64 { return s.phantoms.Load() }
+
+// PoolStats returns the lock pool's statistics, with the number of acquires
+// waiting for a connection right now.
+func (s *Service) PoolStats(name string) model.PoolStats {
+	ps := PoolStats(name, s.pool)
+	ps.Waiting = s.waiting.Load()
+	return ps
+}
+
+// PoolStats converts pgxpool's statistics. Waiting is left zero: pgxpool
+// does not count waiters, so owners of a pool add their own count.
+func PoolStats(name string, p *pgxpool.Pool) model.PoolStats {
+	st := p.Stat()
+	return model.PoolStats{
+		Name:      name,
+		MaxConns:  st.MaxConns(),
+		Total:     st.TotalConns(),
+		InUse:     st.AcquiredConns(),
+		Idle:      st.IdleConns(),
+		Acquires:  st.AcquireCount(),
+		Empty:     st.EmptyAcquireCount(),
+		Canceled:  st.CanceledAcquireCount(),
+		WaitTotal: st.AcquireDuration(),
+	}
+}
+
+// With runs fn while holding key, waiting up to the default timeout for it.
+// fn gets a context that carries the key (for reentrancy detection) and is
+// cancelled when fn returns. With returns fn's error, or the acquire's
+// *AdvisoryLockError, or the release's error if fn succeeded and the lock
+// turned out lost (ErrLost). A panic in fn releases the lock and resumes.
+func (s *Service) With(ctx context.Context, key Key, fn func(ctx context.Context) error) error {
+	return s.WithTimeout(ctx, key, s.timeout, fn)
+}
+
+// WithTimeout is With with its own timeout.
+func (s *Service) WithTimeout(ctx context.Context, key Key, timeout time.Duration, fn func(ctx context.Context) error) error {
+	l, err := s.acquire(ctx, key, timeout, false)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, fn)
+}
+
+// TryWith runs fn only if key can be taken without waiting for another
+// holder. It reports acquired=false with a nil error when the key is held
+// elsewhere or already held in ctx. Waiting for a pooled connection still
+// counts against the default timeout; running out of it is an error.
+func (s *Service) TryWith(ctx context.Context, key Key, fn func(ctx context.Context) error) (acquired bool, err error) {
+	l, err := s.acquire(ctx, key, s.timeout, true)
+	if l == nil {
+		if errors.Is(err, ErrReentrant) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, l.run(ctx, fn)
+}
+
+// Acquire takes key and returns the held Lock, for holds that span several
+// steps (seed 002). The caller must call Release. A timeout <= 0 means the
+// default timeout.
+func (s *Service) Acquire(ctx context.Context, key Key, timeout time.Duration) (*Lock, error) {
+	if timeout <= 0 {
+		timeout = s.timeout
+	}
+	return s.acquire(ctx, key, timeout, false)
+}
+
+// TryAcquire takes key if no one else holds it and returns nil, nil if
+// someone does or ctx already holds it.
+func (s *Service) TryAcquire(ctx context.Context, key Key) (*Lock, error) {
+	l, err := s.acquire(ctx, key, s.timeout, true)
+	if errors.Is(err, ErrReentrant) {
+		return nil, nil
+	}
+	return l, err
+}
+
+func (s *Service) emit(e Event) {
+	for _, o := range s.observers {
+		o(e)
+	}
+}
+
+// acquire takes key. A try reports "not acquired" as (nil, nil) and a
+// reentrant try as (nil, ErrReentrant error) so the caller can tell them
+// apart.
+func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, try bool) (*Lock, error) {
+	op := "acquire"
+	if try {
+		op = "try"
+	}
+	if holds(ctx, key) {
+		s.emit(Event{Kind: EventReentrant, Key: key, Blocking: !try})
+		return nil, &AdvisoryLockError{Key: key, Op: op, Err: ErrReentrant}
+	}
+	start := time.Now()
+	deadline := start.Add(timeout)
+	s.emit(Event{Kind: EventAttempt, Key: key, Blocking: !try})
+	fail := func(kind EventKind, pid uint32, err error) (*Lock, error) {
+		w := time.Since(start)
+		s.emit(Event{Kind: kind, Key: key, Blocking: !try, Wait: w, PID: pid, Err: err})
+		return nil, &AdvisoryLockError{Key: key, Op: op, Waited: w, Err: err}
+	}
+
+	// The wait for a connection counts against the timeout.
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	s.waiting.Add(1)
+	conn, err := s.pool.Acquire(actx)
+	s.waiting.Add(-1)
+	cancel()
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return fail(EventCanceled, 0, ctx.Err())
+		case errors.Is(err, context.DeadlineExceeded):
+			return fail(EventTimeout, 0, fmt.Errorf("%w (no free connection in the lock pool)", ErrTimeout))
+		}
+		return fail(EventFailed, 0, err)
+	}
+	pc := conn.Conn().PgConn()
+	pid := pc.PID()
+
+	if s.appName != "" && pc.ParameterStatus("application_name") != s.appName {
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		_, err := conn.Exec(actx, "SELECT set_config('application_name', $1, false)", s.appName)
+		cancel()
+		if err != nil {
+			destroy(conn)
+			if ctx.Err() != nil {
+				return fail(EventCanceled, pid, ctx.Err())
+			}
+			return fail(EventFailed, pid, err)
+		}
+	}
+
+	var granted bool
+	if try {
+		err = s.query(ctx, conn, deadline, func(qctx context.Context) error {
+			return conn.QueryRow(qctx, sqlFor(key).try, keyArgs(key)...).Scan(&granted)
+		})
+	} else {
+		// lock_timeout is set in the same statement, local to the statement's
+		// own implicit transaction: one round trip, and nothing left behind on
+		// the connection. The WHERE clause runs before the select list.
+		remaining := time.Until(deadline)
+		if remaining < time.Millisecond {
+			conn.Release() // nothing was sent for the lock: the connection is clean
+			return fail(EventTimeout, pid, ErrTimeout)
+		}
+		ms := strconv.FormatInt(remaining.Milliseconds(), 10)
+		err = s.query(ctx, conn, deadline.Add(backstop), func(qctx context.Context) error {
+			_, err := conn.Exec(qctx, sqlFor(key).lock, append(keyArgs(key), ms)...)
+			return err
+		})
+		granted = err == nil
+	}
+
+	if err == nil && try && !granted {
+		conn.Release() // a clean "no": nothing to undo
+		s.emit(Event{Kind: EventSkipped, Key: key, Wait: time.Since(start), PID: pid})
+		return nil, nil
+	}
+	if err != nil {
+		s.cleanupFailed(conn, key)
+		var pgErr *pgconn.PgError
+		switch {
+		case ctx.Err() != nil:
+			return fail(EventCanceled, pid, ctx.Err())
+		case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available
+			return fail(EventTimeout, pid, ErrTimeout)
+		case errors.Is(err, context.DeadlineExceeded):
+			return fail(EventTimeout, pid, ErrTimeout)
+		}
+		return fail(EventFailed, pid, err)
+	}
+
+	wait := time.Since(start)
+	s.held.Add(1)
+	s.emit(Event{Kind: EventAcquired, Key: key, Blocking: !try, Wait: wait, PID: pid})
+	lctx, lcancel := context.WithCancel(withHeld(ctx, key))
+	return &Lock{s: s, key: key, conn: conn, pid: pid, ctx: lctx, cancel: lcancel, at: time.Now(), blocking: !try}, nil
+}
+
+// query runs one lock statement so that cancelling ctx stops it on the
+// server. pgx on its own would cut the socket, leaving the backend queued on
+// the lock until its lock_timeout; a cancel request makes the server end the
+// wait now. The statement's own context only carries the backstop deadline.
+// If ctx ends at any point the statement counts as failed, even if it
+// succeeded, because the cancel may have raced with the grant.
+func (s *Service) query(ctx context.Context, conn *pgxpool.Conn, deadline time.Time, run func(context.Context) error) error {
+	qctx, qcancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer qcancel()
+	sent := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(sent)
+		cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		_ = conn.Conn().PgConn().CancelRequest(cctx) // failing to cancel only means waiting for lock_timeout
+	})
+	err := run(qctx)
+	if !stop() {
+		<-sent // the cancel request is out: no goroutine outlives the call
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	return err
+}
+
+// cleanupFailed unlocks key unconditionally on the connection of a failed
+// acquire, counts a phantom lock if there was one (bug #17686), and closes
+// the connection rather than returning it to the pool.
+func (s *Service) cleanupFailed(conn *pgxpool.Conn, key Key) {
+	defer destroy(conn)
+	if conn.Conn().IsClosed() {
+		return // the session is gone, and its locks with it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	var was bool
+	if err := conn.QueryRow(ctx, sqlFor(key).unlock, keyArgs(key)...).Scan(&was); err != nil {
+		return // closing the connection ends the session and frees whatever it held
+	}
+	if was {
+		s.phantoms.Add(1)
+		s.emit(Event{Kind: EventPhantom, Key: key, PID: conn.Conn().PgConn().PID()})
+		s.log.Warn("advisory lock was granted as its acquire failed; unlocked it (phantom lock, cf. PostgreSQL bug #17686)",
+			"key", key.String(), "pid", conn.Conn().PgConn().PID())
+	}
+}
+
+// destroy closes a pooled connection so the pool drops it instead of
+// handing it out again.
+func destroy(conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	_ = conn.Conn().Close(ctx)
+	conn.Release()
+}
+
+// Lock is a held session lock. Release it exactly once; further calls do
+// nothing.
+type Lock struct {
+	s        *Service
+	key      Key
+	conn     *pgxpool.Conn
+	pid      uint32
+	ctx      context.Context
+	cancel   context.CancelFunc
+	at       time.Time
+	blocking bool
+
+	once sync.Once
+	err  error
+}
+
+// Key returns the key held.
+func (l *Lock) Key() Key { return l.key }
+
+// PID returns the process id of the backend whose session holds the lock.
+func (l *Lock) PID() uint32 { return l.pid }
+
+// Context returns a context that carries the held key, so that a nested
+// acquire of the same key fails with ErrReentrant. It is derived from the
+// acquire's context and is cancelled when the lock is released.
+func (l *Lock) Context() context.Context { return l.ctx }
+
+// Release unlocks and returns the connection to the pool. It runs on a
+// fresh short context built from ctx's values only, so a cancelled ctx still
+// releases. If the unlock fails the connection is closed, which frees the
+// lock on the server; if it shows the lock was no longer held, Release
+// returns an error wrapping ErrLost.
+func (l *Lock) Release(ctx context.Context) error {
+	l.once.Do(func() { l.err = l.release(ctx) })
+	return l.err
+}
+
+func (l *Lock) release(ctx context.Context) error {
+	defer l.cancel()
+	defer l.s.held.Add(-1)
+	held := time.Since(l.at)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	var was bool
+	err := l.conn.QueryRow(rctx, sqlFor(l.key).unlock, keyArgs(l.key)...).Scan(&was)
+	if err == nil && was {
+		l.conn.Release()
+		l.s.emit(Event{Kind: EventReleased, Key: l.key, Blocking: l.blocking, Held: held, PID: l.pid})
+		return nil
+	}
+	destroy(l.conn)
+	if err == nil {
+		err = ErrLost
+	} else {
+		err = fmt.Errorf("%w: %w", ErrLost, err)
+	}
+	l.s.emit(Event{Kind: EventLost, Key: l.key, Blocking: l.blocking, Held: held, PID: l.pid, Err: err})
+	l.s.log.Warn("advisory lock lost while held", "key", l.key.String(), "pid", l.pid, "err", err)
+	return &AdvisoryLockError{Key: l.key, Op: "release", Err: err}
+}
+
+// run calls fn under the lock and releases it afterwards, also when fn
+// panics (the panic then carries on up the stack).
+func (l *Lock) run(ctx context.Context, fn func(context.Context) error) (err error) {
+	defer func() {
+		if rerr := l.Release(ctx); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	return fn(l.ctx)
+}
+
+// heldKey is one link of the list of keys a context holds.
+type heldKey struct {
+	key  Key
+	next *heldKey
+}
+
+type heldCtxKey struct{}
+
+func holds(ctx context.Context, key Key) bool {
+	for h, _ := ctx.Value(heldCtxKey{}).(*heldKey); h != nil; h = h.next {
+		if h.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func withHeld(ctx context.Context, key Key) context.Context {
+	next, _ := ctx.Value(heldCtxKey{}).(*heldKey)
+	return context.WithValue(ctx, heldCtxKey{}, &heldKey{key: key, next: next})
+}
+
+// Holds reports whether ctx carries key as held by a lock of this package.
+func Holds(ctx context.Context, key Key) bool { return holds(ctx, key) }
+
+// statements holds the SQL for one key shape.
+type statements struct{ lock, try, unlock, xact, tryXact string }
+
+var (
+	pairSQL = statements{
+		lock:    "SELECT pg_advisory_lock($1::int4, $2::int4) WHERE set_config('lock_timeout', $3, true) IS NOT NULL",
+		try:     "SELECT pg_try_advisory_lock($1::int4, $2::int4)",
+		unlock:  "SELECT pg_advisory_unlock($1::int4, $2::int4)",
+		xact:    "SELECT pg_advisory_xact_lock($1::int4, $2::int4)",
+		tryXact: "SELECT pg_try_advisory_xact_lock($1::int4, $2::int4)",
+	}
+	int64SQL = statements{
+		lock:    "SELECT pg_advisory_lock($1::int8) WHERE set_config('lock_timeout', $2, true) IS NOT NULL",
+		try:     "SELECT pg_try_advisory_lock($1::int8)",
+		unlock:  "SELECT pg_advisory_unlock($1::int8)",
+		xact:    "SELECT pg_advisory_xact_lock($1::int8)",
+		tryXact: "SELECT pg_try_advisory_xact_lock($1::int8)",
+	}
+)
+
+func sqlFor(k Key) *statements {
+	if k.pair {
+		return &pairSQL
+	}
+	return &int64SQL
+}
+
+func keyArgs(k Key) []any {
+	if k.pair {
+		return []any{k.hi, k.lo}
+	}
+	return []any{k.Int64()}
+}

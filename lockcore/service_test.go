@@ -1,0 +1,486 @@
+package lockcore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/lockcore"
+)
+
+// Seed 001 unit test 1: acquisition and release.
+func TestWithHoldsDuringBodyAndReleasesAfter(t *testing.T) {
+	t.Parallel()
+	s, rec := newService(t, 4)
+	mon := pgtest.Conn(t)
+	key := freshAgent()
+	ran := false
+	err := s.With(context.Background(), key, func(ctx context.Context) error {
+		ran = true
+		rows := rowsFor(t, mon, key)
+		if len(rows) != 1 || !rows[0].granted {
+			t.Errorf("inside the body pg_locks shows %+v, want one granted row", rows)
+		} else if rows[0].app != lockcore.DefaultApplicationName {
+			t.Errorf("lock connection application_name = %q, want %q", rows[0].app, lockcore.DefaultApplicationName)
+		}
+		if s.Held() != 1 {
+			t.Errorf("Held() = %d inside the body, want 1", s.Held())
+		}
+		return nil
+	})
+	if err != nil || !ran {
+		t.Fatalf("With: err=%v ran=%v", err, ran)
+	}
+	if rows := rowsFor(t, mon, key); len(rows) != 0 {
+		t.Errorf("after With pg_locks still shows %+v", rows)
+	}
+	if s.Held() != 0 {
+		t.Errorf("Held() = %d after With, want 0", s.Held())
+	}
+	for _, k := range []lockcore.EventKind{lockcore.EventAttempt, lockcore.EventAcquired, lockcore.EventReleased} {
+		if rec.count(k) != 1 {
+			t.Errorf("%v events = %d, want 1", k, rec.count(k))
+		}
+	}
+}
+
+// Seed 001 unit test 2: timeout. Also: the connection of a timed-out acquire
+// is destroyed, not returned; nothing stays held or queued.
+func TestTimeoutDestroysConnection(t *testing.T) {
+	t.Parallel()
+	s, rec := newService(t, 4)
+	mon := pgtest.Conn(t)
+	key := freshAgent()
+	holdElsewhere(t, key)
+
+	called := false
+	err := s.WithTimeout(context.Background(), key, 300*time.Millisecond, func(context.Context) error {
+		called = true
+		return nil
+	})
+	if !errors.Is(err, lockcore.ErrTimeout) || !lockcore.IsTimeout(err) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	var lerr *lockcore.AdvisoryLockError
+	if !errors.As(err, &lerr) || lerr.Key != key || lerr.Op != "acquire" {
+		t.Fatalf("err = %#v, want *AdvisoryLockError for %v", err, key)
+	}
+	if called {
+		t.Error("body ran without the lock")
+	}
+	ev, ok := rec.last(lockcore.EventTimeout)
+	if !ok || ev.PID == 0 {
+		t.Fatalf("no timeout event with a pid: %+v", ev)
+	}
+	eventually(t, "the timed-out lock connection is closed", func() bool { return !backendAlive(t, mon, ev.PID) })
+	if _, waiting := countGranted(rowsFor(t, mon, key)); waiting != 0 {
+		t.Errorf("%d waiters left queued after the timeout", waiting)
+	}
+	if s.Phantoms() != 0 {
+		t.Errorf("phantoms = %d after a plain timeout, want 0", s.Phantoms())
+	}
+}
+
+// Seed 001 unit test 3: non-blocking skip, and acquired.
+func TestTryWith(t *testing.T) {
+	t.Parallel()
+	s, rec := newService(t, 4)
+	key := freshAgent()
+	release := holdElsewhere(t, key)
+
+	acquired, err := s.TryWith(context.Background(), key, func(context.Context) error {
+		t.Error("body ran although the key is held elsewhere")
+		return nil
+	})
+	if acquired || err != nil {
+		t.Fatalf("held elsewhere: acquired=%v err=%v, want false, nil", acquired, err)
+	}
+	if rec.count(lockcore.EventSkipped) != 1 {
+		t.Errorf("skipped events = %d, want 1", rec.count(lockcore.EventSkipped))
+	}
+
+	release()
+	mon := pgtest.Conn(t)
+	acquired, err = s.TryWith(context.Background(), key, func(context.Context) error {
+		if g, _ := countGranted(rowsFor(t, mon, key)); g != 1 {
+			t.Errorf("inside TryWith %d granted rows, want 1", g)
+		}
+		return nil
+	})
+	if !acquired || err != nil {
+		t.Fatalf("free key: acquired=%v err=%v, want true, nil", acquired, err)
+	}
+	if rows := rowsFor(t, mon, key); len(rows) != 0 {
+		t.Errorf("after TryWith pg_locks still shows %+v", rows)
+	}
+}
+
+// Seed 001 unit test 4: cleanup on error and on panic.
+func TestBodyErrorReleases(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 4)
+	mon := pgtest.Conn(t)
+	key := freshAgent()
+	boom := errors.New("boom")
+	err := s.With(context.Background(), key, func(context.Context) error { return boom })
+	if err != boom {
+		t.Fatalf("With returned %v, want the body's error itself", err)
+	}
+	if rows := rowsFor(t, mon, key); len(rows) != 0 {
+		t.Errorf("lock still held after a body error: %+v", rows)
+	}
+	if st := s.Pool().Stat(); st.AcquiredConns() != 0 {
+		t.Errorf("%d connections still checked out", st.AcquiredConns())
+	}
+}
+
+func TestBodyPanicReleasesAndRepanics(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 4)
+	mon := pgtest.Conn(t)
+	key := freshAgent()
+	func() {
+		defer func() {
+			if r := recover(); r != "kaboom" {
+				t.Errorf("recovered %v, want the body's panic value", r)
+			}
+		}()
+		_ = s.With(context.Background(), key, func(context.Context) error { panic("kaboom") })
+		t.Error("With returned instead of panicking")
+	}()
+	if rows := rowsFor(t, mon, key); len(rows) != 0 {
+		t.Errorf("lock still held after a panic: %+v", rows)
+	}
+	if s.Held() != 0 {
+		t.Errorf("Held() = %d after a panic", s.Held())
+	}
+}
+
+// Seed 001 unit test 6 and concurrency test 6: reentrancy is refused at once,
+// without deadlock, and the outer lock stays held.
+func TestReentrantWithRefused(t *testing.T) {
+	t.Parallel()
+	s, rec := newService(t, 4)
+	mon := pgtest.Conn(t)
+	key := freshAgent()
+	err := s.With(context.Background(), key, func(ctx context.Context) error {
+		inner := s.WithTimeout(ctx, key, time.Hour, func(context.Context) error {
+			t.Error("inner body ran")
+			return nil
+		})
+		if !errors.Is(inner, lockcore.ErrReentrant) || !lockcore.IsReentrant(inner) {
+			t.Errorf("inner With = %v, want ErrReentrant", inner)
+		}
+		if g, _ := countGranted(rowsFor(t, mon, key)); g != 1 {
+			t.Errorf("outer lock not held after the refusal (%d granted)", g)
+		}
+		// A different key nests fine.
+		return s.With(ctx, freshAgent(), func(context.Context) error { return nil })
+	})
+	if err != nil {
+		t.Fatalf("outer With: %v", err)
+	}
+	if rec.count(lockcore.EventReentrant) != 1 {
+		t.Errorf("reentrant events = %d, want 1", rec.count(lockcore.EventReentrant))
+	}
+}
+
+// Seed 001 concurrency test 10: TryWith inside the same key yields false.
+func TestReentrantTryWithNotAcquired(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 4)
+	key := freshAgent()
+	err := s.With(context.Background(), key, func(ctx context.Context) error {
+		acquired, err := s.TryWith(ctx, key, func(context.Context) error {
+			t.Error("inner body ran")
+			return nil
+		})
+		if acquired || err != nil {
+			t.Errorf("reentrant TryWith = %v, %v; want false, nil", acquired, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The lock survives commits made on other connections (the reason for
+// session locks on a dedicated connection); seed 001 concurrency test 8: an
+// error after intermediate commits still releases, and the commits stay.
+func TestLockSurvivesCommitsAndErrorAfterCommitsReleases(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 4)
+	work := pgtest.Pool(t, nil)
+	mon := pgtest.Conn(t)
+	ctx := context.Background()
+	table := "survive_" + time.Now().Format("150405000000")
+	if _, err := work.Exec(ctx, "CREATE TABLE "+table+" (n int)"); err != nil {
+		t.Fatal(err)
+	}
+	key := freshAgent()
+	boom := errors.New("after three commits")
+	err := s.With(ctx, key, func(ctx context.Context) error {
+		for i := range 3 {
+			tx, err := work.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES ($1)", i); err != nil {
+				return err
+			}
+			if err := tx.Commit(ctx); err != nil {
+				return err
+			}
+			if g, _ := countGranted(rowsFor(t, mon, key)); g != 1 {
+				t.Errorf("lock gone after commit %d", i+1)
+			}
+		}
+		return boom
+	})
+	if err != boom {
+		t.Fatalf("With = %v, want the body's error", err)
+	}
+	if rows := rowsFor(t, mon, key); len(rows) != 0 {
+		t.Errorf("lock still held: %+v", rows)
+	}
+	var n int
+	if err := work.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != 3 {
+		t.Errorf("committed rows = %d (%v), want 3", n, err)
+	}
+}
+
+// Cancelling the context stops a wait promptly and leaves nothing held: by
+// the time With returns, the server has ended the wait (no queued row), and
+// once the holder lets go nobody gets the key.
+func TestCancelStopsWaitOnServer(t *testing.T) {
+	t.Parallel()
+	s, rec := newService(t, 4)
+	mon := pgtest.Conn(t)
+	key := freshAgent()
+	release := holdElsewhere(t, key)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- s.WithTimeout(ctx, key, time.Hour, func(context.Context) error {
+			t.Error("body ran after cancel")
+			return nil
+		})
+	}()
+	eventually(t, "the acquire waits on the server", func() bool {
+		_, w := countGranted(rowsFor(t, mon, key))
+		return w == 1
+	})
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second): // a deadlock guard, not a speed check
+		t.Fatal("With still waiting 30s after its context was cancelled")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if _, w := countGranted(rowsFor(t, mon, key)); w != 0 {
+		t.Errorf("the server still queues the cancelled wait (%d waiters)", w)
+	}
+	release()
+	if rows := rowsFor(t, mon, key); len(rows) != 0 {
+		t.Errorf("after cancel and release the key is held: %+v", rows)
+	}
+	if rec.count(lockcore.EventCanceled) != 1 {
+		t.Errorf("canceled events = %d, want 1", rec.count(lockcore.EventCanceled))
+	}
+	if s.Held() != 0 {
+		t.Errorf("Held() = %d", s.Held())
+	}
+}
+
+// A context cancelled before the call never takes the lock.
+func TestCancelledBeforeCall(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 4)
+	mon := pgtest.Conn(t)
+	key := freshAgent()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := s.With(ctx, key, func(context.Context) error {
+		t.Error("body ran")
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if rows := rowsFor(t, mon, key); len(rows) != 0 {
+		t.Errorf("key held: %+v", rows)
+	}
+}
+
+// The body's context carries the key and ends when the body returns.
+func TestBodyContext(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 2)
+	key := freshAgent()
+	var inner context.Context
+	err := s.With(context.Background(), key, func(ctx context.Context) error {
+		inner = ctx
+		if !lockcore.Holds(ctx, key) {
+			t.Error("body context does not carry the key")
+		}
+		if ctx.Err() != nil {
+			t.Errorf("body context already done: %v", ctx.Err())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inner.Err() == nil {
+		t.Error("body context still live after With returned")
+	}
+	if lockcore.Holds(context.Background(), key) {
+		t.Error("a fresh context holds the key")
+	}
+}
+
+// Acquire and Release for holds that span several steps.
+func TestAcquireRelease(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 4)
+	mon := pgtest.Conn(t)
+	key := lockcore.HashKey("tenant-7:2026-11-21")
+	l, err := s.Acquire(context.Background(), key, 0)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if l.Key() != key || l.PID() == 0 {
+		t.Errorf("Lock key=%v pid=%d", l.Key(), l.PID())
+	}
+	rows := rowsFor(t, mon, key)
+	if len(rows) != 1 || uint32(rows[0].pid) != l.PID() {
+		t.Errorf("pg_locks %+v, want one row of pid %d", rows, l.PID())
+	}
+	if _, err := s.Acquire(l.Context(), key, time.Hour); !errors.Is(err, lockcore.ErrReentrant) {
+		t.Errorf("Acquire inside the lock's context = %v, want ErrReentrant", err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Errorf("second Release: %v", err)
+	}
+	if l.Context().Err() == nil {
+		t.Error("lock context live after Release")
+	}
+	if rows := rowsFor(t, mon, key); len(rows) != 0 {
+		t.Errorf("held after Release: %+v", rows)
+	}
+}
+
+// Release with a cancelled context still frees the lock.
+func TestReleaseWithCancelledContext(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 2)
+	mon := pgtest.Conn(t)
+	key := freshAgent()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := s.Acquire(ctx, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if rows := rowsFor(t, mon, key); len(rows) != 0 {
+		t.Errorf("held after Release: %+v", rows)
+	}
+}
+
+// A terminated holder backend: the lock frees on the server, and Release
+// reports ErrLost.
+func TestLostLock(t *testing.T) {
+	t.Parallel()
+	s, rec := newService(t, 2)
+	mon := pgtest.Conn(t)
+	key := freshAgent()
+	err := s.With(context.Background(), key, func(ctx context.Context) error {
+		l := rowsFor(t, mon, key)
+		if len(l) != 1 {
+			t.Fatalf("rows %+v", l)
+		}
+		if _, err := mon.Exec(ctx, "SELECT pg_terminate_backend($1)", l[0].pid); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the key is free", func() bool { return len(rowsFor(t, mon, key)) == 0 })
+		return nil
+	})
+	if !errors.Is(err, lockcore.ErrLost) {
+		t.Fatalf("With = %v, want ErrLost", err)
+	}
+	if rec.count(lockcore.EventLost) != 1 || s.Held() != 0 {
+		t.Errorf("lost events = %d, held = %d", rec.count(lockcore.EventLost), s.Held())
+	}
+	// pgxpool destroys a closed connection in the background.
+	eventually(t, "the lost lock's connection leaves the pool", func() bool { return s.Pool().Stat().AcquiredConns() == 0 })
+}
+
+// The session-local lock_timeout never leaks onto the pooled connection.
+func TestLockTimeoutNotLeftOnConnection(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 1)
+	key := freshAgent()
+	if err := s.WithTimeout(context.Background(), key, 1234*time.Millisecond, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var lt string
+	if err := s.Pool().QueryRow(context.Background(), "SHOW lock_timeout").Scan(&lt); err != nil {
+		t.Fatal(err)
+	}
+	if lt != "0" {
+		t.Errorf("lock_timeout on the pooled connection = %q, want 0", lt)
+	}
+}
+
+// WithApplicationName("") leaves the pool's application_name alone.
+func TestApplicationNameOption(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t, func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.RuntimeParams["application_name"] = "mine"
+	})
+	mon := pgtest.Conn(t)
+	for _, tc := range []struct{ opt, want string }{{"", "mine"}, {"custom.lock", "custom.lock"}} {
+		s := lockcore.New(pool, lockcore.WithApplicationName(tc.opt))
+		key := freshAgent()
+		_ = s.With(context.Background(), key, func(context.Context) error {
+			if rows := rowsFor(t, mon, key); len(rows) != 1 || rows[0].app != tc.want {
+				t.Errorf("WithApplicationName(%q): rows %+v, want app %q", tc.opt, rows, tc.want)
+			}
+			return nil
+		})
+	}
+}
+
+// One-bigint keys (fixed and hashed, negative included) lock and unlock.
+func TestInt64Keys(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 2)
+	mon := pgtest.Conn(t)
+	for _, key := range []lockcore.Key{lockcore.Int64(-1), lockcore.Int64(1 << 40), lockcore.HashKey("")} {
+		err := s.With(context.Background(), key, func(ctx context.Context) error {
+			if g, _ := countGranted(rowsFor(t, mon, key)); g != 1 {
+				t.Errorf("%v: %d granted rows", key, g)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("%v: %v", key, err)
+		}
+	}
+}

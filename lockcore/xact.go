@@ -1,0 +1,27 @@
+package lockcore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// XactLock takes key for the rest of tx: pg_advisory_xact_lock. It is
+// released when tx commits or rolls back. It waits as long as the
+// transaction's statement_timeout and lock_timeout allow, or until ctx ends.
+func XactLock(ctx context.Context, tx pgx.Tx, key Key) error {
+	if _, err := tx.Exec(ctx, sqlFor(key).xact, keyArgs(key)...); err != nil {
+		return &AdvisoryLockError{Key: key, Op: "xact", Err: err}
+	}
+	return nil
+}
+
+// TryXactLock takes key for the rest of tx if no one else holds it:
+// pg_try_advisory_xact_lock.
+func TryXactLock(ctx context.Context, tx pgx.Tx, key Key) (bool, error) {
+	var ok bool
+	if err := tx.QueryRow(ctx, sqlFor(key).tryXact, keyArgs(key)...).Scan(&ok); err != nil {
+		return false, &AdvisoryLockError{Key: key, Op: "try xact", Err: err}
+	}
+	return ok, nil
+}

@@ -1,0 +1,51 @@
+package lockcore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/lockcore"
+)
+
+func TestXactLockLastsUntilCommit(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t, nil)
+	mon := pgtest.Conn(t)
+	key := lockcore.HashKey("tenant-1:2026-11-21")
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := lockcore.XactLock(ctx, tx, key); err != nil {
+			return err
+		}
+		if g, _ := countGranted(rowsFor(t, mon, key)); g != 1 {
+			t.Errorf("transaction lock not visible (%d granted)", g)
+		}
+		// Another transaction cannot take it meanwhile.
+		return pgx.BeginFunc(ctx, pool, func(tx2 pgx.Tx) error {
+			ok, err := lockcore.TryXactLock(ctx, tx2, key)
+			if ok || err != nil {
+				t.Errorf("TryXactLock in a second transaction = %v, %v; want false, nil", ok, err)
+			}
+			return err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows := rowsFor(t, mon, key); len(rows) != 0 {
+		t.Errorf("transaction lock outlived its commit: %+v", rows)
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		ok, err := lockcore.TryXactLock(ctx, tx, lockcore.Pair(3, 4))
+		if !ok || err != nil {
+			t.Errorf("TryXactLock on a free key = %v, %v", ok, err)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

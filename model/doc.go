@@ -1,0 +1,6 @@
+// Package model holds the plain data that flows between locktop's packages:
+// locks read from the server, pool statistics, simulator events and counters.
+//
+// It imports only the standard library so that every other package, the UI
+// above all, can depend on it without pulling in a database driver.
+package model
