@@ -117,6 +117,12 @@ type Snapshot struct {
 	Locks []Lock
 	// Connections is the number of client backends on the server.
 	Connections int
+	// Latency is how long the poll took, round trip and decoding.
+	Latency time.Duration
+	// Interval is the time since the previous poll's Taken (0 for the first).
+	Interval time.Duration
+	// NewWaits counts waits that began since the previous poll.
+	NewWaits int
 }
 
 // Counts returns how many rows hold and how many wait.

@@ -24,5 +24,9 @@ type ServerInfo struct {
 	Database       string
 	User           string
 	MaxConnections int
-	Connections    int // backends in pg_stat_activity for all databases
+	// Privileged is true for superusers and members of pg_monitor, who see
+	// every backend's query, application and state.
+	Privileged bool
+	// Warning says what a less privileged role cannot see; "" when nothing.
+	Warning string
 }

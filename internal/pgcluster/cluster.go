@@ -118,6 +118,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("pgcluster: initdb failed: %v: %s", err, lastLines(out, 5))
 	}
+	if err := c.writeHBA(); err != nil {
+		return nil, err
+	}
 
 	settings := make(map[string]string, len(defaultSettings)+len(opts.Settings))
 	for k, v := range defaultSettings {
@@ -187,10 +190,41 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	}
 }
 
+// hba trusts the superuser on the private socket (only this machine's
+// root and postgres users can reach that directory) and asks every other
+// role for its password, so tests can exercise wrong passwords and roles
+// with fewer privileges.
+const hba = `local all ` + Superuser + ` trust
+local all all scram-sha-256
+`
+
+func (c *Cluster) writeHBA() error {
+	p := filepath.Join(c.data, "pg_hba.conf")
+	if err := os.WriteFile(p, []byte(hba), 0o600); err != nil {
+		return fmt.Errorf("pgcluster: %w", err)
+	}
+	if c.cred != nil {
+		if err := os.Chown(p, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			return fmt.Errorf("pgcluster: %w", err)
+		}
+	}
+	return nil
+}
+
 // DSN returns a connection string for database db as the superuser.
-func (c *Cluster) DSN(db string) string {
-	q := url.Values{"host": {c.socket}, "port": {"5432"}, "user": {Superuser}, "sslmode": {"disable"}}
-	return "postgres:///" + url.PathEscape(db) + "?" + q.Encode()
+func (c *Cluster) DSN(db string) string { return c.DSNAs(Superuser, "", db) }
+
+// DSNAs returns a connection string for database db as user, with password
+// when it is not "".
+func (c *Cluster) DSNAs(user, password, db string) string {
+	q := url.Values{"host": {c.socket}, "port": {"5432"}, "sslmode": {"disable"}}
+	u := url.URL{Scheme: "postgres", Path: "/" + db, RawQuery: q.Encode()}
+	if password != "" {
+		u.User = url.UserPassword(user, password)
+	} else {
+		u.User = url.User(user)
+	}
+	return u.String()
 }
 
 // SocketDir returns the directory that holds the server's Unix socket.

@@ -180,3 +180,58 @@ func WithDatabase(dsn, db string) (string, error) {
 	// In keyword/value form the last setting of a keyword wins.
 	return strings.TrimSpace(dsn) + " dbname='" + strings.ReplaceAll(db, "'", `\'`) + "'", nil
 }
+
+// WithUser returns dsn with another user and password. It understands both
+// URL and keyword/value DSNs.
+func WithUser(dsn, user, password string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", fmt.Errorf("pgtest: bad DSN: %w", err)
+		}
+		u.User = url.UserPassword(user, password)
+		q := u.Query()
+		q.Del("user")
+		q.Del("password")
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }
+	return strings.TrimSpace(dsn) + " user=" + quote(user) + " password=" + quote(password), nil
+}
+
+// Role creates a login role with password and the given extra grants (e.g.
+// "pg_monitor"), dropped when the test ends, and returns a DSN for it on
+// the test database.
+func Role(t testing.TB, name, password string, grants ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, DSN(t))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer admin.Close(ctx)
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", ident, strings.ReplaceAll(password, "'", "''"))); err != nil {
+		t.Fatalf("pgtest: creating role %s: %v", name, err)
+	}
+	for _, g := range grants {
+		if _, err := admin.Exec(ctx, "GRANT "+pgx.Identifier{g}.Sanitize()+" TO "+ident); err != nil {
+			t.Fatalf("pgtest: granting %s to %s: %v", g, name, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, DSN(t)); err == nil {
+			_, _ = c.Exec(ctx, "DROP ROLE IF EXISTS "+ident)
+			c.Close(ctx)
+		}
+	})
+	d, err := WithUser(DSN(t), name, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}

@@ -1,0 +1,185 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
+)
+
+// ApplicationName marks the monitor's connection in pg_stat_activity.
+const ApplicationName = "locktop.monitor"
+
+// Options tune a Monitor. Zero values take the defaults.
+type Options struct {
+	StatementTimeout time.Duration // default 2s
+	LockTimeout      time.Duration // default 500ms
+	ConnectTimeout   time.Duration // default 5s
+}
+
+// Monitor polls one server. It is safe for concurrent use, but polls run one
+// at a time.
+type Monitor struct {
+	pool *pgxpool.Pool
+	info model.ServerInfo
+
+	mu        sync.Mutex // serialises Poll and guards the fields below
+	firstSeen map[grantID]time.Time
+	seenWaits map[grantID]struct{}
+	lastTaken time.Time
+}
+
+// grantID identifies one backend's hold or wait of one key in one mode.
+type grantID struct {
+	pid     int32
+	key     model.KeyID
+	mode    string
+	granted bool
+}
+
+// Connect opens the monitor's connection to dsn ("" means the PG*
+// environment variables) and reads what the server is. Errors are
+// *ConnectError, with a one-line message fit for an operator.
+func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
+	cfg, err := Config(dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	cto := opts.ConnectTimeout
+	if cto <= 0 {
+		cto = 5 * time.Second
+	}
+	cctx, cancel := context.WithTimeout(ctx, cto)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(cctx, cfg)
+	if err != nil {
+		return nil, Describe(err)
+	}
+	m := &Monitor{pool: pool, firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID]struct{}{}}
+	if err := m.readInfo(cctx); err != nil {
+		pool.Close()
+		return nil, Describe(err)
+	}
+	return m, nil
+}
+
+// Config returns the pool configuration of a monitor connection: read-only,
+// named, with its timeouts in the start-up packet, at most two connections
+// (a poll and a health probe).
+func Config(dsn string, opts Options) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, &ConnectError{Kind: KindBadDSN, Err: err}
+	}
+	st, lt := opts.StatementTimeout, opts.LockTimeout
+	if st <= 0 {
+		st = 2 * time.Second
+	}
+	if lt <= 0 {
+		lt = 500 * time.Millisecond
+	}
+	rp := cfg.ConnConfig.RuntimeParams
+	rp["application_name"] = ApplicationName
+	rp["default_transaction_read_only"] = "on"
+	rp["statement_timeout"] = fmt.Sprint(st.Milliseconds())
+	rp["lock_timeout"] = fmt.Sprint(lt.Milliseconds())
+	rp["idle_in_transaction_session_timeout"] = fmt.Sprint((10 * st).Milliseconds())
+	cfg.MaxConns = 2
+	cfg.MinConns = 0
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	return cfg, nil
+}
+
+func (m *Monitor) readInfo(ctx context.Context) error {
+	var info model.ServerInfo
+	err := m.pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_database(), current_user,
+		current_setting('max_connections')::int,
+		(SELECT rolsuper FROM pg_roles WHERE rolname = current_user) OR pg_has_role(current_user, 'pg_monitor', 'MEMBER')`).
+		Scan(&info.Version, &info.Database, &info.User, &info.MaxConnections, &info.Privileged)
+	if err != nil {
+		return err
+	}
+	if !info.Privileged {
+		info.Warning = fmt.Sprintf("role %q lacks pg_monitor: other roles' queries, application names and states are hidden (GRANT pg_monitor TO %s)", info.User, pgx.Identifier{info.User}.Sanitize())
+	}
+	m.info = info
+	return nil
+}
+
+// Info describes the server, as read at Connect.
+func (m *Monitor) Info() model.ServerInfo { return m.info }
+
+// Pool returns the monitor's pool (read-only connections), for a health
+// probe or for tests.
+func (m *Monitor) Pool() *pgxpool.Pool { return m.pool }
+
+// Close closes the connection.
+func (m *Monitor) Close() { m.pool.Close() }
+
+// Poll reads the lock table once (one statement) and fills in held times
+// and the count of waits that began since the last poll. A failed poll
+// returns a *ConnectError when the server cannot be reached; the next Poll
+// reconnects.
+func (m *Monitor) Poll(ctx context.Context) (model.Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	start := time.Now()
+	snap, err := lockcore.Inspect(ctx, m.pool)
+	if err != nil {
+		return model.Snapshot{}, Describe(err)
+	}
+	snap.Latency = time.Since(start)
+	m.track(&snap)
+	return snap, nil
+}
+
+// track stamps each grant with when it was first seen and counts new waits.
+func (m *Monitor) track(snap *model.Snapshot) {
+	seen := make(map[grantID]time.Time, len(snap.Locks))
+	waits := make(map[grantID]struct{})
+	for i := range snap.Locks {
+		l := &snap.Locks[i]
+		id := grantID{pid: l.PID, key: l.KeyID(), mode: l.Mode, granted: l.Granted}
+		if !l.Granted {
+			if _, ok := m.seenWaits[id]; !ok && !m.lastTaken.IsZero() {
+				snap.NewWaits++
+			}
+			waits[id] = struct{}{}
+			continue
+		}
+		first, ok := m.firstSeen[id]
+		if !ok {
+			first = snap.Taken
+		}
+		seen[id] = first
+		l.HeldSince = first
+		l.Held = snap.Taken.Sub(first)
+	}
+	if !m.lastTaken.IsZero() {
+		snap.Interval = snap.Taken.Sub(m.lastTaken)
+	}
+	m.firstSeen, m.seenWaits, m.lastTaken = seen, waits, snap.Taken
+}
+
+// Terminate ends a backend with pg_terminate_backend. Only the dashboard's
+// --allow-terminate calls it, after the operator confirms. The monitor's
+// connection is read-only, and pg_terminate_backend is allowed there.
+func (m *Monitor) Terminate(ctx context.Context, pid int32) error {
+	var ok bool
+	if err := m.pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil {
+		return Describe(err)
+	}
+	if !ok {
+		return errors.New("pg_terminate_backend returned false: no such backend")
+	}
+	return nil
+}
