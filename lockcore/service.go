@@ -288,7 +288,7 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 	wait := time.Since(start)
 	s.held.Add(1)
 	s.emit(Event{Kind: EventAcquired, Key: key, Blocking: !try, Wait: wait, PID: pid})
-	lctx, lcancel := context.WithCancel(withHeld(ctx, key))
+	lctx, lcancel := context.WithCancel(withHeld(ctx, key, pid))
 	return &Lock{s: s, key: key, conn: conn, pid: pid, ctx: lctx, cancel: lcancel, at: time.Now(), blocking: !try}, nil
 }
 
@@ -424,6 +424,7 @@ func (l *Lock) run(ctx context.Context, fn func(context.Context) error) (err err
 // heldKey is one link of the list of keys a context holds.
 type heldKey struct {
 	key  Key
+	pid  uint32
 	next *heldKey
 }
 
@@ -438,13 +439,24 @@ func holds(ctx context.Context, key Key) bool {
 	return false
 }
 
-func withHeld(ctx context.Context, key Key) context.Context {
+func withHeld(ctx context.Context, key Key, pid uint32) context.Context {
 	next, _ := ctx.Value(heldCtxKey{}).(*heldKey)
-	return context.WithValue(ctx, heldCtxKey{}, &heldKey{key: key, next: next})
+	return context.WithValue(ctx, heldCtxKey{}, &heldKey{key: key, pid: pid, next: next})
 }
 
 // Holds reports whether ctx carries key as held by a lock of this package.
 func Holds(ctx context.Context, key Key) bool { return holds(ctx, key) }
+
+// HolderPID returns the backend pid whose session holds key, if ctx (a
+// body's context or Lock.Context) holds it.
+func HolderPID(ctx context.Context, key Key) (uint32, bool) {
+	for h, _ := ctx.Value(heldCtxKey{}).(*heldKey); h != nil; h = h.next {
+		if h.key == key {
+			return h.pid, true
+		}
+	}
+	return 0, false
+}
 
 // statements holds the SQL for one key shape.
 type statements struct{ lock, try, unlock, xact, tryXact string }

@@ -325,12 +325,18 @@ func TestCancelledBeforeCall(t *testing.T) {
 func TestBodyContext(t *testing.T) {
 	t.Parallel()
 	s, _ := newService(t, 2)
+	mon := pgtest.Conn(t)
 	key := freshAgent()
 	var inner context.Context
 	err := s.With(context.Background(), key, func(ctx context.Context) error {
 		inner = ctx
 		if !lockcore.Holds(ctx, key) {
 			t.Error("body context does not carry the key")
+		}
+		if pid, ok := lockcore.HolderPID(ctx, key); !ok || pid == 0 {
+			t.Errorf("HolderPID = %d, %v", pid, ok)
+		} else if rows := rowsFor(t, mon, key); len(rows) != 1 || uint32(rows[0].pid) != pid {
+			t.Errorf("HolderPID %d, pg_locks %+v", pid, rows)
 		}
 		if ctx.Err() != nil {
 			t.Errorf("body context already done: %v", ctx.Err())
