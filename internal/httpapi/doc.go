@@ -11,19 +11,28 @@
 // told otherwise) and shut down gracefully when the context ends: the
 // listener closes at once, requests in flight get ShutdownTimeout to finish.
 //
-// The dashboard already polls the monitor, so it should not let HTTP clients
-// poll as well: feed its snapshots into a Latest and give Latest.Snapshot to
-// the handler.
+// The dashboard already polls the monitor, so HTTP clients should not poll
+// as well: put its snapshots into a Latest and serve Latest.Snapshot.
 //
-//	latest := httpapi.NewLatest(nil, 0) // no polling of its own
+//	met := metrics.New()
+//	latest := httpapi.NewLatest(nil, 0) // serves what was put, never polls
 //	h := httpapi.New(httpapi.Deps{
 //		Snapshot: latest.Snapshot,
 //		Info:     mon.Info,
 //		Health:   mon.Probe,
 //		Metrics:  met.Handler(),
 //	})
-//	go httpapi.Serve(ctx, addr, h)
-//	// in the dashboard's poll loop:
-//	snap, err := mon.Poll(ctx)
-//	if err == nil { latest.Put(snap); met.Snapshot(snap) } else { met.PollFailed() }
+//	ln, err := httpapi.Listen(addr) // before the TUI starts: a bad address is bad usage
+//	...
+//	go func() { errc <- httpapi.ServeListener(ctx, ln, h) }()
+//	// in the poll loop:
+//	if snap, err := mon.Poll(ctx); err == nil {
+//		latest.Put(snap)
+//		met.Snapshot(snap)
+//	} else {
+//		met.PollFailed()
+//	}
+//
+// Give met.Observer() to every lockcore.Service of the process (the
+// simulator's) and register their pools with met.AddPools.
 package httpapi

@@ -56,9 +56,17 @@ func (m *Monitor) probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	// A round trip first, so that a server that does not answer is told
-	// apart from a probe lock held elsewhere.
+	// apart from a probe lock held elsewhere. A pooled connection that died
+	// while idle (a restart, a terminated backend) fails once and is
+	// dropped; a second ping on a fresh connection says whether the server
+	// is really gone.
 	if err := m.pool.Ping(ctx); err != nil {
-		return m.probeFailed(err, 0)
+		if ctx.Err() != nil {
+			return m.probeFailed(err, 0)
+		}
+		if err := m.pool.Ping(ctx); err != nil {
+			return m.probeFailed(err, 0)
+		}
 	}
 	// pid is the backend the acquire ran on; 0 means no connection was had.
 	var pid uint32

@@ -54,6 +54,32 @@ func TestProbeAsPlainRole(t *testing.T) {
 	}
 }
 
+// A monitor connection that died while idle (a restart, a terminated
+// backend) does not fail the probe when a fresh connection works.
+func TestProbeAfterBackendTerminated(t *testing.T) {
+	ctx := context.Background()
+	m := connect(t, pgtest.DSN(t))
+	if err := m.Probe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admin := pgtest.Conn(t)
+	var n int
+	err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = $1 AND datname = current_database()`, monitor.ApplicationName).Scan(&n)
+	if err != nil || n == 0 {
+		t.Fatalf("terminated %d monitor backends: %v", n, err)
+	}
+	waitFor(t, "the backends to end", func() bool {
+		var left int
+		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND datname = current_database()`, monitor.ApplicationName).Scan(&left)
+		return err == nil && left == 0
+	})
+	if err := m.Probe(ctx); err != nil {
+		t.Errorf("probe after the monitor's backend was terminated: %v", err)
+	}
+}
+
 // The probe lock held by another session: the probe waits its second, then
 // says so, and leaves nothing queued behind.
 func TestProbeLockHeldElsewhere(t *testing.T) {
