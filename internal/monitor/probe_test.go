@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgtest"
@@ -43,6 +44,38 @@ func TestProbe(t *testing.T) {
 	}
 	if rows := probeRows(t); len(rows) != 0 {
 		t.Errorf("the probe left its lock behind: %+v", rows)
+	}
+}
+
+// The probe leaves the monitor's connections as Connect made them: its
+// lock_timeout is local to the lock statement.
+func TestProbeKeepsConnectionSettings(t *testing.T) {
+	ctx := context.Background()
+	m := connect(t, pgtest.DSN(t))
+	for range 3 {
+		if err := m.Probe(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var conns []*pgxpool.Conn
+	for range m.Pool().Config().MaxConns {
+		c, err := m.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		var lt, st, app, ro string
+		err := c.QueryRow(ctx, `SELECT current_setting('lock_timeout'), current_setting('statement_timeout'),
+			current_setting('application_name'), current_setting('default_transaction_read_only')`).Scan(&lt, &st, &app, &ro)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lt != "500ms" || st != "2s" || app != monitor.ApplicationName || ro != "on" {
+			t.Errorf("after probes: lock_timeout=%s statement_timeout=%s application_name=%s read_only=%s", lt, st, app, ro)
+		}
+		c.Release()
 	}
 }
 
