@@ -19,7 +19,7 @@
 // them, the rest as "other"), or "bigint" for every unregistered one-bigint
 // key (hashed keys included).
 //
-// An application that embeds lockcore can serve the same metrics:
+// Wiring, for any part of locktop that runs lock services:
 //
 //	m := metrics.New()
 //	locks := lockcore.New(pool, lockcore.WithObserver(m.Observer()))
