@@ -51,7 +51,9 @@ type Lock struct {
 	QueryStart      *time.Time `json:"query_start"`
 	Mode            string     `json:"mode"`
 	Granted         bool       `json:"granted"`
-	// Duration is Held for a holder and Waited for a waiter, in seconds.
+	// Duration is seed 000's now() - query_start in seconds: for a lock
+	// connection, whose last statement is the lock, the wait plus the hold so
+	// far; for a waiter, its wait. Held or Waited when there is no backend.
 	Duration float64 `json:"duration"`
 	// HeldSince is when the monitor first saw the grant: the server does not
 	// record grant times, so held times are lower bounds (0 in a one-shot
@@ -86,12 +88,12 @@ func NewDocument(s model.Snapshot, info model.ServerInfo) Document {
 		Locks:       make([]Lock, len(s.Locks)),
 	}
 	for i := range s.Locks {
-		d.Locks[i] = newLock(&s.Locks[i])
+		d.Locks[i] = newLock(&s.Locks[i], s.Taken)
 	}
 	return d
 }
 
-func newLock(l *model.Lock) Lock {
+func newLock(l *model.Lock, taken time.Time) Lock {
 	kind := l.Kind
 	if kind == "" {
 		kind = model.KindAdvisory
@@ -124,9 +126,17 @@ func newLock(l *model.Lock) Lock {
 		out.PID = &pid
 	}
 	if l.Granted {
-		out.Duration = out.Held
 		out.WaitStart = nil
-	} else {
+	}
+	// Seed 000's duration: now() - query_start. For a lock connection, whose
+	// last statement is the lock itself, that is the wait plus the hold so
+	// far; for a waiter, its wait. Without a backend, the held or waited time.
+	switch {
+	case !l.QueryStart.IsZero() && !taken.IsZero():
+		out.Duration = seconds(max(taken.Sub(l.QueryStart), 0))
+	case l.Granted:
+		out.Duration = out.Held
+	default:
 		out.Duration = out.Waited
 	}
 	if kind != model.KindAdvisory {

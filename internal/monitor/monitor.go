@@ -111,7 +111,7 @@ func (m *Monitor) readInfo(ctx context.Context) error {
 		return err
 	}
 	if !info.Privileged {
-		info.Warning = fmt.Sprintf("role %q lacks pg_monitor: other roles' queries, application names and states are hidden (GRANT pg_monitor TO %s)", info.User, pgx.Identifier{info.User}.Sanitize())
+		info.Warning = fmt.Sprintf("role %q lacks pg_monitor: other roles' queries, states and query start times are hidden (GRANT pg_monitor TO %s)", info.User, pgx.Identifier{info.User}.Sanitize())
 	}
 	m.info = info
 	return nil
