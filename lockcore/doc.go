@@ -25,8 +25,9 @@
 //     timeout (once per connection, with its application_name), so a usual
 //     acquire is the bare pg_advisory_lock in one round trip; a shorter wait
 //     sets lock_timeout inside its own lock statement. Give a Service a pool
-//     of its own: a pool shared with other work would see that session
-//     lock_timeout on its statements too.
+//     of its own, or tell it with WithSharedPool that the pool serves other
+//     work too: then every lock statement sets lock_timeout for itself and
+//     the session is left alone.
 //   - Cancelling ctx while waiting sends a cancel request to the server, so
 //     the wait stops promptly; the call returns an error wrapping ctx.Err()
 //     and nothing stays held.

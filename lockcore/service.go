@@ -45,6 +45,7 @@ type Service struct {
 	// session: the default timeout less a margin for the connection wait.
 	sessionTimeout int64
 	appName        string
+	shared         bool // WithSharedPool: no session lock_timeout
 	observers      []Observer
 	log            *slog.Logger
 
@@ -72,6 +73,16 @@ func WithDefaultTimeout(d time.Duration) Option {
 // the Service uses it.
 func WithApplicationName(name string) Option {
 	return func(s *Service) { s.appName = name }
+}
+
+// WithSharedPool says the pool also serves other work, so the Service must
+// not leave session settings on its connections: each lock statement sets
+// lock_timeout for itself alone, instead of the Service setting it once per
+// connection. That costs the server a setting change per lock, measurable
+// only under heavy contention. application_name is still set unless
+// WithApplicationName("") is given too.
+func WithSharedPool() Option {
+	return func(s *Service) { s.shared = true }
 }
 
 // WithObserver adds an observer of every lock event. It may be given more
@@ -102,7 +113,9 @@ func New(pool *pgxpool.Pool, opts ...Option) *Service {
 	for _, o := range opts {
 		o(s)
 	}
-	s.sessionTimeout = (s.timeout - min(s.timeout/100, sessionMargin)).Milliseconds()
+	if !s.shared {
+		s.sessionTimeout = (s.timeout - min(s.timeout/100, sessionMargin)).Milliseconds()
+	}
 	return s
 }
 
@@ -262,7 +275,7 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 			return fail(pid, ErrTimeout)
 		}
 		err = s.query(ctx, conn, deadline.Add(backstop), func(qctx context.Context) error {
-			if remaining >= s.sessionTimeout {
+			if s.sessionTimeout > 0 && remaining >= s.sessionTimeout {
 				// The session's lock_timeout (set by prepareSession) ends
 				// the wait before the deadline: the bare lock statement.
 				_, err := conn.Exec(qctx, sqlFor(key).lock, keyArgs(key)...)
@@ -340,8 +353,13 @@ func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadli
 	}
 	actx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	_, err := conn.Exec(actx, "SELECT set_config('application_name', $1, false), set_config('lock_timeout', $2, false)",
-		app, strconv.FormatInt(s.sessionTimeout, 10))
+	var err error
+	if s.sessionTimeout == 0 { // a shared pool: application_name only
+		_, err = conn.Exec(actx, "SELECT set_config('application_name', $1, false)", app)
+	} else {
+		_, err = conn.Exec(actx, "SELECT set_config('application_name', $1, false), set_config('lock_timeout', $2, false)",
+			app, strconv.FormatInt(s.sessionTimeout, 10))
+	}
 	if err != nil {
 		return err
 	}

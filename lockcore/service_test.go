@@ -471,6 +471,32 @@ func TestSessionLockTimeout(t *testing.T) {
 	}
 }
 
+// WithSharedPool leaves the session's lock_timeout alone, and timeouts
+// still end on the server.
+func TestSharedPoolLeavesSession(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	s := lockcore.New(pool, lockcore.WithSharedPool(), lockcore.WithDefaultTimeout(300*time.Millisecond))
+	if err := s.With(context.Background(), freshAgent(), noop); err != nil {
+		t.Fatal(err)
+	}
+	key := freshAgent()
+	holdElsewhere(t, key)
+	if err := s.With(context.Background(), key, noop); !errors.Is(err, lockcore.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if err := s.With(context.Background(), freshAgent(), noop); err != nil {
+		t.Fatal(err)
+	}
+	var lt, app string
+	if err := pool.QueryRow(context.Background(), "SELECT current_setting('lock_timeout'), current_setting('application_name')").Scan(&lt, &app); err != nil {
+		t.Fatal(err)
+	}
+	if lt != "0" || app != lockcore.DefaultApplicationName {
+		t.Errorf("shared pool session: lock_timeout=%q application_name=%q; want 0 and %q", lt, app, lockcore.DefaultApplicationName)
+	}
+}
+
 // A context deadline sooner than the timeout bounds the wait and ends as
 // ErrTimeout (also wrapping context.DeadlineExceeded when the context, not
 // the server's lock_timeout, fired first).

@@ -28,9 +28,10 @@ type Options struct {
 // Monitor polls one server. It is safe for concurrent use, but polls run one
 // at a time.
 type Monitor struct {
-	pool   *pgxpool.Pool
-	info   model.ServerInfo
-	probes singleflight.Group // concurrent Probe calls share one probe
+	pool       *pgxpool.Pool
+	info       model.ServerInfo
+	probes     singleflight.Group // concurrent Probe calls share one probe
+	probeLocks *lockcore.Service  // takes the health probe's lock on pool
 
 	mu        sync.Mutex // serialises Poll and guards the fields below
 	firstSeen map[grantID]time.Time
@@ -64,7 +65,9 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 	if err != nil {
 		return nil, Describe(err)
 	}
-	m := &Monitor{pool: pool, firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID]struct{}{}}
+	m := &Monitor{pool: pool, firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID]struct{}{},
+		probeLocks: lockcore.New(pool, lockcore.WithSharedPool(), lockcore.WithApplicationName(""),
+			lockcore.WithDefaultTimeout(ProbeTimeout))}
 	if err := m.readInfo(cctx); err != nil {
 		pool.Close()
 		return nil, Describe(err)
