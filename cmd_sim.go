@@ -16,10 +16,14 @@ import (
 	"github.com/locktop/locktop/internal/pgcluster"
 	"github.com/locktop/locktop/sim"
 	"github.com/locktop/locktop/ui"
+	"github.com/locktop/locktop/workers"
 )
 
 // The dashboard drives the simulator through ui.Simulator.
 var _ ui.Simulator = (*sim.Sim)(nil)
+
+// simHooks lets tests of the command force an interleaving (nil otherwise).
+var simHooks *workers.Hooks
 
 func init() {
 	register(command{name: "sim", summary: "run the simulator headless, as a load test (locktop sim --headless --scenario NAME)", run: runSim})
@@ -97,7 +101,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	s, err := sim.New(ctx, sim.Options{
 		DSN: dsn, Scenario: *scenario, Agents: *agents, Goroutines: *goroutines, HookRate: *hookRate,
 		NoLocks: *noLocks, SharedPool: *shared, LockMaxConns: int32(*lockConns), LockTimeout: *lockTimeout,
-		Schema: *schema, Reset: *reset, Logger: logger,
+		Schema: *schema, Reset: *reset, Logger: logger, Hooks: simHooks,
 	})
 	if err != nil {
 		if errors.Is(err, sim.ErrUnusable) {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/locktop/locktop/lockcore"
 )
 
 // Reap is one cycle of the agent reaper over agents: per agent, try the
@@ -101,8 +103,9 @@ func (e *Env) Reconcile(ctx context.Context, limit int) (int, error) {
 }
 
 // Drain applies every event of this process still unapplied, waiting for
-// each agent's lock (a final reconcile, when the run stops). It returns how
-// many it applied.
+// each agent's lock up to lockcore's default timeout whatever the lock
+// timeout is (a final reconcile, when the run stops). It returns how many
+// it applied.
 func (e *Env) Drain(ctx context.Context) (int, error) {
 	evs, err := Query(ctx, e.DB, `SELECT event_id, agent_id, route FROM transcript
 		WHERE NOT applied AND proc = $1 ORDER BY at`, []any{e.Proc}, pgx.RowToStructByPos[pending])
@@ -143,7 +146,7 @@ func (e *Env) reconcile(ctx context.Context, evs []pending, try bool) (int, erro
 		if try {
 			_, err = e.tryAgent(ctx, KindReconciler, a, body)
 		} else {
-			_, err = e.withAgent(ctx, KindReconciler, "", a, body)
+			_, err = e.section(ctx, KindReconciler, "", a, false, max(e.LockTimeout(), lockcore.DefaultTimeout), body)
 		}
 		if err != nil {
 			errs = append(errs, err)

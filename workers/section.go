@@ -20,16 +20,16 @@ const cleanupTimeout = 5 * time.Second
 // taken with a blocking acquire, or at once when locking is off. It records
 // the attempt and its outcome, and returns the lock's or the body's error.
 func (e *Env) withAgent(ctx context.Context, kind Kind, route string, agent int32, body func(context.Context) error) (ran bool, err error) {
-	return e.section(ctx, kind, route, agent, false, body)
+	return e.section(ctx, kind, route, agent, false, e.LockTimeout(), body)
 }
 
 // tryAgent is withAgent with a try-lock: when another session holds the
 // agent, body does not run and ran is false, with a nil error.
 func (e *Env) tryAgent(ctx context.Context, kind Kind, agent int32, body func(context.Context) error) (ran bool, err error) {
-	return e.section(ctx, kind, "", agent, true, body)
+	return e.section(ctx, kind, "", agent, true, 0, body)
 }
 
-func (e *Env) section(ctx context.Context, kind Kind, route string, agent int32, try bool, body func(context.Context) error) (ran bool, err error) {
+func (e *Env) section(ctx context.Context, kind Kind, route string, agent int32, try bool, timeout time.Duration, body func(context.Context) error) (ran bool, err error) {
 	key := lockcore.AgentKey(agent)
 	start := time.Now()
 	inner := func(ctx context.Context) error {
@@ -52,7 +52,7 @@ func (e *Env) section(ctx context.Context, kind Kind, route string, agent int32,
 			return false, nil
 		}
 	default:
-		err = e.Locks.WithTimeout(ctx, key, e.LockTimeout(), inner)
+		err = e.Locks.WithTimeout(ctx, key, timeout, inner)
 	}
 	if err != nil {
 		e.Rec.Attempt(Attempt{Kind: kind, Route: route, Key: key, Outcome: classify(ctx, err), Wait: time.Since(start), Err: err, Body: ran})
@@ -145,7 +145,14 @@ func (e *Env) fault(ctx context.Context, agent int32, section int64) error {
 			d = e.LockTimeout() + e.LockTimeout()/2
 		}
 		e.Rec.Note(KindHook, key, fmt.Sprintf("slow body: holding the lock %s more", d.Round(time.Millisecond)))
-		return sleep(ctx, d)
+		t := time.NewTimer(d) // no jitter: it must outlast the timeout
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	case take(&e.Faults.killHolder):
 		return e.killHolder(ctx, key, section)
 	}

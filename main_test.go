@@ -1,0 +1,19 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/locktop/locktop/internal/pgtest"
+)
+
+// envRunMain makes the test binary act as locktop itself, so a test can run
+// the real command in a child process and send it signals.
+const envRunMain = "LOCKTOP_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	pgtest.Main(m)
+}
