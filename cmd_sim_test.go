@@ -22,6 +22,7 @@ var simSchemaSeq atomic.Int32
 // in a schema of its own.
 func simArgs(t *testing.T, extra ...string) []string {
 	t.Helper()
+	t.Setenv("TMPDIR", t.TempDir()) // the config editor's file goes there
 	schema := fmt.Sprintf("cmd_sim_%d", simSchemaSeq.Add(1))
 	return append([]string{"sim", "--headless", "--dsn", pgtest.DSN(t), "--schema", schema, "--duration", "1500ms"}, extra...)
 }

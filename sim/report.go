@@ -200,10 +200,17 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.AuditError != "" {
 		fmt.Fprintf(&b, "final checks incomplete: %s\n", r.AuditError)
 	}
-	if r.OK {
+	broken := int64(0)
+	for _, inv := range r.Invariants {
+		broken += inv.Violations
+	}
+	switch {
+	case r.OK:
 		b.WriteString("\nOK: no invariant broken\n")
-	} else {
-		b.WriteString("\nFAIL: invariants broken\n")
+	case broken > 0:
+		fmt.Fprintf(&b, "\nFAIL: %d invariant violation(s)\n", broken)
+	default:
+		b.WriteString("\nFAIL: the final checks did not complete\n")
 	}
 	_, err := w.Write(b.Bytes())
 	return err

@@ -20,13 +20,15 @@ type Scenario struct {
 	HotShare    float64 // share of hook events that go to a hot agent
 	// LockTimeout is the blocking acquires' timeout (0: lockcore's 15s).
 	LockTimeout time.Duration
-	Timing      workers.Timing
-	Drivers     []Driver
+	// LockConns is the lock pool's size unless Options say (0: 64).
+	LockConns int32
+	Timing    workers.Timing
+	Drivers   []Driver
 }
 
 // Driver generates one kind of work: Goroutines loops, each running one
-// unit after another, all sharing a rate limit of Rate units per second (0:
-// no limit, as fast as the goroutines go).
+// unit after another with random gaps between them, together about Rate
+// units per second (0: no gaps, as fast as the goroutines go).
 type Driver struct {
 	Name       string       // the rate's name in SimStatus.Rates, e.g. "hooks/s"
 	Kind       workers.Kind // the worker kind it drives; "" for faults
@@ -309,6 +311,17 @@ var scenarios = []Scenario{
 			{Name: "kills/s", Rate: 0.7, Goroutines: 1, unit: unitFault(workers.FaultKillHolder)},
 			{Name: "reconciler cycles/s", Kind: workers.KindReconciler, Rate: 2, Goroutines: 1, unit: unitReconciler},
 		},
+	},
+	{
+		Name: "scale",
+		Description: "the scale benchmark: 10,000 agents, 1,000 hook goroutines firing back to back at random agents, " +
+			"every background worker and service",
+		Agents: 10000, Hot: 0,
+		LockConns: 200,
+		Timing:    defaultTiming,
+		Drivers: append(append([]Driver{
+			{Name: "hooks/s", Kind: workers.KindHook, Rate: 0, Goroutines: 1000, unit: unitHook},
+		}, background()...), services()...),
 	},
 }
 

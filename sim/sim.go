@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,7 +18,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/time/rate"
 
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
@@ -71,8 +71,9 @@ type Options struct {
 	// SharedPool takes lock connections from the work pool, as the seed's
 	// single pool does, so the exhaustion hazard can be shown.
 	SharedPool bool
-	// Work pool size (0: 15 and 25) and lock pool size (0: 64). In shared
-	// mode the single pool has the work pool's size.
+	// Work pool size (0: 15 and 25) and lock pool size (0: the scenario's,
+	// 64 unless it says). In shared mode the single pool has the work
+	// pool's size.
 	WorkMinConns, WorkMaxConns, LockMaxConns int32
 	// LockTimeout overrides the scenario's blocking acquire timeout.
 	LockTimeout time.Duration
@@ -147,11 +148,25 @@ type runState struct {
 	drivers    []*driver
 }
 
-// driver is a running Driver.
+// driver is a running Driver. Its goroutines fire at random (exponential
+// gaps, so together they make a Poisson stream of about spec.Rate units per
+// second): evenly spaced arrivals would never collide, real ones do.
 type driver struct {
-	spec    Driver
-	lim     *rate.Limiter
+	spec    Driver        // guarded by Sim.mu
+	rate    atomic.Uint64 // math.Float64bits of units per second; 0: no limit
+	n       atomic.Int64  // goroutines
 	cancels []context.CancelFunc
+}
+
+func (d *driver) setRate(perSecond float64) { d.rate.Store(math.Float64bits(perSecond)) }
+
+// gap returns how long one goroutine waits before its next unit.
+func (d *driver) gap() time.Duration {
+	r := math.Float64frombits(d.rate.Load())
+	if r <= 0 {
+		return 0
+	}
+	return time.Duration(mrand.ExpFloat64() * float64(max(d.n.Load(), 1)) / r * float64(time.Second))
 }
 
 // New connects the simulator's pools, creates its schema and agents, and
@@ -176,7 +191,7 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 	}
 	opts.WorkMinConns = cmpOr(opts.WorkMinConns, DefaultWorkMinConns)
 	opts.WorkMaxConns = cmpOr(opts.WorkMaxConns, DefaultWorkMaxConns)
-	opts.LockMaxConns = cmpOr(opts.LockMaxConns, DefaultLockMaxConns)
+	opts.LockMaxConns = cmpOr(opts.LockMaxConns, cmpOr(sc.LockConns, DefaultLockMaxConns))
 	opts.WorkMinConns = min(opts.WorkMinConns, opts.WorkMaxConns)
 	opts.EventBuffer = cmpOr(opts.EventBuffer, 1024)
 	opts.StopGrace = cmpOr(opts.StopGrace, 5*time.Second)
@@ -350,7 +365,8 @@ func (s *Sim) start() error {
 	r.gen, r.stopGen = context.WithCancel(context.Background())
 	r.work, r.cancelWork = context.WithCancel(context.Background())
 	for _, spec := range s.sc.Drivers {
-		d := &driver{spec: spec, lim: rate.NewLimiter(limitOf(spec.Rate), 1)}
+		d := &driver{spec: spec}
+		d.setRate(spec.Rate)
 		r.drivers = append(r.drivers, d)
 		for range spec.Goroutines {
 			s.addLoop(r, d)
@@ -363,22 +379,21 @@ func (s *Sim) start() error {
 	return nil
 }
 
-func limitOf(perSecond float64) rate.Limit {
-	if perSecond <= 0 {
-		return rate.Inf
-	}
-	return rate.Limit(perSecond)
-}
-
 // addLoop starts one more goroutine of d. s.mu must be held.
 func (s *Sim) addLoop(r *runState, d *driver) {
 	ctx, cancel := context.WithCancel(r.gen)
 	d.cancels = append(d.cancels, cancel)
+	d.n.Add(1)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer d.n.Add(-1)
 		for {
-			if err := d.lim.Wait(ctx); err != nil {
+			if g := d.gap(); g > 0 {
+				if pause(ctx, g) != nil {
+					return
+				}
+			} else if ctx.Err() != nil {
 				return
 			}
 			if err := d.spec.unit(s, r.work); err != nil && ctx.Err() == nil {
@@ -587,7 +602,7 @@ func (s *Sim) ScaleRates(factor float64) {
 	if s.run != nil {
 		for _, d := range s.run.drivers {
 			d.spec.Rate *= factor
-			d.lim.SetLimit(limitOf(d.spec.Rate))
+			d.setRate(d.spec.Rate)
 		}
 	}
 }
@@ -614,7 +629,7 @@ func (s *Sim) SetRate(name string, perSecond float64) error {
 		for _, d := range s.run.drivers {
 			if d.spec.Name == name {
 				d.spec.Rate = perSecond
-				d.lim.SetLimit(limitOf(perSecond))
+				d.setRate(perSecond)
 			}
 		}
 	}

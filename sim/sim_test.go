@@ -123,7 +123,11 @@ func TestScenariosKeepInvariants(t *testing.T) {
 	for _, name := range sim.Scenarios() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s := newSim(t, sim.Options{Scenario: name})
+			opts := sim.Options{Scenario: name}
+			if name == "scale" {
+				opts.Agents, opts.Goroutines, opts.LockMaxConns = 300, 40, 40 // the full size is a benchmark
+			}
+			s := newSim(t, opts)
 			r := runFor(t, s, 1500*time.Millisecond)
 			if !r.OK {
 				t.Errorf("invariants broken: %s", broken(r))

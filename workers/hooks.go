@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/locktop/locktop/lockcore"
-	"github.com/locktop/locktop/model"
 )
 
 // Route is a hook route.
@@ -274,12 +273,4 @@ func (e *Env) DeferredStop(ctx context.Context, agent int32, cmd int64) error {
 		return err
 	})
 	return err
-}
-
-// outcomeOf is the outcome recorded for err (acquired when nil).
-func outcomeOf(ctx context.Context, err error) model.Outcome {
-	if err == nil {
-		return model.OutcomeAcquired
-	}
-	return classify(ctx, err)
 }
