@@ -14,6 +14,7 @@ import (
 
 	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgcluster"
+	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/sim"
 	"github.com/locktop/locktop/ui"
 	"github.com/locktop/locktop/workers"
@@ -138,6 +139,26 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return exitError{code: exitFailure, err: fmt.Errorf("%d invariant violation(s) in scenario %s", n, rep.Scenario)}
 	}
 	return nil
+}
+
+// startEmbeddedSim starts the simulator for the dashboard: scenario (""
+// is "steady") on dsn, locks on, separate pools, warnings to log (nil
+// discards them). It returns the simulator, its pool source and a stop
+// function that stops it, runs the final checks and closes its pools. The
+// dashboard's embedded mode (locktop with no arguments) and --sim use it.
+func startEmbeddedSim(ctx context.Context, dsn, scenario string, log *slog.Logger) (*sim.Sim, func() []model.PoolStats, func(), error) {
+	s, err := sim.New(ctx, sim.Options{DSN: dsn, Scenario: scenario, Logger: log})
+	if err != nil {
+		if errors.Is(err, sim.ErrUnusable) {
+			return nil, nil, nil, exitError{code: exitUsage, err: monitor.Describe(err)}
+		}
+		return nil, nil, nil, err
+	}
+	if err := s.Start(); err != nil {
+		s.Close()
+		return nil, nil, nil, err
+	}
+	return s, s.Pools, func() { _ = s.Close() }, nil
 }
 
 func writeJSON(path string, stdout io.Writer, rep sim.Report) error {

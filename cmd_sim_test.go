@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/ui"
 	"github.com/locktop/locktop/workers"
 )
 
@@ -160,5 +162,28 @@ func TestSimNoLocksExitsOne(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "BROKEN no_overlapping_sections") {
 		t.Errorf("summary does not show the overlap:\n%s", stdout.String())
+	}
+}
+
+// The dashboard's embedded mode starts "steady" through startEmbeddedSim.
+func TestStartEmbeddedSim(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	s, pools, stop, err := startEmbeddedSim(context.Background(), pgtest.DSN(t), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var simulator ui.Simulator = s
+	if st := simulator.Status(); !st.Running || st.Scenario != "steady" || !st.LocksEnabled {
+		t.Errorf("status %+v", st)
+	}
+	if ps := pools(); len(ps) != 2 || ps[0].Name != "lock" || ps[1].Name != "work" || ps[1].MaxConns != 25 {
+		t.Errorf("pools %+v", ps)
+	}
+	stop()
+	if r := s.Report(); !r.OK || s.Running() {
+		t.Errorf("after stop: running %v, ok %v", s.Running(), r.OK)
+	}
+	if _, _, _, err := startEmbeddedSim(context.Background(), "postgres://nobody@/x?host=/nonexistent-locktop&connect_timeout=2", "", nil); report(err, io.Discard) != exitUsage {
+		t.Errorf("unusable database: %v", err)
 	}
 }
