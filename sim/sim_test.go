@@ -87,8 +87,10 @@ func violations(r sim.Report, name workers.Invariant) int64 {
 
 // The dashboard's embedded mode relies on this: "steady" shows a holder
 // with a queued waiter on an AGENT key within seconds.
+//
+// Not parallel: AGENT keys are per database, and the other tests' waiters
+// must not count.
 func TestSteadyShowsQueuedWaiters(t *testing.T) {
-	t.Parallel()
 	s := newSim(t, sim.Options{})
 	mon := pgtest.Pool(t, nil)
 	if err := s.Start(); err != nil {
@@ -227,10 +229,11 @@ func TestTwoSimulatorsShareAgents(t *testing.T) {
 // A section held by one simulator makes the other's hook on the same agent
 // queue in PostgreSQL; with the locks off the other enters, and the overlap
 // is caught across the two.
+//
+// Not parallel: the other tests' waiters on AGENT 1 must not count.
 func TestCrossProcessExclusion(t *testing.T) {
 	for _, locking := range []bool{true, false} {
 		t.Run(fmt.Sprintf("locks=%v", locking), func(t *testing.T) {
-			t.Parallel()
 			sch := schema()
 			gate := make(chan struct{})
 			in := make(chan struct{})

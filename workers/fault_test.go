@@ -14,7 +14,6 @@ import (
 // Kill-holder: the section terminates the backend that holds its lock. The
 // lock frees (a waiter gets it), the worker sees ErrLost, nothing leaks.
 func TestKillHolder(t *testing.T) {
-	t.Parallel()
 	w := newWorld(t, 2)
 	ctx := context.Background()
 	w.env.Faults.Add(workers.FaultKillHolder, 1)
@@ -51,7 +50,6 @@ func TestKillHolder(t *testing.T) {
 
 // Reentrant: a section that takes its own key again is refused at once.
 func TestReentrantRefused(t *testing.T) {
-	t.Parallel()
 	w := newWorld(t, 1)
 	w.env.Faults.Add(workers.FaultReentrant, 1)
 	if err := w.env.Hook(context.Background(), workers.RouteNotification, 1); err != nil {
@@ -66,7 +64,6 @@ func TestReentrantRefused(t *testing.T) {
 // A body that outlasts the lock timeout: the waiter times out, its event
 // stays unapplied, and the final reconcile applies it exactly once.
 func TestTimeoutThenReconcile(t *testing.T) {
-	t.Parallel()
 	w := newWorld(t, 1)
 	ctx := context.Background()
 	w.env.SetLockTimeout(200 * time.Millisecond)
@@ -96,7 +93,6 @@ func TestTimeoutThenReconcile(t *testing.T) {
 
 // Background workers skip a held agent and process the others.
 func TestBackgroundSkipsHeldAgent(t *testing.T) {
-	t.Parallel()
 	w := newWorld(t, 3)
 	ctx := context.Background()
 	b := w.hooks.stop(t, workers.PointEntered, 1)
@@ -129,7 +125,6 @@ func TestBackgroundSkipsHeldAgent(t *testing.T) {
 
 // The status route takes no lock: it answers while the agent is held.
 func TestStatusTakesNoLock(t *testing.T) {
-	t.Parallel()
 	w := newWorld(t, 1)
 	ctx := context.Background()
 	b := w.hooks.stop(t, workers.PointEntered, 1)
@@ -146,7 +141,6 @@ func TestStatusTakesNoLock(t *testing.T) {
 }
 
 func TestSetupIsIdempotentAndValidates(t *testing.T) {
-	t.Parallel()
 	w := newWorld(t, 1)
 	ctx := context.Background()
 	if err := workers.Setup(ctx, w.work, w.schema); err != nil {

@@ -244,3 +244,7 @@ func recv(t *testing.T, ch <-chan error) error {
 		return nil
 	}
 }
+
+// The tests here do not run in parallel: AGENT keys are per database, not
+// per schema, so parallel tests on agent 1 would wait for each other's
+// locks and see each other's waiters.

@@ -80,7 +80,6 @@ var races = []race{
 func TestRacesWithoutLocksAreCaught(t *testing.T) {
 	for _, rc := range races {
 		t.Run(rc.name, func(t *testing.T) {
-			t.Parallel()
 			w := newWorld(t, 2)
 			ctx := context.Background()
 			if rc.setup != nil {
@@ -115,7 +114,6 @@ func TestRacesWithoutLocksAreCaught(t *testing.T) {
 func TestRacesWithLocksSerialise(t *testing.T) {
 	for _, rc := range races {
 		t.Run(rc.name, func(t *testing.T) {
-			t.Parallel()
 			w := newWorld(t, 2)
 			ctx := context.Background()
 			if rc.setup != nil {
@@ -150,7 +148,6 @@ func TestRacesWithLocksSerialise(t *testing.T) {
 func TestDeferredStopRace(t *testing.T) {
 	for _, locking := range []bool{false, true} {
 		t.Run(map[bool]string{false: "no locks", true: "locks"}[locking], func(t *testing.T) {
-			t.Parallel()
 			w := newWorld(t, 2)
 			ctx := context.Background()
 			if err := w.env.Hook(ctx, workers.RoutePromptSubmit, 1); err != nil {
@@ -199,7 +196,6 @@ func TestDeferredStopRace(t *testing.T) {
 func TestReconcilerVersusHook(t *testing.T) {
 	for _, locking := range []bool{false, true} {
 		t.Run(map[bool]string{false: "no locks", true: "locks"}[locking], func(t *testing.T) {
-			t.Parallel()
 			w := newWorld(t, 2)
 			ctx := context.Background()
 			w.env.SetLocking(locking)
@@ -237,7 +233,6 @@ func TestReconcilerVersusHook(t *testing.T) {
 func TestSummariserNowait(t *testing.T) {
 	for _, locking := range []bool{false, true} {
 		t.Run(map[bool]string{false: "no locks", true: "locks"}[locking], func(t *testing.T) {
-			t.Parallel()
 			w := newWorld(t, 2)
 			ctx := context.Background()
 			if err := w.env.Hook(ctx, workers.RoutePromptSubmit, 1); err != nil {
@@ -283,7 +278,6 @@ func TestSummariserNowait(t *testing.T) {
 // Config editor: without flock, an editor that read the file before another
 // saved writes it back without the other's key.
 func TestConfigEditorLosesKeyWithoutFlock(t *testing.T) {
-	t.Parallel()
 	w := newWorld(t, 1)
 	ctx := context.Background()
 	w.env.SetLocking(false)
@@ -308,7 +302,6 @@ func TestConfigEditorLosesKeyWithoutFlock(t *testing.T) {
 // With flock, a second editor waits for the first: with a short timeout it
 // gives up (proving it could not get in); afterwards edits keep every key.
 func TestConfigEditorFlock(t *testing.T) {
-	t.Parallel()
 	w := newWorld(t, 1)
 	ctx := context.Background()
 	b := w.hooks.stop(t, workers.PointConfigRead, 0)

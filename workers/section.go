@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 )
@@ -245,10 +247,24 @@ func (e *Env) bump(ctx context.Context, kind Kind, agent int32, field string) (i
 // already there breaks the invariant.
 func (e *Env) claim(ctx context.Context, kind Kind, ck, subject, what string) error {
 	var seen int64
-	err := e.DB.Get(ctx, `
-		WITH c AS (INSERT INTO claims (kind, subject, worker, proc) VALUES ($1, $2, $3, $4))
-		SELECT count(*) FROM claims WHERE kind = $1 AND subject = $2`,
-		[]any{ck, subject, string(kind), e.Proc}, &seen)
+	err := e.DB.Get(ctx, claimSQL, []any{ck, subject, string(kind), e.Proc}, &seen)
+	return e.claimed(kind, ck, subject, what, seen, err)
+}
+
+// claimTx is claim inside tx, for a workload that already holds a
+// connection: taking a second one from the pool while holding the first
+// could exhaust it.
+func (e *Env) claimTx(ctx context.Context, tx pgx.Tx, kind Kind, ck, subject, what string) error {
+	var seen int64
+	err := tx.QueryRow(ctx, claimSQL, ck, subject, string(kind), e.Proc).Scan(&seen)
+	return e.claimed(kind, ck, subject, what, seen, err)
+}
+
+const claimSQL = `
+	WITH c AS (INSERT INTO claims (kind, subject, worker, proc) VALUES ($1, $2, $3, $4))
+	SELECT count(*) FROM claims WHERE kind = $1 AND subject = $2`
+
+func (e *Env) claimed(kind Kind, ck, subject, what string, seen int64, err error) error {
 	if err != nil {
 		return fmt.Errorf("recording %s %s: %w", ck, subject, err)
 	}

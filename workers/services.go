@@ -42,9 +42,9 @@ func (e *Env) Summarise(ctx context.Context, turn int64) (string, error) {
 			return nil
 		}
 		e.at(ctx, PointSummaryChecked, agent)
-		// The LLM call: recorded on its own connection, as the call leaves
-		// the process whatever the transaction does afterwards.
-		if err := e.claim(ctx, KindSummariser, claimSummary, "turn "+strconv.FormatInt(turn, 10), "summary call"); err != nil {
+		// The LLM call, recorded in the transaction that holds the row (a
+		// second connection per summariser could exhaust the pool).
+		if err := e.claimTx(ctx, tx, KindSummariser, claimSummary, "turn "+strconv.FormatInt(turn, 10), "summary call"); err != nil {
 			return err
 		}
 		if err := sleep(ctx, e.Timing().LLM); err != nil {
