@@ -40,13 +40,9 @@ deps:
 		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $$missing; \
 	fi
 
-## bench: lock core benchmarks beside pgbench on one throw-away cluster
-bench: deps build
-	$(GO) test -c -o bin/lockcore.test ./lockcore
-	./$(BIN) cluster -- sh -c '\
-		cd lockcore && ../bin/lockcore.test -test.run "^$$" -test.bench . -test.benchtime 5s -test.count 1; cd ..; \
-		echo "pgbench lock-cycle.sql (1 client):"; pgbench -n -M prepared -f ../shared/bench/lock-cycle.sql -c 1 -T 10 | grep -E "latency average|tps"; \
-		echo "pgbench contended.sql (8 clients):"; pgbench -n -M prepared -f ../shared/bench/contended.sql -c 8 -j 2 -T 10 | grep -E "latency average|tps"'
+## bench: every performance budget beside its physical limit, on one throw-away cluster; writes BENCHMARKS.md
+bench: deps
+	$(GO) run ./internal/benchreport -out BENCHMARKS.md
 
 clean:
 	rm -rf bin

@@ -17,10 +17,16 @@
 // connections. The rules, which every method follows:
 //
 //   - A blocking acquire waits at most its timeout (WithDefaultTimeout, 15s by
-//     default), and the wait for a pooled connection counts against it: an
-//     exhausted pool ends in ErrTimeout, never a hang. The server's
-//     lock_timeout is set in the same statement as the lock, so the server
-//     gives up first and a timeout costs no extra round trip.
+//     default) or until ctx's deadline, whichever is sooner, and the wait for
+//     a pooled connection counts against it: an exhausted pool ends in
+//     ErrTimeout, never a hang. The server's lock_timeout ends the wait, so
+//     the server gives up first and the connection stays clean. Each lock
+//     connection's session carries lock_timeout set just under the default
+//     timeout (once per connection, with its application_name), so a usual
+//     acquire is the bare pg_advisory_lock in one round trip; a shorter wait
+//     sets lock_timeout inside its own lock statement. Give a Service a pool
+//     of its own: a pool shared with other work would see that session
+//     lock_timeout on its statements too.
 //   - Cancelling ctx while waiting sends a cancel request to the server, so
 //     the wait stops promptly; the call returns an error wrapping ctx.Err()
 //     and nothing stays held.

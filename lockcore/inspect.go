@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,24 +19,40 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// InspectSQL is the one statement Inspect sends. The outer row always exists,
-// so an empty lock table still reports the server's clock and connection
-// count. Only advisory rows are read; the join to pg_stat_activity names the
-// backend of each.
-const InspectSQL = `SELECT s.now, s.conns,
-	l.pid, d.datname, a.usename, a.application_name, host(a.client_addr), a.state, a.query, a.query_start,
-	l.classid, l.objid, l.objsubid, l.mode, l.granted, l.waitstart
-FROM (SELECT now() AS now, (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend') AS conns) s
-LEFT JOIN pg_locks l ON l.locktype = 'advisory'
-LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-LEFT JOIN pg_database d ON d.oid = l.database`
+// InspectSQL is the one statement Inspect sends. pg_locks is read once
+// (the materialized CTE) and comes back as compact rows; the backends and
+// databases those rows name come back once each, not once per lock, so a
+// backend holding 10,000 locks sends its query text once. The first row
+// always exists and carries the server's clock and connection count.
+//
+// Row kinds: 0 header (now, connections); 1 lock (pid, database oid,
+// classid, objid, objsubid, share mode, granted, waitstart: advisory locks
+// are ExclusiveLock or ShareLock, so the mode travels as a bool); 2 backend (pid,
+// user, application, client address, state, query, query_start); 3
+// database (oid, name).
+const InspectSQL = `WITH l AS MATERIALIZED (
+	SELECT pid, database, classid, objid, objsubid, mode, granted, waitstart
+	FROM pg_locks WHERE locktype = 'advisory')
+SELECT 0 AS kind, NULL::int4 AS pid, NULL::oid AS oid, NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid,
+	NULL::bool AS share, NULL::bool AS granted, now() AS ts,
+	(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::text AS t1,
+	NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5
+UNION ALL
+SELECT 1, pid, database, classid, objid, objsubid, mode = 'ShareLock', granted, waitstart, NULL, NULL, NULL, NULL, NULL FROM l
+UNION ALL
+SELECT 2, a.pid, NULL, NULL, NULL, NULL, NULL, NULL, a.query_start,
+	a.usename::text, a.application_name, host(a.client_addr), a.state, a.query
+FROM pg_stat_activity a WHERE a.pid IN (SELECT pid FROM l)
+UNION ALL
+SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL
+FROM pg_database d WHERE d.oid IN (SELECT database FROM l)`
 
 // Inspect reads every advisory lock on the server, holders and waiters, in
 // one statement, and decodes the keys with the registry. Snapshot.Locks are
-// grouped by key (in database, namespace, id order), holders first, then
-// waiters in queue order; each waiter's BlockedBy names the holders of its
-// key in a conflicting mode (or, for a share waiter queued behind an
-// exclusive waiter, that waiter). Held times are left zero: the server does not
+// grouped by key (in database and key order), holders first, then waiters
+// in queue order; each waiter's BlockedBy names the holders of its key in a
+// conflicting mode (or, for a share waiter queued behind an exclusive
+// waiter, that waiter). Held times are left zero: the server does not
 // record when an advisory lock was granted (a poller that watches over time
 // fills them in).
 func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
@@ -44,71 +61,143 @@ func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
 		return model.Snapshot{}, err
 	}
 	defer rows.Close()
+
+	type lockRow struct {
+		pid     int32
+		db      uint32
+		key     Key
+		mode    string
+		granted bool
+		wait    time.Time
+		hasWait bool
+	}
+	type backend struct {
+		user, app, addr, state, query string
+		start                         time.Time
+	}
 	var (
-		snap                              model.Snapshot
-		now                               time.Time
-		conns                             int64
-		pid                               pgtype.Int4
-		db, user, app, addr, state, query pgtype.Text
-		qstart, wstart                    pgtype.Timestamptz
-		classid, objid                    pgtype.Uint32
-		objsubid                          pgtype.Int2
-		mode                              pgtype.Text
-		granted                           pgtype.Bool
+		snap     model.Snapshot
+		locks    []lockRow
+		backends = map[int32]*backend{}
+		dbs      = map[uint32]string{}
+
+		kind                int32
+		pid                 pgtype.Int4
+		oid, classid, objid pgtype.Uint32
+		objsubid            pgtype.Int2
+		share               pgtype.Bool
+		granted             pgtype.Bool
+		ts                  pgtype.Timestamptz
+		t1, t2, t3, t4, t5  pgtype.Text
 	)
+	// One destination slice for every row: a fresh variadic slice per Scan
+	// would be an allocation per lock.
+	dest := []any{&kind, &pid, &oid, &classid, &objid, &objsubid, &share, &granted, &ts, &t1, &t2, &t3, &t4, &t5}
 	for rows.Next() {
-		if err := rows.Scan(&now, &conns, &pid, &db, &user, &app, &addr, &state, &query, &qstart,
-			&classid, &objid, &objsubid, &mode, &granted, &wstart); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return model.Snapshot{}, err
 		}
-		if !pid.Valid && !classid.Valid {
-			continue // the outer row alone: no advisory locks
-		}
-		key, ok := keyFromLockRow(classid.Uint32, objid.Uint32, objsubid.Int16)
-		if !ok {
-			continue
-		}
-		l := model.Lock{
-			Kind:            model.KindAdvisory,
-			PID:             pid.Int32, // 0 for a prepared transaction's lock
-			Database:        db.String,
-			User:            user.String,
-			ApplicationName: app.String,
-			ClientAddr:      addr.String,
-			State:           state.String,
-			Query:           query.String,
-			Mode:            mode.String,
-			Granted:         granted.Bool,
-			Namespace:       key.Namespace(),
-			EntityID:        key.EntityID(),
-			Pair:            key.pair,
-		}
-		if qstart.Valid {
-			l.QueryStart = qstart.Time
-		}
-		if !l.Granted {
-			// waitstart is null for a moment after a wait begins.
-			l.WaitStart = now
-			if wstart.Valid {
-				l.WaitStart = wstart.Time
+		switch kind {
+		case 0:
+			snap.Taken = ts.Time
+			n, _ := strconv.Atoi(t1.String)
+			snap.Connections = n
+		case 1:
+			key, ok := keyFromLockRow(classid.Uint32, objid.Uint32, objsubid.Int16)
+			if !ok {
+				continue
 			}
-			l.Waited = max(now.Sub(l.WaitStart), 0)
+			mode := model.ModeExclusive
+			if share.Bool {
+				mode = model.ModeShare
+			}
+			locks = append(locks, lockRow{
+				pid: pid.Int32, db: oid.Uint32, key: key, mode: mode, granted: granted.Bool,
+				wait: ts.Time, hasWait: ts.Valid,
+			})
+		case 2:
+			b := &backend{user: t1.String, app: t2.String, addr: t3.String, state: t4.String, query: t5.String}
+			if ts.Valid {
+				b.start = ts.Time
+			}
+			backends[pid.Int32] = b
+		case 3:
+			dbs[oid.Uint32] = t1.String
 		}
-		snap.Locks = append(snap.Locks, l)
 	}
 	if err := rows.Err(); err != nil {
 		return model.Snapshot{}, err
 	}
-	snap.Taken = now
-	snap.Connections = int(conns)
-	Arrange(snap.Locks)
+	if snap.Taken.IsZero() {
+		snap.Taken = time.Now()
+	}
+
+	// Sort compact rows (database, key shape, key, holders first, wait
+	// start, pid), then build the model rows once, in order.
+	for i := range locks {
+		r := &locks[i]
+		if !r.granted && !r.hasWait { // waitstart is null for a moment after a wait begins
+			r.wait = snap.Taken
+		}
+	}
+	slices.SortFunc(locks, func(a, b lockRow) int {
+		if a.db != b.db {
+			return cmp.Compare(a.db, b.db)
+		}
+		if a.key.pair != b.key.pair {
+			return compareBool(!a.key.pair, !b.key.pair) // pairs first
+		}
+		if c := cmp.Compare(a.key.Int64(), b.key.Int64()); c != 0 {
+			return c
+		}
+		if a.granted != b.granted {
+			return compareBool(!a.granted, !b.granted) // holders first
+		}
+		if c := a.wait.Compare(b.wait); c != 0 && !a.granted {
+			return c
+		}
+		return cmp.Compare(a.pid, b.pid)
+	})
+	snap.Locks = make([]model.Lock, len(locks))
+	names := map[int32]string{} // unregistered spaces, formatted once per poll
+	var none backend
+	for i := range locks {
+		r := &locks[i]
+		b := backends[r.pid]
+		if b == nil {
+			b = &none // a prepared transaction's lock, or a backend that just ended
+		}
+		ns := ""
+		if r.key.pair {
+			if e, ok := lookupSpace(r.key.hi); ok {
+				ns = e.Name
+			} else if ns, ok = names[r.key.hi]; !ok {
+				ns = strconv.Itoa(int(r.key.hi))
+				names[r.key.hi] = ns
+			}
+		} else if e, ok := lookupFixed(r.key.Int64()); ok {
+			ns = e.Name
+		}
+		l := &snap.Locks[i]
+		*l = model.Lock{
+			Kind: model.KindAdvisory, PID: r.pid, Database: dbs[r.db],
+			User: b.user, ApplicationName: b.app, ClientAddr: b.addr, State: b.state, Query: b.query, QueryStart: b.start,
+			Mode: r.mode, Granted: r.granted, Namespace: ns, EntityID: r.key.EntityID(), Pair: r.key.pair,
+		}
+		if !r.granted {
+			l.WaitStart = r.wait
+			l.Waited = max(snap.Taken.Sub(r.wait), 0)
+		}
+	}
+	queue(snap.Locks)
 	return snap, nil
 }
 
 // Arrange sorts locks by key, holders first and waiters in queue order, and
 // fills in each row's QueuePos and BlockedBy from the rows themselves. It
 // does not copy pg_blocking_pids(), which names every earlier waiter too and
-// turns a queue of 20 into a 20-level staircase.
+// turns a queue of 20 into a 20-level staircase. Inspect's rows are already
+// arranged; Arrange is for rows from elsewhere (tests, merged sources).
 func Arrange(locks []model.Lock) {
 	slices.SortFunc(locks, func(a, b model.Lock) int {
 		return cmp.Or(
@@ -121,6 +210,12 @@ func Arrange(locks []model.Lock) {
 			cmp.Compare(a.PID, b.PID),
 		)
 	})
+	queue(locks)
+}
+
+// queue fills in QueuePos and BlockedBy for rows already sorted by key,
+// holders first, waiters by wait start.
+func queue(locks []model.Lock) {
 	for i := 0; i < len(locks); {
 		j := i + 1
 		for j < len(locks) && sameKey(&locks[i], &locks[j]) {
@@ -138,7 +233,10 @@ func Arrange(locks []model.Lock) {
 			group[w].QueuePos = pos
 			group[w].BlockedBy = group[w].BlockedBy[:0]
 			for h := range group {
-				if group[h].Granted && conflicts(group[h].Mode, group[w].Mode) {
+				if !group[h].Granted {
+					break // holders come first
+				}
+				if conflicts(group[h].Mode, group[w].Mode) {
 					group[w].BlockedBy = append(group[w].BlockedBy, group[h].PID)
 				}
 			}

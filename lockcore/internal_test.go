@@ -17,11 +17,11 @@ import (
 func TestLockStatementTimesOutOnServer(t *testing.T) {
 	for _, key := range []Key{Pair(SpaceAgent, 900001), Int64(-900001)} {
 		holder := pgtest.Conn(t)
-		if _, err := holder.Exec(context.Background(), sqlFor(key).lock, append(keyArgs(key), "1000")...); err != nil {
+		if _, err := holder.Exec(context.Background(), sqlFor(key).lockWithin, keyArgs(key, "1000")...); err != nil {
 			t.Fatalf("holder: %v", err)
 		}
 		waiter := pgtest.Conn(t)
-		_, err := waiter.Exec(context.Background(), sqlFor(key).lock, append(keyArgs(key), "50")...)
+		_, err := waiter.Exec(context.Background(), sqlFor(key).lockWithin, keyArgs(key, "50")...)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
 			t.Fatalf("%v: waiter err = %v, want SQLSTATE 55P03 from the server's lock_timeout", key, err)
@@ -53,7 +53,7 @@ func TestCleanupFailedCountsPhantom(t *testing.T) {
 	}
 	raw := conn.Conn()
 	pid := raw.PgConn().PID()
-	if _, err := conn.Exec(ctx, sqlFor(key).lock, append(keyArgs(key), "1000")...); err != nil {
+	if _, err := conn.Exec(ctx, sqlFor(key).lockWithin, keyArgs(key, "1000")...); err != nil {
 		t.Fatal(err)
 	}
 	s.cleanupFailed(conn, key) // as if the acquire had failed after the grant

@@ -56,6 +56,15 @@ const SimSchemaID int64 = 0x4C4B5350 // "LKSP"
 // known to locktop. The slice is a copy.
 func Registered() []Entry { return append([]Entry(nil), registry...) }
 
+// HealthProbeID is the fixed one-bigint key of locktop's health probe
+// ("locktop" in ASCII): GET /healthz takes and releases it within a second,
+// seed 002's health check. It lies outside the int32 range that FNV-1a
+// hashed keys occupy, so it can never collide with them.
+const HealthProbeID int64 = 0x006c6f636b746f70
+
+// HealthProbeKey is the key of HealthProbeID.
+func HealthProbeKey() Key { return Int64(HealthProbeID) }
+
 // registry is the list seed 003 keeps by hand, as code. Adding a lock means
 // adding a line here; TestRegistryUnique fails on a duplicate.
 var registry = []Entry{
@@ -82,6 +91,14 @@ var registry = []Entry{
 		Scope:    "Global (per database)",
 		LockType: "Transaction (pg_advisory_xact_lock)",
 		FileRef:  "workers/schema.go",
+	},
+	{
+		Name: "LOCKTOP_HEALTH", Kind: KindFixed, ID: HealthProbeID,
+		Owner:    "locktop serve, locktop --http (GET /healthz)",
+		Purpose:  "Health probe: taken and released within 1s to prove the lock system works (seed 002)",
+		Scope:    "Global",
+		LockType: "Session (pg_advisory_lock, 1s timeout)",
+		FileRef:  "internal/monitor/probe.go",
 	},
 	{
 		Name: "BOOKING_DATE", Kind: KindHashed, Pattern: "{tenantId}:{date}",

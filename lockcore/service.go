@@ -30,17 +30,23 @@ const (
 	// backstop is how long after the server's lock_timeout should have fired
 	// the client stops waiting on its own (a server that never answers).
 	backstop = 2 * time.Second
+	// sessionMargin is the most a connection wait may take before an acquire
+	// with the default timeout needs a lock_timeout of its own.
+	sessionMargin = 50 * time.Millisecond
 )
 
 // Service takes session-scoped advisory locks on dedicated connections from
 // one pool. It is safe for concurrent use. See the package documentation for
 // the rules every method follows.
 type Service struct {
-	pool      *pgxpool.Pool
-	timeout   time.Duration
-	appName   string
-	observers []Observer
-	log       *slog.Logger
+	pool    *pgxpool.Pool
+	timeout time.Duration
+	// sessionTimeout is the lock_timeout (ms) set on each lock connection's
+	// session: the default timeout less a margin for the connection wait.
+	sessionTimeout int64
+	appName        string
+	observers      []Observer
+	log            *slog.Logger
 
 	waiting  atomic.Int64 // goroutines waiting for a pooled connection
 	held     atomic.Int64 // locks held now
@@ -96,6 +102,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Service {
 	for _, o := range opts {
 		o(s)
 	}
+	s.sessionTimeout = (s.timeout - min(s.timeout/100, sessionMargin)).Milliseconds()
 	return s
 }
 
@@ -205,9 +212,21 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 		return nil, &AdvisoryLockError{Key: key, Op: op, Err: ErrReentrant}
 	}
 	start := time.Now()
+	// The caller's deadline, if sooner, bounds the wait too, so the server's
+	// lock_timeout stays below it and a deadline ends as a clean timeout.
 	deadline := start.Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	s.emit(Event{Kind: EventAttempt, Key: key, Blocking: !try})
-	fail := func(kind EventKind, pid uint32, err error) (*Lock, error) {
+	fail := func(pid uint32, err error) (*Lock, error) {
+		kind := EventFailed
+		switch {
+		case errors.Is(err, ErrTimeout):
+			kind = EventTimeout
+		case errors.Is(err, context.Canceled):
+			kind = EventCanceled
+		}
 		w := time.Since(start)
 		s.emit(Event{Kind: kind, Key: key, Blocking: !try, Wait: w, PID: pid, Err: err})
 		return nil, &AdvisoryLockError{Key: key, Op: op, Waited: w, Err: err}
@@ -220,28 +239,15 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 	s.waiting.Add(-1)
 	cancel()
 	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-			return fail(EventCanceled, 0, ctx.Err())
-		case errors.Is(err, context.DeadlineExceeded):
-			return fail(EventTimeout, 0, fmt.Errorf("%w (no free connection in the lock pool)", ErrTimeout))
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != context.Canceled {
+			return fail(0, fmt.Errorf("%w (no free connection in the lock pool)", ErrTimeout))
 		}
-		return fail(EventFailed, 0, err)
+		return fail(0, ctxErr(ctx, err))
 	}
-	pc := conn.Conn().PgConn()
-	pid := pc.PID()
-
-	if s.appName != "" && pc.ParameterStatus("application_name") != s.appName {
-		actx, cancel := context.WithDeadline(ctx, deadline)
-		_, err := conn.Exec(actx, "SELECT set_config('application_name', $1, false)", s.appName)
-		cancel()
-		if err != nil {
-			destroy(conn)
-			if ctx.Err() != nil {
-				return fail(EventCanceled, pid, ctx.Err())
-			}
-			return fail(EventFailed, pid, err)
-		}
+	pid := conn.Conn().PgConn().PID()
+	if err := s.prepareSession(ctx, conn, deadline); err != nil {
+		destroy(conn)
+		return fail(pid, ctxErr(ctx, err))
 	}
 
 	var granted bool
@@ -250,17 +256,22 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 			return conn.QueryRow(qctx, sqlFor(key).try, keyArgs(key)...).Scan(&granted)
 		})
 	} else {
-		// lock_timeout is set in the same statement, local to the statement's
-		// own implicit transaction: one round trip, and nothing left behind on
-		// the connection. The WHERE clause runs before the select list.
-		remaining := time.Until(deadline)
-		if remaining < time.Millisecond {
+		remaining := time.Until(deadline).Milliseconds()
+		if remaining < 1 {
 			conn.Release() // nothing was sent for the lock: the connection is clean
-			return fail(EventTimeout, pid, ErrTimeout)
+			return fail(pid, ErrTimeout)
 		}
-		ms := strconv.FormatInt(remaining.Milliseconds(), 10)
 		err = s.query(ctx, conn, deadline.Add(backstop), func(qctx context.Context) error {
-			_, err := conn.Exec(qctx, sqlFor(key).lock, append(keyArgs(key), ms)...)
+			if remaining >= s.sessionTimeout {
+				// The session's lock_timeout (set by prepareSession) ends
+				// the wait before the deadline: the bare lock statement.
+				_, err := conn.Exec(qctx, sqlFor(key).lock, keyArgs(key)...)
+				return err
+			}
+			// A shorter wait: lock_timeout set in the same statement,
+			// local to its implicit transaction. The WHERE clause runs
+			// before the select list.
+			_, err := conn.Exec(qctx, sqlFor(key).lockWithin, keyArgs(key, strconv.FormatInt(remaining, 10))...)
 			return err
 		})
 		granted = err == nil
@@ -274,15 +285,10 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 	if err != nil {
 		s.cleanupFailed(conn, key)
 		var pgErr *pgconn.PgError
-		switch {
-		case ctx.Err() != nil:
-			return fail(EventCanceled, pid, ctx.Err())
-		case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available
-			return fail(EventTimeout, pid, ErrTimeout)
-		case errors.Is(err, context.DeadlineExceeded):
-			return fail(EventTimeout, pid, ErrTimeout)
+		if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: lock_timeout fired
+			return fail(pid, ErrTimeout)
 		}
-		return fail(EventFailed, pid, err)
+		return fail(pid, ctxErr(ctx, err))
 	}
 
 	wait := time.Since(start)
@@ -290,6 +296,57 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 	s.emit(Event{Kind: EventAcquired, Key: key, Blocking: !try, Wait: wait, PID: pid})
 	lctx, lcancel := context.WithCancel(withHeld(ctx, key, pid))
 	return &Lock{s: s, key: key, conn: conn, pid: pid, ctx: lctx, cancel: lcancel, at: time.Now(), blocking: !try}, nil
+}
+
+// ctxErr explains a failure in terms of ctx when ctx has ended (a deadline
+// is a timeout, and says so both ways), else returns err.
+func ctxErr(ctx context.Context, err error) error {
+	switch ctx.Err() {
+	case nil:
+		if errors.Is(err, context.DeadlineExceeded) { // the backstop: the server never answered
+			return fmt.Errorf("%w: %w", ErrTimeout, err)
+		}
+		return err
+	case context.DeadlineExceeded:
+		return fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
+	default:
+		return ctx.Err()
+	}
+}
+
+// sessionState is what a Service has set on a connection's session, kept in
+// the connection's CustomData (a checked-out connection has one user).
+type sessionState struct{ lockTimeout int64 }
+
+const sessionStateKey = "lockcore.session"
+
+// prepareSession sets application_name and a session lock_timeout of
+// s.sessionTimeout on a connection the first time this Service (or one with
+// another timeout) uses it: one round trip per connection, after which a
+// lock with the usual timeout is a bare pg_advisory_lock. A session setting,
+// rather than one in each lock statement, spares the server a GUC change and
+// undo per lock, which is measurable under contention.
+func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadline time.Time) error {
+	pc := conn.Conn().PgConn()
+	cd := pc.CustomData()
+	st, _ := cd[sessionStateKey].(sessionState)
+	needApp := s.appName != "" && pc.ParameterStatus("application_name") != s.appName
+	if !needApp && st.lockTimeout == s.sessionTimeout {
+		return nil
+	}
+	app := s.appName
+	if app == "" {
+		app = pc.ParameterStatus("application_name")
+	}
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	_, err := conn.Exec(actx, "SELECT set_config('application_name', $1, false), set_config('lock_timeout', $2, false)",
+		app, strconv.FormatInt(s.sessionTimeout, 10))
+	if err != nil {
+		return err
+	}
+	cd[sessionStateKey] = sessionState{lockTimeout: s.sessionTimeout}
+	return nil
 }
 
 // query runs one lock statement so that cancelling ctx stops it on the
@@ -301,6 +358,9 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 func (s *Service) query(ctx context.Context, conn *pgxpool.Conn, deadline time.Time, run func(context.Context) error) error {
 	qctx, qcancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer qcancel()
+	if ctx.Done() == nil { // a context that can never end: nothing to watch
+		return run(qctx)
+	}
 	sent := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(sent)
@@ -459,22 +519,24 @@ func HolderPID(ctx context.Context, key Key) (uint32, bool) {
 }
 
 // statements holds the SQL for one key shape.
-type statements struct{ lock, try, unlock, xact, tryXact string }
+type statements struct{ lock, lockWithin, try, unlock, xact, tryXact string }
 
 var (
 	pairSQL = statements{
-		lock:    "SELECT pg_advisory_lock($1::int4, $2::int4) WHERE set_config('lock_timeout', $3, true) IS NOT NULL",
-		try:     "SELECT pg_try_advisory_lock($1::int4, $2::int4)",
-		unlock:  "SELECT pg_advisory_unlock($1::int4, $2::int4)",
-		xact:    "SELECT pg_advisory_xact_lock($1::int4, $2::int4)",
-		tryXact: "SELECT pg_try_advisory_xact_lock($1::int4, $2::int4)",
+		lock:       "SELECT pg_advisory_lock($1::int4, $2::int4)",
+		lockWithin: "SELECT pg_advisory_lock($1::int4, $2::int4) WHERE set_config('lock_timeout', $3, true) IS NOT NULL",
+		try:        "SELECT pg_try_advisory_lock($1::int4, $2::int4)",
+		unlock:     "SELECT pg_advisory_unlock($1::int4, $2::int4)",
+		xact:       "SELECT pg_advisory_xact_lock($1::int4, $2::int4)",
+		tryXact:    "SELECT pg_try_advisory_xact_lock($1::int4, $2::int4)",
 	}
 	int64SQL = statements{
-		lock:    "SELECT pg_advisory_lock($1::int8) WHERE set_config('lock_timeout', $2, true) IS NOT NULL",
-		try:     "SELECT pg_try_advisory_lock($1::int8)",
-		unlock:  "SELECT pg_advisory_unlock($1::int8)",
-		xact:    "SELECT pg_advisory_xact_lock($1::int8)",
-		tryXact: "SELECT pg_try_advisory_xact_lock($1::int8)",
+		lock:       "SELECT pg_advisory_lock($1::int8)",
+		lockWithin: "SELECT pg_advisory_lock($1::int8) WHERE set_config('lock_timeout', $2, true) IS NOT NULL",
+		try:        "SELECT pg_try_advisory_lock($1::int8)",
+		unlock:     "SELECT pg_advisory_unlock($1::int8)",
+		xact:       "SELECT pg_advisory_xact_lock($1::int8)",
+		tryXact:    "SELECT pg_try_advisory_xact_lock($1::int8)",
 	}
 )
 
@@ -485,9 +547,10 @@ func sqlFor(k Key) *statements {
 	return &int64SQL
 }
 
-func keyArgs(k Key) []any {
+// keyArgs returns the statement arguments for k followed by extra.
+func keyArgs(k Key, extra ...any) []any {
 	if k.pair {
-		return []any{k.hi, k.lo}
+		return append([]any{k.hi, k.lo}, extra...)
 	}
-	return []any{k.Int64()}
+	return append([]any{k.Int64()}, extra...)
 }

@@ -436,20 +436,61 @@ func TestLostLock(t *testing.T) {
 	eventually(t, "the lost lock's connection leaves the pool", func() bool { return s.Pool().Stat().AcquiredConns() == 0 })
 }
 
-// The session-local lock_timeout never leaks onto the pooled connection.
-func TestLockTimeoutNotLeftOnConnection(t *testing.T) {
+// A lock connection's session carries lock_timeout just under the
+// Service's timeout; a shorter per-call timeout is local to its statement
+// and leaves the session value alone; a Service with another timeout on the
+// same connection sets its own.
+func TestSessionLockTimeout(t *testing.T) {
 	t.Parallel()
-	s, _ := newService(t, 1)
+	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	show := func() string {
+		var lt string
+		if err := pool.QueryRow(context.Background(), "SHOW lock_timeout").Scan(&lt); err != nil {
+			t.Fatal(err)
+		}
+		return lt
+	}
+	s := lockcore.New(pool)
+	if err := s.WithTimeout(context.Background(), freshAgent(), 1234*time.Millisecond, noop); err != nil {
+		t.Fatal(err)
+	}
+	if lt := show(); lt != "14950ms" {
+		t.Errorf("session lock_timeout after a 1234ms acquire = %q, want 14950ms (15s less the margin)", lt)
+	}
+	short := lockcore.New(pool, lockcore.WithDefaultTimeout(300*time.Millisecond))
 	key := freshAgent()
-	if err := s.WithTimeout(context.Background(), key, 1234*time.Millisecond, func(context.Context) error { return nil }); err != nil {
+	holdElsewhere(t, key)
+	if err := short.With(context.Background(), key, noop); !errors.Is(err, lockcore.ErrTimeout) {
+		t.Fatalf("short service: %v, want ErrTimeout", err)
+	}
+	if err := short.With(context.Background(), freshAgent(), noop); err != nil {
 		t.Fatal(err)
 	}
-	var lt string
-	if err := s.Pool().QueryRow(context.Background(), "SHOW lock_timeout").Scan(&lt); err != nil {
-		t.Fatal(err)
+	if lt := show(); lt != "297ms" {
+		t.Errorf("session lock_timeout after the 300ms service = %q, want 297ms", lt)
 	}
-	if lt != "0" {
-		t.Errorf("lock_timeout on the pooled connection = %q, want 0", lt)
+}
+
+// A context deadline sooner than the timeout bounds the wait and ends as
+// ErrTimeout (also wrapping context.DeadlineExceeded when the context, not
+// the server's lock_timeout, fired first).
+func TestContextDeadlineIsTimeout(t *testing.T) {
+	t.Parallel()
+	s, rec := newService(t, 2)
+	mon := pgtest.Conn(t)
+	key := freshAgent()
+	holdElsewhere(t, key)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := s.With(ctx, key, noop) // the Service's timeout is 15s
+	if !errors.Is(err, lockcore.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if rec.count(lockcore.EventTimeout) != 1 {
+		t.Errorf("timeout events = %d, want 1", rec.count(lockcore.EventTimeout))
+	}
+	if _, w := countGranted(rowsFor(t, mon, key)); w != 0 {
+		t.Errorf("%d waiters still queued", w)
 	}
 }
 

@@ -329,7 +329,9 @@ func TestPoolExhaustionSharedPool(t *testing.T) {
 
 func TestControls(t *testing.T) {
 	t.Parallel()
-	s := newSim(t, sim.Options{Scenario: "kill-holder"})
+	// A short lock timeout: the slow-body fault holds a hot agent for 1.5
+	// times it, and AGENT keys are shared with the parallel tests.
+	s := newSim(t, sim.Options{Scenario: "kill-holder", LockTimeout: 300 * time.Millisecond})
 	if err := s.SetScenario("nonsense"); !errors.Is(err, sim.ErrUnknownScenario) {
 		t.Errorf("unknown scenario: %v", err)
 	}

@@ -100,7 +100,13 @@ func describeMsg(kind Kind, err error) string {
 	case KindBadDSN:
 		var pce *pgconn.ParseConfigError
 		if errors.As(err, &pce) {
-			return "bad DSN: " + oneLine(pce.Unwrap().Error())
+			// Drop pgx's "cannot parse `<dsn>`: " preamble: its password
+			// redaction is best effort, and the operator knows the DSN.
+			msg := pce.Error()
+			if i := strings.LastIndex(msg, "`: "); i >= 0 {
+				msg = msg[i+3:]
+			}
+			return "bad DSN: " + oneLine(msg)
 		}
 		return "bad DSN: " + oneLine(err.Error())
 	case KindUnreachable:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
@@ -27,8 +28,9 @@ type Options struct {
 // Monitor polls one server. It is safe for concurrent use, but polls run one
 // at a time.
 type Monitor struct {
-	pool *pgxpool.Pool
-	info model.ServerInfo
+	pool   *pgxpool.Pool
+	info   model.ServerInfo
+	probes singleflight.Group // concurrent Probe calls share one probe
 
 	mu        sync.Mutex // serialises Poll and guards the fields below
 	firstSeen map[grantID]time.Time
@@ -50,7 +52,7 @@ type grantID struct {
 func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 	cfg, err := Config(dsn, opts)
 	if err != nil {
-		return nil, err
+		return nil, Describe(err)
 	}
 	cto := opts.ConnectTimeout
 	if cto <= 0 {

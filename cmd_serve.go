@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/locktop/locktop/internal/httpapi"
+	"github.com/locktop/locktop/internal/metrics"
+	"github.com/locktop/locktop/internal/monitor"
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
+)
+
+func init() {
+	register(command{name: "serve", summary: "serve /api/advisory-locks, /metrics and /healthz for a database, without a terminal", run: runServe})
+}
+
+// minInterval keeps a mistyped --interval from hammering the server.
+const minInterval = 100 * time.Millisecond
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", stderr)
+	dsnFlag := fs.String("dsn", "", "PostgreSQL URL or key=value DSN (default: DATABASE_URL, then the PG* variables)")
+	addr := fs.String("http", httpapi.DefaultAddr, "address to serve on, host:port (loopback unless you say otherwise)")
+	interval := fs.Duration("interval", 2*time.Second, "how often to poll the lock table for the metrics")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *interval < minInterval {
+		return usagef("--interval %s is too short (at least %s)", *interval, minInterval)
+	}
+	dsn, given := resolveDSN(*dsnFlag)
+	if !given {
+		return usagef("serve needs a database: give --dsn URL, or set DATABASE_URL or the PG* variables")
+	}
+	// Listen first: a bad or busy address fails before any connection is made.
+	ln, err := listenHTTP(*addr, stderr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	mon, err := openMonitor(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer mon.Close()
+
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	mo := newMonitoring(mon, 2*(*interval), log)
+	info := mon.Info()
+	if info.Warning != "" {
+		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
+	}
+	fmt.Fprintf(stdout, "locktop serve: watching database %q as %q (PostgreSQL %s), polling every %s\n",
+		info.Database, info.User, info.Version, *interval)
+	fmt.Fprintf(stdout, "listening on http://%s (/api/advisory-locks, /metrics, /healthz)\n", ln.Addr())
+
+	var wg sync.WaitGroup
+	pctx, stopPolling := context.WithCancel(ctx)
+	wg.Go(func() { mo.loop(pctx, *interval) })
+	err = httpapi.ServeListener(ctx, ln, mo.handler)
+	stopPolling()
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "locktop serve: stopped")
+	return nil
+}
+
+// listenHTTP opens the listener of --http. A malformed address is bad usage;
+// an address reachable from other machines gets a warning, because the lock
+// table shows other sessions' queries.
+func listenHTTP(addr string, stderr io.Writer) (net.Listener, error) {
+	ln, err := httpapi.Listen(addr)
+	if err != nil {
+		var ae *httpapi.AddrError
+		if errors.As(err, &ae) {
+			return nil, usageError{ae.Error()}
+		}
+		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
+	}
+	if !httpapi.IsLoopback(ln.Addr()) {
+		fmt.Fprintf(stderr, "locktop: warning: %s is reachable from other machines, and /api/advisory-locks shows other sessions' queries\n", ln.Addr())
+	}
+	return ln, nil
+}
+
+// monitoring is the HTTP surface over one monitor: its metrics, the newest
+// snapshot and the handler serving both. `locktop serve` builds one; the
+// dashboard's --http can build one the same way and call poll from its own
+// poll loop (or put its snapshots into latest and feed met itself).
+type monitoring struct {
+	mon     *monitor.Monitor
+	met     *metrics.Metrics
+	latest  *httpapi.Latest
+	handler http.Handler
+	log     *slog.Logger
+}
+
+// newMonitoring wires metrics, a Latest that polls by itself once its
+// snapshot is older than maxAge, and the handler. The monitor's pool is
+// registered for the pool metrics as "monitor"; add more with met.AddPools.
+func newMonitoring(mon *monitor.Monitor, maxAge time.Duration, log *slog.Logger) *monitoring {
+	mo := &monitoring{mon: mon, met: metrics.New(), log: log}
+	mo.met.AddPools(func() []model.PoolStats {
+		return []model.PoolStats{lockcore.PoolStats("monitor", mon.Pool())}
+	})
+	mo.latest = httpapi.NewLatest(mo.poll, maxAge)
+	mo.handler = httpapi.New(httpapi.Deps{
+		Snapshot: mo.latest.Snapshot,
+		Info:     mon.Info,
+		Health:   mon.Probe,
+		Metrics:  mo.met.Handler(),
+		Log:      log,
+	})
+	return mo
+}
+
+// poll reads the lock table once and publishes it to the metrics.
+func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
+	s, err := mo.mon.Poll(ctx)
+	if err != nil {
+		mo.met.PollFailed()
+		return s, err
+	}
+	mo.met.Snapshot(s)
+	return s, nil
+}
+
+// loop polls every interval until ctx ends, keeping latest and the snapshot
+// gauges fresh. A failing poll is logged once, and again when it recovers.
+func (mo *monitoring) loop(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	failing := false
+	for {
+		s, err := mo.poll(ctx)
+		switch {
+		case err == nil:
+			mo.latest.Put(s)
+			if failing {
+				mo.log.Info("polling the lock table again")
+				failing = false
+			}
+		case ctx.Err() != nil:
+			return
+		case !failing:
+			mo.log.Warn("polling the lock table failed; retrying every interval", "err", err.Error(), "interval", interval)
+			failing = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/locktop/locktop/internal/httpapi"
+)
+
+func init() {
+	register(command{name: "snapshot", summary: "print the advisory locks once (--json: the /api/advisory-locks document) and exit", run: runSnapshot})
+}
+
+func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("snapshot", stderr)
+	dsnFlag := fs.String("dsn", "", "PostgreSQL URL or key=value DSN (default: DATABASE_URL, then the PG* variables)")
+	asJSON := fs.Bool("json", false, "print the JSON document GET /api/advisory-locks serves")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	dsn, given := resolveDSN(*dsnFlag)
+	if !given {
+		return usagef("snapshot needs a database: give --dsn URL, or set DATABASE_URL or the PG* variables")
+	}
+	mon, err := openMonitor(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer mon.Close()
+	snap, err := mon.Poll(ctx)
+	if err != nil {
+		return err
+	}
+	info := mon.Info()
+	if info.Warning != "" {
+		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
+	}
+	doc := httpapi.NewDocument(snap, info)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(doc)
+	}
+	return writeTable(stdout, doc)
+}
+
+// writeTable prints the document for people: one line per holder or waiter.
+func writeTable(w io.Writer, doc httpapi.Document) error {
+	fmt.Fprintf(w, "%d advisory lock rows (%d held, %d waiting) at %s\n",
+		doc.Total, doc.Held, doc.Waiting, doc.Taken.Local().Format(time.DateTime))
+	if doc.Total == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nKEY\tDATABASE\tHOLDER\tSTATE\tMODE\tWAITED\tBLOCKED BY\tAPPLICATION\tQUERY")
+	for _, l := range doc.Locks {
+		state := "holds"
+		if !l.Granted {
+			state = "waits #" + strconv.Itoa(l.QueuePosition)
+		}
+		waited := ""
+		if !l.Granted {
+			waited = (time.Duration(l.Waited * float64(time.Second))).Round(time.Millisecond).String()
+		}
+		blocked := make([]string, len(l.BlockedBy))
+		for i, p := range l.BlockedBy {
+			blocked[i] = strconv.Itoa(int(p))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Key, l.Database, l.Holder, state,
+			strings.TrimSuffix(l.Mode, "Lock"), waited, strings.Join(blocked, ","), l.ApplicationName, clip(oneLineQuery(l.Query), 60))
+	}
+	return tw.Flush()
+}
+
+func oneLineQuery(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// clip shortens s to n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,340 @@
+// Command benchreport measures every performance budget of DESIGN.md against
+// its physical limit, on one throw-away PostgreSQL cluster in one run, and
+// writes BENCHMARKS.md. `make bench` runs it.
+//
+// These machines are noisy, so each project figure is taken beside its
+// baseline in alternating rounds, and the report gives the median of the
+// per-round ratios, not bare times.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/locktop/locktop/internal/pgcluster"
+)
+
+// figure is one line of the report.
+type figure struct {
+	Name      string
+	Figure    string // the project's number
+	Baseline  string // the physical limit's number
+	Ratio     string
+	Budget    string
+	Verdict   string // "met", "missed" or "—"
+	Command   string // how to reproduce the project's number
+	Baseline2 string // how to reproduce the baseline
+}
+
+type runner struct {
+	env      []string
+	dsn      string
+	root     string
+	bin      string // bin/bench
+	rounds   int
+	benchFor string // -test.benchtime
+	pgbenchT string // pgbench -T seconds
+	log      *os.File
+}
+
+func main() {
+	out := flag.String("out", "BENCHMARKS.md", "report file to write")
+	rounds := flag.Int("rounds", 3, "alternating rounds per pairing (medians are reported)")
+	benchtime := flag.Duration("benchtime", 5*time.Second, "duration of each Go benchmark and pgbench run")
+	simDur := flag.Duration("sim-duration", 60*time.Second, "duration of the simulator scale run (0 skips it)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *out, *rounds, *benchtime, *simDur); err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Duration) error {
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	r := &runner{root: root, bin: filepath.Join(root, "bin", "bench"), rounds: max(rounds, 1),
+		benchFor: benchtime.String(), pgbenchT: strconv.Itoa(max(int(benchtime.Seconds()), 1)), log: os.Stderr}
+	if err := os.MkdirAll(r.bin, 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintln(r.log, "building test binaries...")
+	for _, pkg := range benchPackages {
+		if err := r.cmd(ctx, "go", "test", "-c", "-o", filepath.Join(r.bin, pkg+".test"), "./"+pkg).Run(); err != nil {
+			return fmt.Errorf("building %s benchmarks: %w", pkg, err)
+		}
+	}
+	if err := r.cmd(ctx, "go", "build", "-o", filepath.Join(root, "bin", "locktop"), ".").Run(); err != nil {
+		return fmt.Errorf("building locktop: %w", err)
+	}
+
+	fmt.Fprintln(r.log, "starting a throw-away PostgreSQL...")
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	r.dsn = c.DSN("postgres")
+	r.env = append(os.Environ(), "PGHOST="+c.SocketDir(), "PGPORT=5432", "PGUSER="+pgcluster.Superuser,
+		"PGDATABASE=postgres", "LOCKTOP_TEST_DSN="+r.dsn)
+
+	var figs []figure
+	for _, step := range steps {
+		fmt.Fprintf(r.log, "== %s\n", step.name)
+		fs, err := step.run(ctx, r, simDur)
+		if err != nil {
+			return fmt.Errorf("%s: %w", step.name, err)
+		}
+		figs = append(figs, fs...)
+	}
+	var version string
+	if conn, err := pgx.Connect(ctx, r.dsn); err == nil {
+		_ = conn.QueryRow(ctx, "SELECT current_setting('server_version')").Scan(&version)
+		conn.Close(ctx)
+	}
+	return os.WriteFile(out, []byte(report(figs, version, r)), 0o644)
+}
+
+// benchPackages are the packages whose test binaries hold benchmarks.
+var benchPackages = []string{"lockcore"}
+
+// steps are the measurements, in report order.
+var steps = []struct {
+	name string
+	run  func(context.Context, *runner, time.Duration) ([]figure, error)
+}{
+	{"lock cycle", lockCycle},
+	{"contended hand-over", contended},
+	{"monitor poll", inspect},
+}
+
+func (r *runner) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, name, args...)
+	c.Dir = r.root
+	c.Env = r.env
+	c.Stderr = r.log
+	return c
+}
+
+var benchLine = regexp.MustCompile(`^(Benchmark\S+)\s+\d+\s+([0-9.]+) ns/op`)
+
+// goBench runs one benchmark of a test binary and returns ns/op.
+func (r *runner) goBench(ctx context.Context, pkg, pattern string) (float64, string, error) {
+	args := []string{"-test.run", "^$", "-test.bench", pattern, "-test.benchtime", r.benchFor, "-test.count", "1"}
+	c := r.cmd(ctx, filepath.Join(r.bin, pkg+".test"), args...)
+	c.Dir = filepath.Join(r.root, pkg)
+	outb, err := c.Output()
+	if err != nil {
+		return 0, "", fmt.Errorf("%s %s: %w\n%s", pkg, pattern, err, outb)
+	}
+	for _, line := range strings.Split(string(outb), "\n") {
+		if m := benchLine.FindStringSubmatch(line); m != nil {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			fmt.Fprintln(r.log, "  ", strings.Join(strings.Fields(line), " "))
+			return v, fmt.Sprintf("cd %s && go test -run '^$' -bench '%s' -benchtime %s", pkg, pattern, r.benchFor), nil
+		}
+	}
+	return 0, "", fmt.Errorf("%s %s: no benchmark line in output:\n%s", pkg, pattern, outb)
+}
+
+// pgbench runs pgbench and returns transactions per second and the average
+// latency in milliseconds.
+func (r *runner) pgbench(ctx context.Context, args ...string) (tps, latMS float64, cmdline string, err error) {
+	full := append([]string{"-n", "-T", r.pgbenchT}, args...)
+	outb, err := r.cmd(ctx, "pgbench", full...).Output()
+	if err != nil {
+		return 0, 0, "", fmt.Errorf("pgbench %v: %w", args, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(outb))
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "tps = "); ok {
+			tps, _ = strconv.ParseFloat(strings.Fields(v)[0], 64)
+		}
+		if v, ok := strings.CutPrefix(line, "latency average = "); ok {
+			latMS, _ = strconv.ParseFloat(strings.Fields(v)[0], 64)
+		}
+	}
+	if tps == 0 {
+		return 0, 0, "", fmt.Errorf("pgbench %v: no tps in output:\n%s", args, outb)
+	}
+	fmt.Fprintf(r.log, "   pgbench %s: %.0f tps, %.3f ms\n", strings.Join(args, " "), tps, latMS)
+	return tps, latMS, "pgbench " + strings.Join(full, " "), nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
+}
+
+func benchFile(name string) string { return filepath.Join("testdata", "bench", name) }
+
+// lockCycle: one acquire + release from one client, against pgbench sending
+// the same two statements over one connection (lock-cycle.sql). Budget:
+// ratio of times <= 1.0.
+func lockCycle(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) {
+	var goNS, pgNS, ratios []float64
+	var gocmd, pgcmd string
+	for range r.rounds {
+		ns, c, err := r.goBench(ctx, "lockcore", "^BenchmarkWithUncontended$")
+		if err != nil {
+			return nil, err
+		}
+		tps, _, pc, err := r.pgbench(ctx, "-M", "prepared", "-f", benchFile("lock-cycle.sql"), "-c", "1")
+		if err != nil {
+			return nil, err
+		}
+		gocmd, pgcmd = c, pc
+		goNS, pgNS = append(goNS, ns), append(pgNS, 1e9/tps)
+		ratios = append(ratios, ns/(1e9/tps))
+	}
+	ratio := median(ratios)
+	return []figure{{
+		Name: "Lock cycle, uncontended (acquire + release)", Figure: fmt.Sprintf("%.1f µs/op", median(goNS)/1e3),
+		Baseline: fmt.Sprintf("%.1f µs/txn", median(pgNS)/1e3), Ratio: fmt.Sprintf("%.2f× the time", ratio),
+		Budget: "≤ 1.0×", Verdict: verdict(ratio <= 1.0), Command: gocmd, Baseline2: pgcmd,
+	}}, nil
+}
+
+// contended: 8 goroutines on one key, against 8 pgbench clients on one key
+// (contended.sql). Budget: at least 0.9x pgbench's rate.
+func contended(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) {
+	var goRate, pgRate, ratios []float64
+	var gocmd, pgcmd string
+	for range r.rounds {
+		ns, c, err := r.goBench(ctx, "lockcore", "^BenchmarkWithContended8$")
+		if err != nil {
+			return nil, err
+		}
+		tps, _, pc, err := r.pgbench(ctx, "-M", "prepared", "-f", benchFile("contended.sql"), "-c", "8", "-j", "2")
+		if err != nil {
+			return nil, err
+		}
+		gocmd, pgcmd = c, pc
+		goRate, pgRate = append(goRate, 1e9/ns), append(pgRate, tps)
+		ratios = append(ratios, (1e9/ns)/tps)
+	}
+	ratio := median(ratios)
+	return []figure{{
+		Name: "Contended hand-over, 8 goroutines on one key", Figure: fmt.Sprintf("%.0f ops/s", median(goRate)),
+		Baseline: fmt.Sprintf("%.0f tps", median(pgRate)), Ratio: fmt.Sprintf("%.2f× the rate", ratio),
+		Budget: "≥ 0.9×", Verdict: verdict(ratio >= 0.9), Command: gocmd, Baseline2: pgcmd,
+	}}, nil
+}
+
+// inspect: lockcore.Inspect with N advisory locks held, against pgbench
+// running the bare pg_locks query (pg_locks_poll.sql) with the same N held.
+// Budget: within 1.3x at 1,000 locks; the 10,000 figure feeds the
+// poll + decode + render budget.
+func inspect(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) {
+	var figs []figure
+	for _, n := range []int{100, 1_000, 10_000} {
+		var goNS, pgMS, ratios []float64
+		var gocmd, pgcmd string
+		for range r.rounds {
+			ns, c, err := r.goBench(ctx, "lockcore", fmt.Sprintf("^BenchmarkInspect$/^locks=%d$", n))
+			if err != nil {
+				return nil, err
+			}
+			ms, pc, err := r.barePoll(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			gocmd, pgcmd = c, pc
+			goNS, pgMS = append(goNS, ns), append(pgMS, ms)
+			ratios = append(ratios, ns/(ms*1e6))
+		}
+		ratio := median(ratios)
+		f := figure{
+			Name: fmt.Sprintf("Monitor poll (Inspect), %d held locks", n), Figure: fmt.Sprintf("%.2f ms", median(goNS)/1e6),
+			Baseline: fmt.Sprintf("%.2f ms", median(pgMS)), Ratio: fmt.Sprintf("%.2f× the time", ratio),
+			Budget: "—", Verdict: "—", Command: gocmd, Baseline2: pgcmd + " (with " + strconv.Itoa(n) + " locks held)",
+		}
+		if n == 1_000 {
+			f.Budget, f.Verdict = "≤ 1.3×", verdict(ratio <= 1.3)
+		}
+		figs = append(figs, f)
+		inspectNS[n] = median(goNS)
+	}
+	return figs, nil
+}
+
+// inspectNS keeps the poll figures for the render budget.
+var inspectNS = map[int]float64{}
+
+// barePoll holds n locks on a connection of its own while pgbench runs the
+// bare monitor query, and returns pgbench's average latency in ms.
+func (r *runner) barePoll(ctx context.Context, n int) (float64, string, error) {
+	conn, err := pgx.Connect(ctx, r.dsn)
+	if err != nil {
+		return 0, "", err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(77, g) FROM generate_series(1, $1) g", n); err != nil {
+		return 0, "", err
+	}
+	_, ms, cmdline, err := r.pgbench(ctx, "-f", benchFile("pg_locks_poll.sql"), "-c", "1")
+	return ms, cmdline, err
+}
+
+func report(figs []figure, version string, r *runner) string {
+	var b strings.Builder
+	host, _ := os.Hostname()
+	cpus := "?"
+	if out, err := exec.Command("nproc").Output(); err == nil {
+		cpus = strings.TrimSpace(string(out))
+	}
+	fmt.Fprintf(&b, `# Benchmarks
+
+Written by `+"`make bench`"+` (internal/benchreport) on %s: one throw-away PostgreSQL %s
+cluster (fsync off, Unix socket) on %s, %s CPUs. Every project figure was taken beside
+its baseline in %d alternating rounds of %s each; the table gives the medians, and the ratio
+is the median of the per-round ratios. These machines are noisy: read the ratios, not the
+bare times.
+
+| figure | project | baseline (physical limit) | ratio | budget | verdict |
+| --- | --- | --- | --- | --- | --- |
+`, time.Now().UTC().Format("2006-01-02 15:04 UTC"), version, host, cpus, r.rounds, r.benchFor)
+	for _, f := range figs {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", f.Name, f.Figure, f.Baseline, f.Ratio, f.Budget, f.Verdict)
+	}
+	b.WriteString("\n## Commands\n\nRun inside `bin/locktop cluster -- sh -c '...'` (sets `LOCKTOP_TEST_DSN` and `PG*`), from the repository root:\n\n")
+	for _, f := range figs {
+		fmt.Fprintf(&b, "- %s\n  - project: `%s`\n", f.Name, f.Command)
+		if f.Baseline2 != "" {
+			fmt.Fprintf(&b, "  - baseline: `%s`\n", f.Baseline2)
+		}
+	}
+	return b.String()
+}

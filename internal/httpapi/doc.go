@@ -1,0 +1,38 @@
+// Package httpapi is locktop's monitoring surface over HTTP:
+//
+//	GET /api/advisory-locks  the lock table as JSON (Document)
+//	GET /metrics             Prometheus metrics (internal/metrics)
+//	GET /healthz             200 when a probe lock can be taken and released
+//	                         within a second, else 503 with the reason
+//
+// New builds the handler from its dependencies (Deps), so the same handler
+// serves `locktop serve` and the dashboard's --http. Serve, or Listen and
+// ServeListener, run it on an address (DefaultAddr, loopback only, unless
+// told otherwise) and shut down gracefully when the context ends: the
+// listener closes at once, requests in flight get ShutdownTimeout to finish.
+//
+// The dashboard already polls the monitor, so HTTP clients should not poll
+// as well: put its snapshots into a Latest and serve Latest.Snapshot.
+//
+//	met := metrics.New()
+//	latest := httpapi.NewLatest(nil, 0) // serves what was put, never polls
+//	h := httpapi.New(httpapi.Deps{
+//		Snapshot: latest.Snapshot,
+//		Info:     mon.Info,
+//		Health:   mon.Probe,
+//		Metrics:  met.Handler(),
+//	})
+//	ln, err := httpapi.Listen(addr) // before the TUI starts: a bad address is bad usage
+//	...
+//	go func() { errc <- httpapi.ServeListener(ctx, ln, h) }()
+//	// in the poll loop:
+//	if snap, err := mon.Poll(ctx); err == nil {
+//		latest.Put(snap)
+//		met.Snapshot(snap)
+//	} else {
+//		met.PollFailed()
+//	}
+//
+// Give met.Observer() to every lockcore.Service of the process (the
+// simulator's) and register their pools with met.AddPools.
+package httpapi

@@ -1,0 +1,147 @@
+package httpapi
+
+import (
+	"math"
+	"time"
+
+	"github.com/locktop/locktop/model"
+)
+
+// Document is the body of GET /api/advisory-locks and the output of
+// `locktop snapshot --json`.
+type Document struct {
+	// Taken is the server's clock when the lock table was read.
+	Taken time.Time `json:"taken"`
+	// Total is len(Locks): holders and waiters.
+	Total   int `json:"total"`
+	Held    int `json:"held"`
+	Waiting int `json:"waiting"`
+	// Connections is the number of client backends on the server.
+	Connections int `json:"connections"`
+	// Warning says what the monitor's role cannot see (no pg_monitor).
+	Warning string `json:"warning,omitempty"`
+	// Locks are grouped by key, holders first, then waiters in queue order.
+	Locks []Lock `json:"locks"`
+}
+
+// Lock is one holder or waiter. Times are RFC 3339, durations are seconds as
+// numbers. Fields a kind of lock does not have are null (pid for lease
+// locks, wait_start for holders) rather than absent.
+type Lock struct {
+	// Kind is "advisory", or a lease kind ("lease-pg", "lease-redis").
+	Kind string `json:"kind"`
+	// Key is the key as people read it: "AGENT 7", "IDEMPOTENCY_CLEANUP",
+	// "5 -3" for an unregistered pair, or the bare number of a one-bigint key.
+	Key string `json:"key"`
+	// Namespace is the registry's name, an unregistered space as a number,
+	// or "" for an unregistered one-bigint key.
+	Namespace string `json:"namespace"`
+	EntityID  int64  `json:"entity_id"`
+	// PID is the backend that holds or waits; null when there is none (a
+	// prepared transaction's lock, a lease lock).
+	PID *int32 `json:"pid"`
+	// Holder is the pid as a string, or a lease's owner.
+	Holder          string     `json:"holder"`
+	Database        string     `json:"database"`
+	User            string     `json:"user"`
+	ApplicationName string     `json:"application_name"`
+	ClientAddr      string     `json:"client_addr"`
+	State           string     `json:"state"`
+	Query           string     `json:"query"`
+	QueryStart      *time.Time `json:"query_start"`
+	Mode            string     `json:"mode"`
+	Granted         bool       `json:"granted"`
+	// Duration is Held for a holder and Waited for a waiter, in seconds.
+	Duration float64 `json:"duration"`
+	// HeldSince is when the monitor first saw the grant: the server does not
+	// record grant times, so held times are lower bounds (0 in a one-shot
+	// snapshot).
+	HeldSince *time.Time `json:"held_since"`
+	Held      float64    `json:"held"`
+	// WaitStart is when a waiter began to wait (pg_locks.waitstart).
+	WaitStart *time.Time `json:"wait_start"`
+	Waited    float64    `json:"waited"`
+	// QueuePosition is a waiter's place in its key's queue (1 first); 0 for
+	// holders.
+	QueuePosition int `json:"queue_position"`
+	// BlockedBy lists the pids of the holders this waiter waits for; never
+	// null.
+	BlockedBy []int32 `json:"blocked_by"`
+	// Lease locks only.
+	Owner     string   `json:"owner,omitempty"`
+	LeaseLeft *float64 `json:"lease_left,omitempty"`
+}
+
+// NewDocument turns a snapshot into the API document. info supplies the
+// warning about what the monitor's role cannot see.
+func NewDocument(s model.Snapshot, info model.ServerInfo) Document {
+	held, waiting := s.Counts()
+	d := Document{
+		Taken:       s.Taken,
+		Total:       len(s.Locks),
+		Held:        held,
+		Waiting:     waiting,
+		Connections: s.Connections,
+		Warning:     info.Warning,
+		Locks:       make([]Lock, len(s.Locks)),
+	}
+	for i := range s.Locks {
+		d.Locks[i] = newLock(&s.Locks[i])
+	}
+	return d
+}
+
+func newLock(l *model.Lock) Lock {
+	kind := l.Kind
+	if kind == "" {
+		kind = model.KindAdvisory
+	}
+	out := Lock{
+		Kind:            string(kind),
+		Key:             l.KeyLabel(),
+		Namespace:       l.Namespace,
+		EntityID:        l.EntityID,
+		Holder:          l.Holder(),
+		Database:        l.Database,
+		User:            l.User,
+		ApplicationName: l.ApplicationName,
+		ClientAddr:      l.ClientAddr,
+		State:           l.State,
+		Query:           l.Query,
+		QueryStart:      timePtr(l.QueryStart),
+		Mode:            l.Mode,
+		Granted:         l.Granted,
+		HeldSince:       timePtr(l.HeldSince),
+		Held:            seconds(l.Held),
+		WaitStart:       timePtr(l.WaitStart),
+		Waited:          seconds(l.Waited),
+		QueuePosition:   l.QueuePos,
+		BlockedBy:       append(make([]int32, 0, len(l.BlockedBy)), l.BlockedBy...),
+		Owner:           l.Owner,
+	}
+	if l.PID != 0 {
+		pid := l.PID
+		out.PID = &pid
+	}
+	if l.Granted {
+		out.Duration = out.Held
+		out.WaitStart = nil
+	} else {
+		out.Duration = out.Waited
+	}
+	if kind != model.KindAdvisory {
+		left := seconds(l.LeaseLeft)
+		out.LeaseLeft = &left
+	}
+	return out
+}
+
+// seconds renders a duration as seconds, to the microsecond.
+func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1e6) / 1e6 }
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

@@ -1,0 +1,158 @@
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/locktop/locktop/model"
+)
+
+// snapshotCollector serves the last snapshot. It keeps the snapshot already
+// summed up, and emits it at scrape time, so a scrape never sees half of one
+// snapshot and half of the next.
+type snapshotCollector struct {
+	held, waiting, longest, backends, taken, latency *prometheus.Desc
+
+	mu   sync.Mutex
+	have bool
+	rows map[snapKey]snapRow
+	last model.Snapshot // Locks dropped; the scalar fields only
+}
+
+type snapKey struct{ kind, database, namespace string }
+
+type snapRow struct {
+	held, waiting int
+	longest       time.Duration
+}
+
+func newSnapshotCollector() *snapshotCollector {
+	l := []string{"kind", "database", "namespace"}
+	return &snapshotCollector{
+		held:     prometheus.NewDesc("locktop_snapshot_locks_held", "Locks held, as of the monitor's last snapshot.", l, nil),
+		waiting:  prometheus.NewDesc("locktop_snapshot_locks_waiting", "Lock requests waiting, as of the monitor's last snapshot.", l, nil),
+		longest:  prometheus.NewDesc("locktop_snapshot_longest_wait_seconds", "The longest current wait, as of the monitor's last snapshot.", l, nil),
+		backends: prometheus.NewDesc("locktop_snapshot_backends", "Client backends on the server, as of the monitor's last snapshot.", nil, nil),
+		taken:    prometheus.NewDesc("locktop_snapshot_timestamp_seconds", "Server time of the monitor's last snapshot, in Unix seconds.", nil, nil),
+		latency:  prometheus.NewDesc("locktop_snapshot_poll_seconds", "How long the monitor's last poll took, round trip and decoding.", nil, nil),
+		rows:     map[snapKey]snapRow{},
+	}
+}
+
+func (c *snapshotCollector) set(s model.Snapshot, l *labeler) {
+	rows := make(map[snapKey]snapRow)
+	for i := range s.Locks {
+		lk := &s.Locks[i]
+		kind := string(lk.Kind)
+		if kind == "" {
+			kind = string(model.KindAdvisory)
+		}
+		k := snapKey{kind: kind, database: lk.Database, namespace: l.lock(lk)}
+		r := rows[k]
+		if lk.Granted {
+			r.held++
+		} else {
+			r.waiting++
+			r.longest = max(r.longest, lk.Waited)
+		}
+		rows[k] = r
+	}
+	s.Locks = nil
+	c.mu.Lock()
+	c.have, c.rows, c.last = true, rows, s
+	c.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.held, c.waiting, c.longest, c.backends, c.taken, c.latency} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.have {
+		return // no snapshot yet: no gauges rather than false zeros
+	}
+	for k, r := range c.rows {
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(r.held), k.kind, k.database, k.namespace)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(r.waiting), k.kind, k.database, k.namespace)
+		ch <- prometheus.MustNewConstMetric(c.longest, prometheus.GaugeValue, r.longest.Seconds(), k.kind, k.database, k.namespace)
+	}
+	ch <- prometheus.MustNewConstMetric(c.backends, prometheus.GaugeValue, float64(c.last.Connections))
+	ch <- prometheus.MustNewConstMetric(c.taken, prometheus.GaugeValue, float64(c.last.Taken.UnixNano())/1e9)
+	ch <- prometheus.MustNewConstMetric(c.latency, prometheus.GaugeValue, c.last.Latency.Seconds())
+}
+
+// poolCollector reads its pool sources at scrape time.
+type poolCollector struct {
+	mu      sync.Mutex
+	sources []PoolSource
+}
+
+var (
+	poolLabel = []string{"pool"}
+	poolDescs = struct {
+		max, total, inUse, idle, waiting, acquires, empty, canceled, waitTotal *prometheus.Desc
+	}{
+		max:       prometheus.NewDesc("locktop_pool_max_connections", "Most connections the pool may open.", poolLabel, nil),
+		total:     prometheus.NewDesc("locktop_pool_connections", "Connections open in the pool, in use or idle.", poolLabel, nil),
+		inUse:     prometheus.NewDesc("locktop_pool_connections_in_use", "Connections handed out by the pool now.", poolLabel, nil),
+		idle:      prometheus.NewDesc("locktop_pool_connections_idle", "Idle connections in the pool now.", poolLabel, nil),
+		waiting:   prometheus.NewDesc("locktop_pool_waiting", "Callers waiting for a connection now (pools whose owner counts them).", poolLabel, nil),
+		acquires:  prometheus.NewDesc("locktop_pool_acquires_total", "Successful connection acquires.", poolLabel, nil),
+		empty:     prometheus.NewDesc("locktop_pool_empty_acquires_total", "Acquires that had to wait because no connection was idle.", poolLabel, nil),
+		canceled:  prometheus.NewDesc("locktop_pool_canceled_acquires_total", "Acquires abandoned by their context.", poolLabel, nil),
+		waitTotal: prometheus.NewDesc("locktop_pool_acquire_wait_seconds_total", "Time spent acquiring connections, summed.", poolLabel, nil),
+	}
+)
+
+// Describe implements prometheus.Collector.
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	d := poolDescs
+	for _, x := range []*prometheus.Desc{d.max, d.total, d.inUse, d.idle, d.waiting, d.acquires, d.empty, d.canceled, d.waitTotal} {
+		ch <- x
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	sources := append([]PoolSource(nil), c.sources...)
+	c.mu.Unlock()
+	seen := map[string]int{}
+	d := poolDescs
+	for _, src := range sources {
+		for _, p := range src() {
+			name := p.Name
+			if name == "" {
+				name = "unnamed"
+			}
+			seen[name]++
+			if n := seen[name]; n > 1 {
+				name += "-" + strconv.Itoa(n)
+			}
+			gauge := func(desc *prometheus.Desc, v float64) {
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, name)
+			}
+			counter := func(desc *prometheus.Desc, v float64) {
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, name)
+			}
+			gauge(d.max, float64(p.MaxConns))
+			gauge(d.total, float64(p.Total))
+			gauge(d.inUse, float64(p.InUse))
+			gauge(d.idle, float64(p.Idle))
+			gauge(d.waiting, float64(p.Waiting))
+			counter(d.acquires, float64(p.Acquires))
+			counter(d.empty, float64(p.Empty))
+			counter(d.canceled, float64(p.Canceled))
+			counter(d.waitTotal, p.WaitTotal.Seconds())
+		}
+	}
+}

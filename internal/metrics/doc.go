@@ -1,0 +1,28 @@
+// Package metrics exports locktop's Prometheus metrics.
+//
+// A Metrics has a registry of its own (never the global one) with the Go
+// runtime and process collectors, and three sources of locktop_ metrics:
+//
+//   - Observer returns a lockcore.Observer. Give it to every lockcore.Service
+//     of the process (lockcore.WithObserver): it counts attempts, grants,
+//     skips, timeouts, reentrancy refusals, cancellations, failures, phantom
+//     unlocks and lost locks by namespace, and records wait and hold times.
+//   - Snapshot takes each lock table the monitor reads and publishes the held
+//     and waiting locks by kind, database and namespace. Each snapshot
+//     replaces the previous one whole, so a namespace that no longer holds
+//     or waits for anything disappears from the next scrape.
+//   - AddPools registers a function that reports connection pools; it is
+//     called at every scrape, so pool gauges are never stale.
+//
+// Label values are bounded: a namespace label is a registry name ("AGENT"),
+// an unregistered two-int space as its number (at most MaxSpaceLabels of
+// them, the rest as "other"), or "bigint" for every unregistered one-bigint
+// key (hashed keys included).
+//
+// Wiring, for any part of locktop that runs lock services:
+//
+//	m := metrics.New()
+//	locks := lockcore.New(pool, lockcore.WithObserver(m.Observer()))
+//	m.AddPools(func() []model.PoolStats { return []model.PoolStats{locks.PoolStats("lock")} })
+//	http.Handle("/metrics", m.Handler())
+package metrics

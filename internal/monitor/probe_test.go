@@ -1,0 +1,334 @@
+package monitor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/internal/monitor"
+	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
+)
+
+// probeRows returns the rows of the health-probe key on the server.
+func probeRows(t *testing.T) []model.Lock {
+	t.Helper()
+	snap, err := lockcore.Inspect(context.Background(), pgtest.Pool(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []model.Lock
+	for _, l := range snap.Locks {
+		if l.Namespace == "LOCKTOP_HEALTH" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func TestProbe(t *testing.T) {
+	m := connect(t, pgtest.DSN(t))
+	if err := m.Probe(context.Background()); err != nil {
+		t.Fatalf("probe on a healthy server: %v", err)
+	}
+	if rows := probeRows(t); len(rows) != 0 {
+		t.Errorf("the probe left its lock behind: %+v", rows)
+	}
+}
+
+// The probe leaves the monitor's connections as Connect made them: its
+// lock_timeout is local to the lock statement.
+func TestProbeKeepsConnectionSettings(t *testing.T) {
+	ctx := context.Background()
+	m := connect(t, pgtest.DSN(t))
+	for range 3 {
+		if err := m.Probe(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var conns []*pgxpool.Conn
+	for range m.Pool().Config().MaxConns {
+		c, err := m.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		var lt, st, app, ro string
+		err := c.QueryRow(ctx, `SELECT current_setting('lock_timeout'), current_setting('statement_timeout'),
+			current_setting('application_name'), current_setting('default_transaction_read_only')`).Scan(&lt, &st, &app, &ro)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lt != "500ms" || st != "2s" || app != monitor.ApplicationName || ro != "on" {
+			t.Errorf("after probes: lock_timeout=%s statement_timeout=%s application_name=%s read_only=%s", lt, st, app, ro)
+		}
+		c.Release()
+	}
+}
+
+// A role with no privileges at all can still take the probe lock.
+func TestProbeAsPlainRole(t *testing.T) {
+	m := connect(t, pgtest.Role(t, "probe_plain", "s3cret-probe"))
+	if err := m.Probe(context.Background()); err != nil {
+		t.Fatalf("probe as a plain role: %v", err)
+	}
+}
+
+// A monitor connection that died while idle (a restart, a terminated
+// backend) does not fail the probe when a fresh connection works.
+func TestProbeAfterBackendTerminated(t *testing.T) {
+	ctx := context.Background()
+	m := connect(t, pgtest.DSN(t))
+	if err := m.Probe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admin := pgtest.Conn(t)
+	var n int
+	err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = $1 AND datname = current_database()`, monitor.ApplicationName).Scan(&n)
+	if err != nil || n == 0 {
+		t.Fatalf("terminated %d monitor backends: %v", n, err)
+	}
+	waitFor(t, "the backends to end", func() bool {
+		var left int
+		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND datname = current_database()`, monitor.ApplicationName).Scan(&left)
+		return err == nil && left == 0
+	})
+	if err := m.Probe(ctx); err != nil {
+		t.Errorf("probe after the monitor's backend was terminated: %v", err)
+	}
+}
+
+// The probe lock held by another session: the probe waits its second, then
+// says so, and leaves nothing queued behind.
+func TestProbeLockHeldElsewhere(t *testing.T) {
+	ctx := context.Background()
+	m := connect(t, pgtest.DSN(t))
+	holder := pgtest.Conn(t)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1::int8)", lockcore.HealthProbeID); err != nil {
+		t.Fatal(err)
+	}
+	err := m.Probe(ctx)
+	var pe *monitor.ProbeError
+	if !errors.As(err, &pe) || !strings.Contains(pe.Reason, "LOCKTOP_HEALTH not granted within 1s") {
+		t.Fatalf("probe with the lock held elsewhere: %v, want a ProbeError saying it was not granted", err)
+	}
+	if rows := probeRows(t); len(rows) != 1 || !rows[0].Granted {
+		t.Errorf("after the failed probe, rows of the key: %+v, want the other holder only", rows)
+	}
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock($1::int8)", lockcore.HealthProbeID); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Probe(ctx); err != nil {
+		t.Errorf("probe after the holder let go: %v", err)
+	}
+}
+
+// A caller that gives up gets its context's error at once; the probe it
+// started still finishes for others and leaves nothing behind.
+func TestProbeCallerCancels(t *testing.T) {
+	ctx := context.Background()
+	m := connect(t, pgtest.DSN(t))
+	holder := pgtest.Conn(t)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1::int8)", lockcore.HealthProbeID); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- m.Probe(cctx) }()
+	waitFor(t, "the probe to queue for its lock", func() bool { return len(probeRows(t)) == 2 })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled probe: %v, want context.Canceled", err)
+	}
+	// Joins the probe still under way, or runs another; either fails the
+	// same way while the lock is held elsewhere.
+	if err := m.Probe(ctx); err == nil {
+		t.Error("probe succeeded while the lock was held elsewhere")
+	}
+	if rows := probeRows(t); len(rows) != 1 {
+		t.Errorf("rows of the probe key after the probes: %+v, want the holder only", rows)
+	}
+}
+
+// A server that stops answering: the probe gives up after its second and
+// says the database did not answer; when the server answers again, so does
+// the probe.
+func TestProbeServerStopsAnswering(t *testing.T) {
+	p := newProxy(t, pgtest.DSN(t))
+	m := connect(t, p.dsn)
+	ctx := context.Background()
+	if err := m.Probe(ctx); err != nil {
+		t.Fatalf("probe through the proxy: %v", err)
+	}
+	p.freeze()
+	start := time.Now()
+	err := m.Probe(ctx)
+	took := time.Since(start)
+	var pe *monitor.ProbeError
+	if !errors.As(err, &pe) || pe.Reason != "database did not answer within 1s" {
+		t.Errorf("probe of a frozen server: %v", err)
+	}
+	if took < monitor.ProbeTimeout {
+		t.Errorf("gave up after %s, before its timeout", took)
+	}
+	p.thaw()
+	waitFor(t, "the probe to pass again", func() bool { return m.Probe(ctx) == nil })
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// proxy relays connections to the test server through a Unix socket of its
+// own, and can freeze: bytes are then held back, so the server seems to
+// stop answering, until thaw.
+type proxy struct {
+	dsn    string
+	ln     net.Listener
+	target func() (net.Conn, error)
+
+	mu     sync.Mutex
+	frozen chan struct{} // non-nil while frozen; closed by thaw or close
+	closed bool
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newProxy(t *testing.T, dsn string) *proxy {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	network, addr := "tcp", net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
+	if strings.HasPrefix(cfg.Host, "/") {
+		network, addr = "unix", filepath.Join(cfg.Host, fmt.Sprintf(".s.PGSQL.%d", cfg.Port))
+	}
+	dir := t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(dir, ".s.PGSQL.5432"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: func() (net.Conn, error) { return net.Dial(network, addr) }}
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" {
+		p.dsn = dsn + fmt.Sprintf(" host='%s' port=5432 sslmode=disable", dir)
+	} else {
+		q := u.Query()
+		q.Set("host", dir)
+		q.Set("port", "5432")
+		q.Set("sslmode", "disable")
+		u.Host, u.RawQuery = "", q.Encode()
+		p.dsn = u.String()
+	}
+	p.wg.Go(p.accept)
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Go(func() { p.relay(c) })
+	}
+}
+
+func (p *proxy) relay(c net.Conn) {
+	up, err := p.target()
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		c.Close()
+		up.Close()
+		return
+	}
+	p.conns = append(p.conns, c, up)
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { p.pipe(up, c); up.Close(); c.Close() })
+	wg.Go(func() { p.pipe(c, up); up.Close(); c.Close() })
+	wg.Wait()
+}
+
+func (p *proxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.waitThawed()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *proxy) waitThawed() {
+	p.mu.Lock()
+	ch := p.frozen
+	p.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+func (p *proxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen == nil {
+		p.frozen = make(chan struct{})
+	}
+}
+
+func (p *proxy) thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen != nil {
+		close(p.frozen)
+		p.frozen = nil
+	}
+}
+
+func (p *proxy) close() {
+	p.thaw()
+	p.mu.Lock()
+	p.closed = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.ln.Close()
+	p.wg.Wait()
+}
