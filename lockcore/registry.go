@@ -47,6 +47,11 @@ type Entry struct {
 	FileRef  string
 }
 
+// SimSchemaID is the fixed one-bigint key the simulator takes, as a
+// transaction lock, while it creates its schema, so that two simulators
+// starting at once against one database take turns.
+const SimSchemaID int64 = 0x4C4B5350 // "LKSP"
+
 // Registered returns the registry: every namespace, fixed id and hash pattern
 // known to locktop. The slice is a copy.
 func Registered() []Entry { return append([]Entry(nil), registry...) }
@@ -78,6 +83,14 @@ var registry = []Entry{
 		Scope:    "Global",
 		LockType: "Session (pg_try_advisory_lock)",
 		FileRef:  "server/src/services/idempotency.service.ts:41",
+	},
+	{
+		Name: "SIM_SCHEMA", Kind: KindFixed, ID: SimSchemaID,
+		Owner:    "simulator (workers.Setup)",
+		Purpose:  "Serialise creation of the simulator's schema by simulators starting at once",
+		Scope:    "Global (per database)",
+		LockType: "Transaction (pg_advisory_xact_lock)",
+		FileRef:  "workers/schema.go",
 	},
 	{
 		Name: "LOCKTOP_HEALTH", Kind: KindFixed, ID: HealthProbeID,

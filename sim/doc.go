@@ -1,0 +1,60 @@
+// Package sim runs seed 001's race catalogue as live load: named scenarios
+// drive the workloads of package workers through the real lock library
+// against a real database, check the invariants while they run and at the
+// end, and report.
+//
+// # Life cycle
+//
+//	s, err := sim.New(ctx, sim.Options{DSN: dsn}) // "steady", locks on, separate lock pool
+//	if err != nil { ... }                         // errors.Is(err, sim.ErrUnusable): bad DSN, server down
+//	defer s.Close()
+//	s.Start()          // returns at once; the workloads run on their own goroutines
+//	... s.Status(), s.Events(), s.Pools(), s.SetLocks(false), s.InjectFault("kill-holder") ...
+//	s.Stop()           // graceful stop, final reconcile, audit, leak check
+//	rep := s.Report()  // rep.OK, rep.Invariants, rep.Workers
+//
+// Run(ctx) is Start, wait for ctx, Stop. New's ctx bounds only the set-up.
+// Stop lets work under way finish for Options.StopGrace (5s), then cancels
+// it; every lock and connection is released either way, and Stop then runs
+// the final checks. Close stops and closes the pools.
+//
+// # The dashboard
+//
+// The embedded mode of the dashboard (locktop with no arguments) is:
+//
+//	c, _ := pgcluster.Start(ctx, pgcluster.Options{})
+//	defer c.Stop()
+//	s, _ := sim.New(ctx, sim.Options{DSN: c.DSN("postgres"), Scenario: "steady"})
+//	defer s.Close()
+//	s.Start()
+//	// hand s to the UI as a ui.Simulator, and s.Pools as its pool source
+//
+// "steady" shows holders with queued waiters on AGENT keys within a few
+// seconds: a few hot agents get half of the hooks.
+//
+// # Pools
+//
+// Work runs on a pool of 15 to 25 connections (the seed's pool_size 15 and
+// max_overflow 10), application_name "locktop.work". Locks come from a
+// separate pool ("locktop.lock"), so a body waiting for a work connection
+// never starves a lock holder. Options.SharedPool puts both on one pool of
+// 25 ("locktop.shared"), as the seed did: scenario "pool-exhaustion" then
+// shows waiters holding every connection while holders starve, until lock
+// timeouts free some.
+//
+// # Invariants
+//
+// The invariants (see package workers) are checked in the database, so two
+// simulators on one database share the agents and still check each other's
+// sections: the locks live in PostgreSQL. Each simulator audits the rows it
+// wrote. Options.NoLocks, or SetLocks(false) while running, turns every
+// lock off: the checks must then catch the races, which is the demo of why
+// the locks exist.
+//
+// # Schema
+//
+// The simulator owns one schema (Options.Schema, "locktop_sim"), created
+// idempotently under the SIM_SCHEMA advisory lock; it never touches other
+// tables. Against a database of your own, the simulator runs only when
+// asked for explicitly.
+package sim

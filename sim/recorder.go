@@ -1,0 +1,314 @@
+package sim
+
+import (
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/workers"
+)
+
+// queuedWait is the wait above which an acquire shows in the event stream
+// as "acquired after a wait".
+const queuedWait = 20 * time.Millisecond
+
+type kindCounters struct {
+	attempts, acquired, skipped, timeouts, reentrant, errors atomic.Int64
+}
+
+func (c *kindCounters) load() model.Counters {
+	return model.Counters{
+		Attempts: c.attempts.Load(), Acquired: c.acquired.Load(), Skipped: c.skipped.Load(),
+		Timeouts: c.timeouts.Load(), Reentrant: c.reentrant.Load(), Errors: c.errors.Load(),
+	}
+}
+
+type invState struct {
+	n    atomic.Int64
+	last atomic.Pointer[string]
+}
+
+// recorder is the simulator's workers.Recorder and lockcore observer: it
+// counts per worker kind, keeps the wait histogram, dedupes and counts
+// invariant violations, tracks which backend holds which key, and feeds the
+// event stream.
+type recorder struct {
+	kinds    map[workers.Kind]*kindCounters
+	sections atomic.Int64
+	hooks    atomic.Int64 // hook sections completed
+	waits    histogram
+	invs     map[workers.Invariant]*invState
+
+	events  chan model.Event
+	dropped atomic.Int64
+
+	mu   sync.Mutex
+	seen map[string]struct{} // invariant + subject already counted
+
+	heldMu sync.Mutex
+	held   map[lockcore.Key]uint32 // key -> pid of this process's holder
+
+	stopping atomic.Bool // cancellations are the run ending, not errors
+	log      *slog.Logger
+}
+
+func newRecorder(buffer int, log *slog.Logger) *recorder {
+	r := &recorder{
+		kinds:  map[workers.Kind]*kindCounters{},
+		invs:   map[workers.Invariant]*invState{},
+		events: make(chan model.Event, buffer),
+		seen:   map[string]struct{}{},
+		held:   map[lockcore.Key]uint32{},
+		log:    log,
+	}
+	for _, k := range workers.Kinds {
+		r.kinds[k] = &kindCounters{}
+	}
+	for _, inv := range workers.Invariants {
+		r.invs[inv] = &invState{}
+	}
+	return r
+}
+
+func (r *recorder) counter(k workers.Kind) *kindCounters {
+	if c, ok := r.kinds[k]; ok {
+		return c
+	}
+	return r.kinds[workers.KindHook] // unreachable for the kinds workers defines
+}
+
+// Attempt implements workers.Recorder.
+func (r *recorder) Attempt(a workers.Attempt) {
+	c := r.counter(a.Kind)
+	if !a.Body {
+		c.attempts.Add(1)
+	}
+	ev := model.Event{Worker: string(a.Kind), Outcome: a.Outcome, Key: label(a), Wait: a.Wait}
+	if a.Route != "" {
+		ev.Detail = a.Route
+	}
+	switch a.Outcome {
+	case "":
+		return // ran without a lock (the status route)
+	case model.OutcomeAcquired:
+		c.acquired.Add(1)
+		r.waits.add(a.Wait)
+		if a.Wait < queuedWait {
+			return
+		}
+		ev.Detail = join(ev.Detail, "after a wait of "+a.Wait.Round(time.Millisecond).String())
+	case model.OutcomeSkipped:
+		c.skipped.Add(1)
+		if a.Key != (lockcore.Key{}) {
+			if pid, ok := r.holder(a.Key); ok {
+				ev.PID = int32(pid)
+				ev.Detail = join(ev.Detail, "held by pid "+strconv.FormatUint(uint64(pid), 10))
+			} else {
+				ev.Detail = join(ev.Detail, "held by another session")
+			}
+		} else {
+			ev.Detail = join(ev.Detail, "row locked by another transaction (55P03)")
+		}
+	case model.OutcomeTimeout:
+		c.timeouts.Add(1)
+		ev.Detail = join(ev.Detail, "timed out after "+a.Wait.Round(time.Millisecond).String())
+	case model.OutcomeReentrant:
+		c.reentrant.Add(1)
+		ev.Detail = join(ev.Detail, "reentrant acquire refused: the key is held in this context")
+	case model.OutcomeCanceled:
+		if r.stopping.Load() {
+			return
+		}
+		c.errors.Add(1)
+		ev.Detail = join(ev.Detail, errLine(a.Err))
+	case model.OutcomeLost:
+		c.errors.Add(1)
+		ev.Detail = join(ev.Detail, "lock lost while held (its backend was terminated)")
+	default:
+		if r.stopping.Load() && a.Err != nil && strings.Contains(a.Err.Error(), "context canceled") {
+			return
+		}
+		c.errors.Add(1)
+		ev.Detail = join(ev.Detail, errLine(a.Err))
+		r.log.Warn("worker error", "worker", a.Kind, "key", ev.Key, "err", a.Err)
+	}
+	r.emit(ev)
+}
+
+// Section implements workers.Recorder.
+func (r *recorder) Section(k workers.Kind) {
+	r.sections.Add(1)
+	if k == workers.KindHook {
+		r.hooks.Add(1)
+	}
+}
+
+// Violation implements workers.Recorder: the first report of a subject
+// counts; later ones (the final audit finding a live detection again) do
+// not.
+func (r *recorder) Violation(inv workers.Invariant, subject, detail string) {
+	r.mu.Lock()
+	k := string(inv) + "\x00" + subject
+	_, dup := r.seen[k]
+	if !dup {
+		r.seen[k] = struct{}{}
+	}
+	r.mu.Unlock()
+	if dup {
+		return
+	}
+	st, ok := r.invs[inv]
+	if !ok {
+		return
+	}
+	st.n.Add(1)
+	st.last.Store(&detail)
+	r.log.Warn("invariant broken", "invariant", inv, "detail", detail)
+	r.emit(model.Event{Worker: "check", Outcome: model.OutcomeViolation, Detail: string(inv) + ": " + detail})
+}
+
+// Note implements workers.Recorder.
+func (r *recorder) Note(k workers.Kind, key lockcore.Key, detail string) {
+	r.emit(model.Event{Worker: string(k), Key: keyLabel(key), Detail: detail})
+}
+
+// observe is the lockcore observer: it tracks holders for skip events and
+// reports phantom locks, which no worker sees.
+func (r *recorder) observe(e lockcore.Event) {
+	switch e.Kind {
+	case lockcore.EventAcquired:
+		r.heldMu.Lock()
+		r.held[e.Key] = e.PID
+		r.heldMu.Unlock()
+	case lockcore.EventReleased, lockcore.EventLost:
+		r.heldMu.Lock()
+		if r.held[e.Key] == e.PID {
+			delete(r.held, e.Key)
+		}
+		r.heldMu.Unlock()
+	case lockcore.EventPhantom:
+		r.emit(model.Event{Worker: "lockcore", Outcome: model.OutcomePhantom, Key: e.Key.String(), PID: int32(e.PID),
+			Detail: "phantom lock cleaned: granted as its acquire failed (PostgreSQL bug #17686), unlocked"})
+	}
+}
+
+func (r *recorder) holder(k lockcore.Key) (uint32, bool) {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	pid, ok := r.held[k]
+	return pid, ok
+}
+
+func (r *recorder) emit(ev model.Event) {
+	ev.Time = time.Now()
+	select {
+	case r.events <- ev:
+	default:
+		r.dropped.Add(1)
+	}
+}
+
+func (r *recorder) counters() map[string]model.Counters {
+	out := make(map[string]model.Counters, len(r.kinds))
+	for k, c := range r.kinds {
+		out[string(k)] = c.load()
+	}
+	return out
+}
+
+func (r *recorder) invariants() []model.Invariant {
+	out := make([]model.Invariant, 0, len(workers.Invariants))
+	for _, inv := range workers.Invariants {
+		st := r.invs[inv]
+		i := model.Invariant{Name: string(inv), Violations: st.n.Load()}
+		if p := st.last.Load(); p != nil {
+			i.Last = *p
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+func label(a workers.Attempt) string {
+	if a.Label != "" {
+		return a.Label
+	}
+	return keyLabel(a.Key)
+}
+
+func keyLabel(k lockcore.Key) string {
+	if k == (lockcore.Key{}) {
+		return ""
+	}
+	return k.String()
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + ": " + b
+}
+
+func errLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+// histogram counts durations in log-spaced buckets, eight per doubling
+// (about 9% wide), from 1µs to about 4.6 hours; safe for concurrent use.
+type histogram struct {
+	buckets [8 * 34]atomic.Int64
+	count   atomic.Int64
+	max     atomic.Int64
+}
+
+func bucketOf(d time.Duration) int {
+	us := float64(d) / float64(time.Microsecond)
+	if us <= 1 {
+		return 0
+	}
+	i := int(math.Ceil(8 * math.Log2(us)))
+	return min(i, 8*34-1)
+}
+
+func bucketUpper(i int) time.Duration {
+	return time.Duration(math.Exp2(float64(i)/8) * float64(time.Microsecond))
+}
+
+func (h *histogram) add(d time.Duration) {
+	h.buckets[bucketOf(d)].Add(1)
+	h.count.Add(1)
+	for {
+		m := h.max.Load()
+		if int64(d) <= m || h.max.CompareAndSwap(m, int64(d)) {
+			return
+		}
+	}
+}
+
+// quantile returns the upper bound of the bucket holding the q-quantile
+// (never above the maximum seen).
+func (h *histogram) quantile(q float64) time.Duration {
+	n := h.count.Load()
+	if n == 0 {
+		return 0
+	}
+	rank := int64(math.Ceil(q * float64(n)))
+	var seen int64
+	for i := range h.buckets {
+		seen += h.buckets[i].Load()
+		if seen >= rank {
+			return min(bucketUpper(i), time.Duration(h.max.Load()))
+		}
+	}
+	return time.Duration(h.max.Load())
+}

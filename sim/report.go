@@ -1,0 +1,217 @@
+package sim
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/workers"
+)
+
+// Report is the result of a run, as `locktop sim --headless --json` writes
+// it. The top-level keys scenario, locks_enabled, ok, invariants and
+// workers are a stable interface for load tests.
+type Report struct {
+	Scenario     string                    `json:"scenario"`
+	LocksEnabled bool                      `json:"locks_enabled"`
+	OK           bool                      `json:"ok"` // no invariant broken and the final checks ran
+	Invariants   []model.Invariant         `json:"invariants"`
+	Workers      map[string]model.Counters `json:"workers"`
+
+	SharedPool  bool    `json:"shared_pool"`
+	Agents      int     `json:"agents"`
+	Goroutines  int     `json:"goroutines"` // hook goroutines
+	DurationSec float64 `json:"duration_s"`
+	// Sections are completed critical sections; Hooks the hook sections
+	// among them. The rates are per second of run time.
+	Sections      int64        `json:"sections"`
+	SectionsPerS  float64      `json:"sections_per_s"`
+	Hooks         int64        `json:"hooks"`
+	HooksPerS     float64      `json:"hooks_per_s"`
+	Wait          WaitStats    `json:"wait_ms"` // lock waits of acquires that got the lock
+	Pools         []PoolReport `json:"pools"`
+	Phantoms      int64        `json:"phantom_unlocks"`
+	EventsDropped int64        `json:"events_dropped"`
+	PeakRSSBytes  int64        `json:"peak_rss_bytes,omitempty"` // the whole process's (VmHWM)
+	AuditError    string       `json:"audit_error,omitempty"`    // the final checks could not all run
+}
+
+// WaitStats are lock wait percentiles in milliseconds (log buckets about 9%
+// wide, so each is an upper bound within 9%).
+type WaitStats struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+// PoolReport is a pool's state at the end of the run.
+type PoolReport struct {
+	Name        string  `json:"name"`
+	MaxConns    int32   `json:"max_conns"`
+	Total       int32   `json:"total"`
+	InUse       int32   `json:"in_use"`
+	Waiting     int64   `json:"waiting"`
+	Acquires    int64   `json:"acquires"`
+	EmptyWaits  int64   `json:"empty_acquires"` // acquires that had to wait for a connection
+	Canceled    int64   `json:"canceled_acquires"`
+	WaitTotalMS float64 `json:"wait_total_ms"`
+}
+
+// Report returns the report of the run so far (or of the last run, once
+// stopped: Stop's final checks are in it then).
+func (s *Sim) Report() Report {
+	st := s.Status()
+	s.mu.Lock()
+	d := s.ran
+	if s.run != nil {
+		d += time.Since(s.started)
+	}
+	audited, auditErr := s.audited, s.auditErr
+	goroutines := 0
+	for _, dr := range s.sc.Drivers {
+		if dr.Kind == workers.KindHook {
+			goroutines += dr.Goroutines
+		}
+	}
+	s.mu.Unlock()
+
+	r := Report{
+		Scenario:      st.Scenario,
+		LocksEnabled:  st.LocksEnabled,
+		OK:            st.OK() && audited && auditErr == nil,
+		Invariants:    st.Invariants,
+		Workers:       st.Workers,
+		SharedPool:    st.SharedPool,
+		Agents:        st.Agents,
+		Goroutines:    goroutines,
+		DurationSec:   d.Seconds(),
+		Sections:      s.rec.sections.Load(),
+		Hooks:         s.rec.hooks.Load(),
+		Phantoms:      s.locks.Phantoms(),
+		EventsDropped: s.rec.dropped.Load(),
+		PeakRSSBytes:  peakRSS(),
+		Wait: WaitStats{
+			Count: s.rec.waits.count.Load(),
+			P50:   ms(s.rec.waits.quantile(0.50)),
+			P90:   ms(s.rec.waits.quantile(0.90)),
+			P99:   ms(s.rec.waits.quantile(0.99)),
+			Max:   ms(time.Duration(s.rec.waits.max.Load())),
+		},
+	}
+	if !audited && !st.Running {
+		r.AuditError = "the run was not stopped through Stop: no final checks"
+	}
+	if auditErr != nil {
+		r.AuditError = auditErr.Error()
+	}
+	if d > 0 {
+		r.SectionsPerS = float64(r.Sections) / d.Seconds()
+		r.HooksPerS = float64(r.Hooks) / d.Seconds()
+	}
+	for _, p := range st.Pools {
+		r.Pools = append(r.Pools, PoolReport{
+			Name: p.Name, MaxConns: p.MaxConns, Total: p.Total, InUse: p.InUse, Waiting: p.Waiting,
+			Acquires: p.Acquires, EmptyWaits: p.Empty, Canceled: p.Canceled, WaitTotalMS: ms(p.WaitTotal),
+		})
+	}
+	return r
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// peakRSS reads the process's peak resident set size (Linux), or 0.
+func peakRSS() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			fields := strings.Fields(rest)
+			if len(fields) >= 1 {
+				kb, _ := strconv.ParseInt(fields[0], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+// WriteText writes the report for people.
+func (r Report) WriteText(w io.Writer) error {
+	var b bytes.Buffer
+	locks := "on"
+	if !r.LocksEnabled {
+		locks = "OFF"
+	}
+	pool := "separate lock and work pools"
+	if r.SharedPool {
+		pool = "one shared pool"
+	}
+	fmt.Fprintf(&b, "scenario %s: %d agents, %d hook goroutines, locks %s, %s, %.1fs\n",
+		r.Scenario, r.Agents, r.Goroutines, locks, pool, r.DurationSec)
+	fmt.Fprintf(&b, "critical sections: %d (%.0f/s), hooks %d (%.0f/s); lock wait p50 %.1fms p90 %.1fms p99 %.1fms max %.1fms\n\n",
+		r.Sections, r.SectionsPerS, r.Hooks, r.HooksPerS, r.Wait.P50, r.Wait.P90, r.Wait.P99, r.Wait.Max)
+
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "WORKER\tATTEMPTS\tACQUIRED\tSKIPPED\tTIMEOUTS\tREENTRANT\tERRORS\t")
+	for _, k := range workers.Kinds {
+		c := r.Workers[string(k)]
+		if c == (model.Counters{}) {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", k, c.Attempts, c.Acquired, c.Skipped, c.Timeouts, c.Reentrant, c.Errors)
+	}
+	tw.Flush()
+
+	b.WriteString("\n")
+	for _, p := range r.Pools {
+		fmt.Fprintf(&b, "pool %-6s max %3d  open %3d  in use %3d  waiting %3d  acquires %d (%d waited, %d abandoned)\n",
+			p.Name, p.MaxConns, p.Total, p.InUse, p.Waiting, p.Acquires, p.EmptyWaits, p.Canceled)
+	}
+	if r.Phantoms > 0 {
+		fmt.Fprintf(&b, "phantom locks cleaned: %d\n", r.Phantoms)
+	}
+
+	b.WriteString("\ninvariants:\n")
+	for _, inv := range r.Invariants {
+		mark := "ok    "
+		if inv.Violations > 0 {
+			mark = "BROKEN"
+		}
+		fmt.Fprintf(&b, "  %s %-40s %d", mark, inv.Name, inv.Violations)
+		if inv.Last != "" {
+			fmt.Fprintf(&b, "  (last: %s)", inv.Last)
+		}
+		b.WriteString("\n")
+	}
+	if r.AuditError != "" {
+		fmt.Fprintf(&b, "final checks incomplete: %s\n", r.AuditError)
+	}
+	broken := int64(0)
+	for _, inv := range r.Invariants {
+		broken += inv.Violations
+	}
+	switch {
+	case r.OK:
+		b.WriteString("\nOK: no invariant broken\n")
+	case broken > 0:
+		fmt.Fprintf(&b, "\nFAIL: %d invariant violation(s)\n", broken)
+	default:
+		b.WriteString("\nFAIL: the final checks did not complete\n")
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}

@@ -1,0 +1,836 @@
+package sim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/workers"
+)
+
+// Application names of the simulator's connections, so a monitor can tell
+// them apart.
+const (
+	AppLock   = lockcore.DefaultApplicationName // lock connections
+	AppWork   = "locktop.work"                  // work connections
+	AppShared = "locktop.shared"                // the single pool of --shared-pool
+)
+
+// Pool sizes: the seed's pool_size 15 and max_overflow 10 make a work pool
+// of 15 to 25 connections.
+const (
+	DefaultWorkMinConns int32 = 15
+	DefaultWorkMaxConns int32 = 25
+	DefaultLockMaxConns int32 = 64
+)
+
+// ErrUnusable means the database cannot be used: a bad DSN, an unreachable
+// server, a refused login, or the schema cannot be created.
+var ErrUnusable = errors.New("database unusable")
+
+// ErrUnknownScenario and ErrUnknownFault are returned for names the
+// simulator does not know.
+var (
+	ErrUnknownScenario = errors.New("unknown scenario")
+	ErrUnknownFault    = errors.New("unknown fault")
+)
+
+// Options configure a simulator. The zero value with a DSN runs "steady"
+// with locks on, on a separate lock pool.
+type Options struct {
+	// DSN of the database; "" takes the libpq environment variables.
+	DSN string
+	// Scenario to start with; "" is "steady".
+	Scenario string
+	// Agents overrides the scenario's number of agents (0: the scenario's).
+	Agents int
+	// Goroutines overrides the number of hook goroutines (0: the scenario's).
+	Goroutines int
+	// HookRate overrides the hooks per second: 0 the scenario's, < 0 no
+	// limit (each hook goroutine fires its next hook as soon as one ends).
+	HookRate float64
+	// NoLocks runs with every lock off, so the races happen and the checks
+	// catch them.
+	NoLocks bool
+	// SharedPool takes lock connections from the work pool, as the seed's
+	// single pool does, so the exhaustion hazard can be shown.
+	SharedPool bool
+	// Work pool size (0: 15 and 25) and lock pool size (0: the scenario's,
+	// 64 unless it says). In shared mode the single pool has the work
+	// pool's size.
+	WorkMinConns, WorkMaxConns, LockMaxConns int32
+	// LockTimeout overrides the scenario's blocking acquire timeout.
+	LockTimeout time.Duration
+	// Schema is the PostgreSQL schema the simulator owns ("" is
+	// "locktop_sim"); created if missing, never touching other tables.
+	Schema string
+	// Reset drops the schema first. Do not use it while another simulator
+	// shares the schema.
+	Reset bool
+	// ConfigPath is the config editor's JSON file ("" is a file in the
+	// temporary directory named after the database and schema, so that
+	// simulators on one machine sharing a database share it).
+	ConfigPath string
+	// Observers see every lock event (the dashboard's metrics attach here).
+	Observers []lockcore.Observer
+	// Logger receives warnings (worker errors, invariant violations, lost
+	// locks); nil discards them.
+	Logger *slog.Logger
+	// EventBuffer is the capacity of the Events channel (0: 1024).
+	EventBuffer int
+	// StopGrace is how long Stop lets running work finish before cancelling
+	// it (0: 5s).
+	StopGrace time.Duration
+	// Hooks stop workloads at named points (tests only).
+	Hooks *workers.Hooks
+}
+
+// Sim runs a scenario's workloads against one database and checks the
+// invariants. Its methods are safe for concurrent use. See the package
+// documentation for the life cycle.
+type Sim struct {
+	opts      Options
+	log       *slog.Logger
+	proc      string
+	workPool  *pgxpool.Pool
+	lockPool  *pgxpool.Pool // == workPool in shared mode
+	locks     *lockcore.Service
+	db        *workers.DB
+	env       *workers.Env
+	rec       *recorder
+	created   time.Time
+	configSeq atomic.Int64
+
+	// ctl serialises the control methods (start, stop, scenario switches);
+	// mu guards the fields below and is held only briefly.
+	ctl      sync.Mutex
+	mu       sync.Mutex
+	sc       Scenario
+	agents   int
+	hot      int
+	hotShare float64
+	run      *runState
+	started  time.Time // start of the current or last run
+	ran      time.Duration
+	audited  bool
+	auditErr error
+	closed   bool
+
+	thrMu   sync.Mutex
+	thrAt   time.Time
+	thrN    int64
+	thrRate float64
+}
+
+// runState is one run of the drivers.
+type runState struct {
+	gen        context.Context // ends: start no more work
+	stopGen    context.CancelFunc
+	work       context.Context // ends: abandon the work under way
+	cancelWork context.CancelFunc
+	wg         sync.WaitGroup
+	drivers    []*driver
+}
+
+// driver is a running Driver. Its goroutines fire at random (exponential
+// gaps, so together they make a Poisson stream of about spec.Rate units per
+// second): evenly spaced arrivals would never collide, real ones do.
+type driver struct {
+	spec    Driver        // guarded by Sim.mu
+	rate    atomic.Uint64 // math.Float64bits of units per second; 0: no limit
+	n       atomic.Int64  // goroutines
+	cancels []context.CancelFunc
+}
+
+func (d *driver) setRate(perSecond float64) { d.rate.Store(math.Float64bits(perSecond)) }
+
+// gap returns how long one goroutine waits before its next unit.
+func (d *driver) gap() time.Duration {
+	r := math.Float64frombits(d.rate.Load())
+	if r <= 0 {
+		return 0
+	}
+	return time.Duration(mrand.ExpFloat64() * float64(max(d.n.Load(), 1)) / r * float64(time.Second))
+}
+
+// New connects the simulator's pools, creates its schema and agents, and
+// returns it stopped: call Start or Run. ctx bounds the set-up only.
+// An unusable database gives an error wrapping ErrUnusable.
+func New(ctx context.Context, opts Options) (*Sim, error) {
+	if opts.Scenario == "" {
+		opts.Scenario = scenarios[0].Name
+	}
+	sc, ok := lookup(opts.Scenario)
+	if !ok {
+		return nil, fmt.Errorf("%w %q (have %v)", ErrUnknownScenario, opts.Scenario, Scenarios())
+	}
+	if opts.Schema == "" {
+		opts.Schema = workers.DefaultSchema
+	}
+	if err := workers.ValidSchema(opts.Schema); err != nil {
+		return nil, err
+	}
+	if opts.Agents < 0 || opts.Goroutines < 0 {
+		return nil, errors.New("sim: agents and goroutines must not be negative")
+	}
+	opts.WorkMinConns = cmpOr(opts.WorkMinConns, DefaultWorkMinConns)
+	opts.WorkMaxConns = cmpOr(opts.WorkMaxConns, DefaultWorkMaxConns)
+	opts.LockMaxConns = cmpOr(opts.LockMaxConns, cmpOr(sc.LockConns, DefaultLockMaxConns))
+	opts.WorkMinConns = min(opts.WorkMinConns, opts.WorkMaxConns)
+	opts.EventBuffer = cmpOr(opts.EventBuffer, 1024)
+	opts.StopGrace = cmpOr(opts.StopGrace, 5*time.Second)
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+
+	s := &Sim{opts: opts, log: log, proc: newProc(), created: time.Now()}
+	s.rec = newRecorder(opts.EventBuffer, log)
+	if err := s.connect(ctx); err != nil {
+		return nil, err
+	}
+	ok = false
+	defer func() {
+		if !ok {
+			s.closePools()
+		}
+	}()
+	if opts.Reset {
+		if err := workers.Drop(ctx, s.workPool, opts.Schema); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
+		}
+	}
+	if err := workers.Setup(ctx, s.workPool, opts.Schema); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
+	}
+
+	observers := append([]lockcore.Observer{s.rec.observe}, opts.Observers...)
+	lopts := []lockcore.Option{lockcore.WithLogger(log)}
+	for _, o := range observers {
+		lopts = append(lopts, lockcore.WithObserver(o))
+	}
+	if opts.SharedPool {
+		lopts = append(lopts, lockcore.WithApplicationName("")) // keep the shared pool's own name
+	}
+	s.locks = lockcore.New(s.lockPool, lopts...)
+	s.db = workers.NewDB(s.workPool)
+	s.env = workers.NewEnv(s.db, s.locks, s.rec, s.proc)
+	s.env.Hooks = opts.Hooks
+	s.env.SetLocking(!opts.NoLocks)
+	s.env.Spawn = s.spawn
+	s.env.ConfigPath = opts.ConfigPath
+	if s.env.ConfigPath == "" {
+		db := s.workPool.Config().ConnConfig.Database
+		s.env.ConfigPath = filepath.Join(os.TempDir(), "locktop-sim-"+db+"-"+opts.Schema+".json")
+	}
+	if err := s.configure(ctx, sc); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// newProc returns a token for this simulator, unique across processes.
+func newProc() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("p%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+func (s *Sim) connect(ctx context.Context) error {
+	mk := func(app string, minConns, maxConns int32) (*pgxpool.Pool, error) {
+		cfg, err := pgxpool.ParseConfig(s.opts.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
+		}
+		cfg.MinConns, cfg.MaxConns = minConns, maxConns
+		cfg.ConnConfig.RuntimeParams["application_name"] = app
+		cfg.ConnConfig.RuntimeParams["search_path"] = s.opts.Schema
+		p, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
+		}
+		if err := p.Ping(ctx); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
+		}
+		return p, nil
+	}
+	if s.opts.SharedPool {
+		p, err := mk(AppShared, s.opts.WorkMinConns, s.opts.WorkMaxConns)
+		if err != nil {
+			return err
+		}
+		s.workPool, s.lockPool = p, p
+		return nil
+	}
+	w, err := mk(AppWork, s.opts.WorkMinConns, s.opts.WorkMaxConns)
+	if err != nil {
+		return err
+	}
+	l, err := mk(AppLock, 0, s.opts.LockMaxConns)
+	if err != nil {
+		w.Close()
+		return err
+	}
+	s.workPool, s.lockPool = w, l
+	return nil
+}
+
+func (s *Sim) closePools() {
+	s.workPool.Close()
+	if s.lockPool != s.workPool {
+		s.lockPool.Close()
+	}
+}
+
+// configure makes sc the current scenario, with the overrides of the
+// options, and creates its agents. The drivers must be stopped.
+func (s *Sim) configure(ctx context.Context, sc Scenario) error {
+	if s.opts.Agents > 0 {
+		sc.Agents = s.opts.Agents
+	}
+	sc.Hot = min(sc.Hot, sc.Agents)
+	for i := range sc.Drivers {
+		d := &sc.Drivers[i]
+		if d.Kind == workers.KindHook {
+			if s.opts.Goroutines > 0 {
+				d.Goroutines = s.opts.Goroutines
+			}
+			switch {
+			case s.opts.HookRate > 0:
+				d.Rate = s.opts.HookRate
+			case s.opts.HookRate < 0:
+				d.Rate = 0 // no limit
+			}
+		}
+	}
+	if err := workers.EnsureAgents(ctx, s.db, sc.Agents); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnusable, err)
+	}
+	s.env.SetTiming(sc.Timing)
+	lt := sc.LockTimeout
+	if s.opts.LockTimeout > 0 {
+		lt = s.opts.LockTimeout
+	}
+	s.env.SetLockTimeout(lt)
+	s.mu.Lock()
+	s.sc, s.agents, s.hot, s.hotShare = sc, sc.Agents, sc.Hot, sc.HotShare
+	s.mu.Unlock()
+	return nil
+}
+
+// Start starts the current scenario's workloads and returns at once; they
+// run until Stop. Starting a running simulator does nothing.
+func (s *Sim) Start() error {
+	s.ctl.Lock()
+	defer s.ctl.Unlock()
+	return s.start()
+}
+
+func (s *Sim) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("sim: closed")
+	}
+	if s.run != nil {
+		return nil
+	}
+	r := &runState{}
+	r.gen, r.stopGen = context.WithCancel(context.Background())
+	r.work, r.cancelWork = context.WithCancel(context.Background())
+	for _, spec := range s.sc.Drivers {
+		d := &driver{spec: spec}
+		d.setRate(spec.Rate)
+		r.drivers = append(r.drivers, d)
+		for range spec.Goroutines {
+			s.addLoop(r, d)
+		}
+	}
+	s.rec.stopping.Store(false)
+	s.run = r
+	s.started = time.Now()
+	s.audited = false
+	return nil
+}
+
+// addLoop starts one more goroutine of d. s.mu must be held.
+func (s *Sim) addLoop(r *runState, d *driver) {
+	ctx, cancel := context.WithCancel(r.gen)
+	d.cancels = append(d.cancels, cancel)
+	d.n.Add(1)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer d.n.Add(-1)
+		for {
+			if g := d.gap(); g > 0 {
+				if pause(ctx, g) != nil {
+					return
+				}
+			} else if ctx.Err() != nil {
+				return
+			}
+			if err := d.spec.unit(s, r.work); err != nil && ctx.Err() == nil {
+				// Back off a little so a broken database is not hammered.
+				if pause(ctx, 50*time.Millisecond) != nil {
+					return
+				}
+			}
+		}
+	}()
+}
+
+// spawn runs follow-up work within the current run, so Stop waits for it.
+func (s *Sim) spawn(kind workers.Kind, fn func(ctx context.Context)) {
+	s.mu.Lock()
+	r := s.run
+	if r == nil {
+		s.mu.Unlock()
+		return // the run is over: follow-up work is dropped, as a stopping server drops it
+	}
+	r.wg.Add(1) // the spawner is a unit of r, so the count is above zero
+	s.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		fn(r.work)
+	}()
+}
+
+// Stop stops the workloads: no new work starts, work under way may finish
+// for StopGrace and is then cancelled (every lock is released either way).
+// Then it applies the events still pending (a final reconcile), audits the
+// database and checks that no lock or connection is left. Stopping a
+// stopped simulator does nothing.
+func (s *Sim) Stop() error {
+	s.ctl.Lock()
+	defer s.ctl.Unlock()
+	if !s.stopDrivers() {
+		return nil
+	}
+	return s.finish()
+}
+
+// stopDrivers ends the current run; it reports false if none was running.
+func (s *Sim) stopDrivers() bool {
+	s.mu.Lock()
+	r := s.run
+	s.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	r.stopGen()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	t := time.NewTimer(s.opts.StopGrace)
+	select {
+	case <-done:
+	case <-t.C:
+		s.rec.stopping.Store(true)
+		r.cancelWork()
+		<-done
+	}
+	t.Stop()
+	r.cancelWork()
+	s.mu.Lock()
+	s.run = nil
+	s.ran += time.Since(s.started)
+	s.mu.Unlock()
+	return true
+}
+
+// finish drains, audits and checks for leaks after a run.
+func (s *Sim) finish() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var errs []error
+	if _, err := s.env.Drain(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("final reconcile: %w", err))
+	}
+	if err := s.env.Audit(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.checkLeaks(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	err := errors.Join(errs...)
+	s.mu.Lock()
+	s.audited, s.auditErr = true, err
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Warn("final checks", "err", err)
+	}
+	return err
+}
+
+// checkLeaks reports locks still held and connections still checked out,
+// by this process (other simulators on the database may be running).
+func (s *Sim) checkLeaks(ctx context.Context) error {
+	if n := s.locks.Held(); n != 0 {
+		s.rec.Violation(workers.InvNoLeaks, "held", fmt.Sprintf("lockcore reports %d lock(s) still held", n))
+	}
+	for _, p := range s.pools() {
+		if p.InUse != 0 || p.Waiting != 0 {
+			s.rec.Violation(workers.InvNoLeaks, "pool:"+p.Name,
+				fmt.Sprintf("%s pool: %d connection(s) checked out, %d waiting after the run", p.Name, p.InUse, p.Waiting))
+		}
+	}
+	var errs []error
+	for _, p := range slices.Compact([]*pgxpool.Pool{s.lockPool, s.workPool}) {
+		for _, c := range p.AcquireAllIdle(ctx) {
+			var n int64
+			err := c.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()").Scan(&n)
+			pid := c.Conn().PgConn().PID()
+			c.Release()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("leak check: %w", err))
+				continue
+			}
+			if n > 0 {
+				s.rec.Violation(workers.InvNoLeaks, fmt.Sprintf("backend:%d", pid),
+					fmt.Sprintf("idle pooled connection (pid %d) still holds %d advisory lock(s)", pid, n))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run starts the workloads, waits for ctx to end, and stops them (Stop).
+func (s *Sim) Run(ctx context.Context) error {
+	if err := s.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return s.Stop()
+}
+
+// Close stops the simulator if it runs and closes its pools. It is safe to
+// call more than once.
+func (s *Sim) Close() error {
+	err := s.Stop()
+	s.ctl.Lock()
+	defer s.ctl.Unlock()
+	s.mu.Lock()
+	closed := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if !closed {
+		s.closePools()
+	}
+	return err
+}
+
+// Running reports whether the workloads run.
+func (s *Sim) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.run != nil
+}
+
+// Proc returns the token that tags this simulator's rows.
+func (s *Sim) Proc() string { return s.proc }
+
+// Env returns the workloads' environment (for tests and tools that drive
+// workloads by hand).
+func (s *Sim) Env() *workers.Env { return s.env }
+
+// Scenarios lists the scenario names SetScenario accepts.
+func (s *Sim) Scenarios() []string { return Scenarios() }
+
+// SetScenario switches to the named scenario: the running workloads stop
+// (as Stop does, without the final checks) and the new ones start. Counters
+// and invariant counts carry on.
+func (s *Sim) SetScenario(name string) error {
+	sc, ok := lookup(name)
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownScenario, name)
+	}
+	s.ctl.Lock()
+	defer s.ctl.Unlock()
+	wasRunning := s.stopDrivers()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.mu.Lock()
+	s.opts.Scenario = name
+	s.mu.Unlock()
+	if err := s.configure(ctx, sc); err != nil {
+		return err
+	}
+	if wasRunning {
+		return s.start()
+	}
+	return nil
+}
+
+// ScaleRates multiplies every rate of the running scenario by factor
+// (unlimited rates stay unlimited). The scenario's definition is kept, so a
+// scenario switch starts at its own rates again.
+func (s *Sim) ScaleRates(factor float64) {
+	if factor <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.sc.Drivers {
+		s.sc.Drivers[i].Rate *= factor
+	}
+	if s.run != nil {
+		for _, d := range s.run.drivers {
+			d.spec.Rate *= factor
+			d.setRate(d.spec.Rate)
+		}
+	}
+}
+
+// SetRate sets the rate of one driver by its name in Status().Rates (0: no
+// limit).
+func (s *Sim) SetRate(name string, perSecond float64) error {
+	if perSecond < 0 {
+		return fmt.Errorf("sim: rate %s: %v is negative", name, perSecond)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	found := false
+	for i := range s.sc.Drivers {
+		if s.sc.Drivers[i].Name == name {
+			s.sc.Drivers[i].Rate = perSecond
+			found = true
+		}
+	}
+	if !found {
+		return fmt.Errorf("sim: no rate %q in scenario %s", name, s.sc.Name)
+	}
+	if s.run != nil {
+		for _, d := range s.run.drivers {
+			if d.spec.Name == name {
+				d.spec.Rate = perSecond
+				d.setRate(perSecond)
+			}
+		}
+	}
+	return nil
+}
+
+// Workers returns how many goroutines drive each worker kind.
+func (s *Sim) Workers() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for _, d := range s.sc.Drivers {
+		if d.Kind != "" {
+			out[string(d.Kind)] += d.Goroutines
+		}
+	}
+	return out
+}
+
+// SetWorkers sets how many goroutines drive the named worker kind (adding
+// or removing workers while it runs). A removed worker finishes its current
+// unit of work first.
+func (s *Sim) SetWorkers(kind string, n int) error {
+	if n < 0 {
+		return fmt.Errorf("sim: %d workers", n)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx := slices.IndexFunc(s.sc.Drivers, func(d Driver) bool { return string(d.Kind) == kind })
+	if idx < 0 {
+		return fmt.Errorf("sim: scenario %s has no %q workers", s.sc.Name, kind)
+	}
+	s.sc.Drivers[idx].Goroutines = n
+	if s.run == nil {
+		return nil
+	}
+	for _, d := range s.run.drivers {
+		if string(d.spec.Kind) != kind {
+			continue
+		}
+		for len(d.cancels) < n {
+			s.addLoop(s.run, d)
+		}
+		for len(d.cancels) > n {
+			last := len(d.cancels) - 1
+			d.cancels[last]()
+			d.cancels = d.cancels[:last]
+		}
+		d.spec.Goroutines = n
+		break
+	}
+	return nil
+}
+
+// SetLocks turns every lock on or off while running; off shows the races.
+func (s *Sim) SetLocks(on bool) { s.env.SetLocking(on) }
+
+// Faults lists the fault names InjectFault accepts.
+func (s *Sim) Faults() []string { return slices.Clone(faults) }
+
+// InjectFault injects the named fault once: kill-holder (the next hook
+// section terminates its own lock's backend), slow-body (the next hook
+// section outlasts the lock timeout), reentrant (the next hook section tries
+// to take its key again), hook-burst (30 hooks at once on the hottest
+// agent).
+func (s *Sim) InjectFault(name string) error {
+	if name == faultBurst {
+		s.mu.Lock()
+		r := s.run
+		if r != nil {
+			r.wg.Add(1)
+		}
+		s.mu.Unlock()
+		if r == nil {
+			return errors.New("sim: not running")
+		}
+		go func() {
+			defer r.wg.Done()
+			fns := make([]func() error, 30)
+			for i := range fns {
+				fns[i] = func() error { return s.env.Hook(r.work, pickRoute(), 1) }
+			}
+			_ = both(fns...)
+		}()
+		return nil
+	}
+	if !s.env.Faults.Add(name, 1) {
+		return fmt.Errorf("%w %q (have %v)", ErrUnknownFault, name, faults)
+	}
+	return nil
+}
+
+// Events is the stream of what happens: acquires after a wait, skips (and
+// who held the key), timeouts, refused reentrant acquires, phantom locks
+// cleaned, lost locks, errors and broken invariants. The channel is
+// buffered; when it is full, events are dropped (and counted) rather than
+// slowing the workers. It is never closed.
+func (s *Sim) Events() <-chan model.Event { return s.rec.events }
+
+// Pools returns the simulator's pools: "lock" and "work", or "shared".
+func (s *Sim) Pools() []model.PoolStats { return s.pools() }
+
+func (s *Sim) pools() []model.PoolStats {
+	if s.opts.SharedPool {
+		ps := lockcore.PoolStats("shared", s.workPool)
+		ps.Waiting = s.locks.PoolStats("shared").Waiting + s.db.Waiting()
+		return []model.PoolStats{ps}
+	}
+	work := lockcore.PoolStats("work", s.workPool)
+	work.Waiting = s.db.Waiting()
+	return []model.PoolStats{s.locks.PoolStats("lock"), work}
+}
+
+// Status returns the simulator's state. It is cheap: counters are atomics
+// and the throughput is worked out at most once a second.
+func (s *Sim) Status() model.SimStatus {
+	s.mu.Lock()
+	st := model.SimStatus{
+		Scenario:   s.sc.Name,
+		Running:    s.run != nil,
+		SharedPool: s.opts.SharedPool,
+		Agents:     s.agents,
+		Started:    s.started,
+	}
+	if s.run != nil {
+		for _, d := range s.run.drivers {
+			st.Rates = append(st.Rates, model.Rate{Name: d.spec.Name, Value: d.spec.Rate})
+		}
+	} else {
+		for _, d := range s.sc.Drivers {
+			st.Rates = append(st.Rates, model.Rate{Name: d.Name, Value: d.Rate})
+		}
+	}
+	s.mu.Unlock()
+	st.LocksEnabled = s.env.Locking()
+	st.Workers = s.rec.counters()
+	st.Throughput = s.throughput()
+	st.Invariants = s.rec.invariants()
+	st.Pools = s.pools()
+	return st
+}
+
+// throughput is completed critical sections per second, over the last
+// second or so.
+func (s *Sim) throughput() float64 {
+	s.thrMu.Lock()
+	defer s.thrMu.Unlock()
+	now, n := time.Now(), s.rec.sections.Load()
+	if s.thrAt.IsZero() {
+		s.thrAt, s.thrN = now, n
+		return 0
+	}
+	if dt := now.Sub(s.thrAt); dt >= time.Second {
+		s.thrRate = float64(n-s.thrN) / dt.Seconds()
+		s.thrAt, s.thrN = now, n
+	}
+	return s.thrRate
+}
+
+// pick returns an agent for a hook: a hot one with the scenario's hot
+// share, else any.
+func (s *Sim) pick() int32 {
+	s.mu.Lock()
+	agents, hot, share := s.agents, s.hot, s.hotShare
+	s.mu.Unlock()
+	if hot > 0 && randFloat() < share {
+		return int32(randN(hot)) + 1
+	}
+	return int32(randN(agents)) + 1
+}
+
+// pickAny returns any agent.
+func (s *Sim) pickAny() int32 {
+	s.mu.Lock()
+	agents := s.agents
+	s.mu.Unlock()
+	return int32(randN(agents)) + 1
+}
+
+// batch returns n agents for a background cycle: the hot ones (which a
+// background worker meets most often held) and random others.
+func (s *Sim) batch(n int) []int32 {
+	s.mu.Lock()
+	agents, hot := s.agents, s.hot
+	s.mu.Unlock()
+	n = min(n, agents)
+	seen := make(map[int32]bool, n)
+	out := make([]int32, 0, n)
+	for a := int32(1); a <= int32(hot) && len(out) < n; a++ {
+		seen[a] = true
+		out = append(out, a)
+	}
+	for len(out) < n {
+		a := int32(randN(agents)) + 1
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func randN(n int) int    { return mrand.IntN(n) }
+func randFloat() float64 { return mrand.Float64() }

@@ -1,0 +1,275 @@
+package workers
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
+)
+
+// Kind names a kind of worker, as counters and reports key them.
+type Kind string
+
+// Worker kinds.
+const (
+	KindHook          Kind = "hook"           // the 8 mutating hook routes
+	KindStatus        Kind = "status"         // the read-only status route (no lock)
+	KindReaper        Kind = "reaper"         // agent reaper
+	KindReconciler    Kind = "reconciler"     // transcript reconciler
+	KindPoller        Kind = "poller"         // context poller
+	KindWatchdog      Kind = "watchdog"       // tmux watchdog
+	KindDeferredStop  Kind = "deferred_stop"  // deferred stop
+	KindSummariser    Kind = "summariser"     // turn summarisation
+	KindConfigEditor  Kind = "config_editor"  // config editor
+	KindSkillInjector Kind = "skill_injector" // persona skill injector
+	KindHandoff       Kind = "handoff"        // handoff executor
+	KindRemote        Kind = "remote"         // remote agent service
+)
+
+// Kinds lists every worker kind, in report order.
+var Kinds = []Kind{
+	KindHook, KindStatus, KindReaper, KindReconciler, KindPoller, KindWatchdog, KindDeferredStop,
+	KindSummariser, KindConfigEditor, KindSkillInjector, KindHandoff, KindRemote,
+}
+
+// Invariant names a property the checks watch.
+type Invariant string
+
+// Invariants, in report order.
+const (
+	InvNoOverlap          Invariant = "no_overlapping_sections"     // no two critical sections on one agent overlap
+	InvExactlyOnce        Invariant = "events_applied_exactly_once" // every hook event applied exactly once
+	InvNoLostUpdate       Invariant = "no_lost_update"              // no read-modify-write loses another's write
+	InvSummaryOnce        Invariant = "one_summary_call_per_turn"   // at most one summary call per turn
+	InvInjectionOnce      Invariant = "one_skill_injection_per_agent_session"
+	InvConfigKeys         Invariant = "no_config_key_lost"
+	InvCommandOnce        Invariant = "one_completion_per_command" // deferred stop vs session_end
+	InvHandoffOnce        Invariant = "one_handoff_per_generation"
+	InvSendOnce           Invariant = "one_remote_send_per_readiness"
+	InvNoLeaks            Invariant = "no_lock_or_connection_left"
+	claimSummary                    = "summary"
+	claimInjection                  = "injection"
+	claimCompletion                 = "completion"
+	claimHandoff                    = "handoff"
+	claimSend                       = "send"
+	defaultSectionHorizon           = 10 * time.Minute
+)
+
+// Invariants lists every invariant, in report order.
+var Invariants = []Invariant{
+	InvNoOverlap, InvExactlyOnce, InvNoLostUpdate, InvSummaryOnce, InvInjectionOnce,
+	InvConfigKeys, InvCommandOnce, InvHandoffOnce, InvSendOnce, InvNoLeaks,
+}
+
+// claimInvariant maps a claim kind to the invariant it guards.
+var claimInvariant = map[string]Invariant{
+	claimSummary: InvSummaryOnce, claimInjection: InvInjectionOnce, claimCompletion: InvCommandOnce,
+	claimHandoff: InvHandoffOnce, claimSend: InvSendOnce,
+}
+
+// Attempt is the outcome of one lock attempt by a worker (or, with locking
+// off, of one unlocked run of its body).
+type Attempt struct {
+	Kind    Kind
+	Route   string // hook route, when Kind is KindHook
+	Key     lockcore.Key
+	Label   string        // what was locked, when it is not an advisory key ("turn 7", "config")
+	Outcome model.Outcome // acquired, skipped, timeout, reentrant, lost, canceled or error
+	Wait    time.Duration // from the attempt to the grant or the failure
+	Err     error
+	// Body marks a failure of a body that had already run under the lock
+	// (or of the release after it): it counts as an error, not as a
+	// second attempt.
+	Body bool
+}
+
+// Recorder receives what the workloads do. It must be safe for concurrent
+// use and quick: it is called on the workers' goroutines.
+type Recorder interface {
+	// Attempt reports one lock attempt and its outcome.
+	Attempt(a Attempt)
+	// Section reports a critical section that ran to its end.
+	Section(kind Kind)
+	// Violation reports a broken invariant. subject identifies what broke
+	// (a section, an event, a counter value, a claim) so that a live
+	// detection and the final audit of the same thing count once.
+	Violation(inv Invariant, subject, detail string)
+	// Note reports something worth showing that is neither (e.g. "command
+	// already COMPLETE, skipped").
+	Note(kind Kind, key lockcore.Key, detail string)
+}
+
+// Point names a place in a workload where a test may stop it, to force an
+// interleaving.
+type Point string
+
+// Points where Hooks.At is called.
+const (
+	PointEntered         Point = "entered"          // inside a section, after its entry was registered
+	PointApplyChecked    Point = "apply.checked"    // an event found unapplied and the counter read, before the writes
+	PointSummaryChecked  Point = "summary.checked"  // a turn found without a summary, before the call
+	PointInjectChecked   Point = "inject.checked"   // prompt_injected_at found empty, before injecting
+	PointCompleteChecked Point = "complete.checked" // a command found RUNNING, before completing it
+	PointConfigRead      Point = "config.read"      // the config file read, before writing it back
+	PointHandoffChecked  Point = "handoff.checked"  // the generation read, before the handoff
+	PointSendChecked     Point = "send.checked"     // the agent found ready, before the send
+	PointCounterRead     Point = "counter.read"     // a background worker's counter read, before the write
+)
+
+// Hooks lets tests stop workloads at named points. At is called with the
+// workload's context; it may block (a barrier) and must return when ctx
+// ends.
+type Hooks struct {
+	At func(ctx context.Context, p Point, agent int32)
+}
+
+// Timing is how long the simulated work takes. Every duration is the mean
+// of a uniform jitter of plus or minus half.
+type Timing struct {
+	Step           time.Duration // processing between a body's commits
+	LLM            time.Duration // one summary call
+	Inject         time.Duration // sending skills to the agent's terminal
+	Send           time.Duration // a remote send
+	Handoff        time.Duration // preparing a handoff
+	DeferredStop   time.Duration // deferred stop's sleep before it locks
+	ConfigEdit     time.Duration // between reading and writing the config
+	ReconcileGrace time.Duration // how old a transcript entry must be before the reconciler applies it
+	SlowBody       time.Duration // extra time of a slow body (fault or scenario)
+}
+
+// Faults are pending one-shot faults; the next hook section takes one.
+type Faults struct {
+	killHolder atomic.Int32
+	slowBody   atomic.Int32
+	reentrant  atomic.Int32
+}
+
+// Fault names.
+const (
+	FaultKillHolder = "kill-holder" // the holder's backend is terminated mid-section
+	FaultSlowBody   = "slow-body"   // a section outlasts the lock timeout
+	FaultReentrant  = "reentrant"   // a section tries to take its own key again
+)
+
+// Add arms n more of the named fault. It reports false for an unknown name.
+func (f *Faults) Add(name string, n int32) bool {
+	switch name {
+	case FaultKillHolder:
+		f.killHolder.Add(n)
+	case FaultSlowBody:
+		f.slowBody.Add(n)
+	case FaultReentrant:
+		f.reentrant.Add(n)
+	default:
+		return false
+	}
+	return true
+}
+
+func take(c *atomic.Int32) bool {
+	for {
+		n := c.Load()
+		if n <= 0 {
+			return false
+		}
+		if c.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// Env is what every workload runs with. Create it with NewEnv; it is safe
+// for concurrent use, and its knobs (locking, timing) may change while
+// workloads run.
+type Env struct {
+	DB     *DB
+	Locks  *lockcore.Service
+	Rec    Recorder
+	Proc   string // this process's token; it tags the rows the process writes
+	Hooks  *Hooks // nil outside tests
+	Faults Faults
+
+	// Spawn runs follow-up work (deferred stops, summarisation) that a hook
+	// schedules. nil runs it on a new goroutine the caller does not track.
+	Spawn func(kind Kind, fn func(ctx context.Context))
+
+	// ConfigPath is the JSON file the config editor edits; its lock file is
+	// ConfigPath + ".lock".
+	ConfigPath string
+
+	locking      atomic.Bool
+	timing       atomic.Pointer[Timing]
+	lockTimeout  atomic.Int64
+	horizon      time.Duration
+	configKeys   keySet
+	eventCounter atomic.Int64
+}
+
+// NewEnv returns an Env with locking on.
+func NewEnv(db *DB, locks *lockcore.Service, rec Recorder, proc string) *Env {
+	e := &Env{DB: db, Locks: locks, Rec: rec, Proc: proc, horizon: defaultSectionHorizon}
+	e.locking.Store(true)
+	e.timing.Store(&Timing{})
+	e.lockTimeout.Store(int64(lockcore.DefaultTimeout))
+	return e
+}
+
+// SetLocking turns every lock of the workloads on or off: advisory locks,
+// the summariser's row lock and the config editor's flock.
+func (e *Env) SetLocking(on bool) { e.locking.Store(on) }
+
+// Locking reports whether locks are on.
+func (e *Env) Locking() bool { return e.locking.Load() }
+
+// SetTiming replaces the timing.
+func (e *Env) SetTiming(t Timing) { e.timing.Store(&t) }
+
+// Timing returns the current timing.
+func (e *Env) Timing() Timing { return *e.timing.Load() }
+
+// SetLockTimeout sets the timeout of the blocking acquires (0: lockcore's
+// default).
+func (e *Env) SetLockTimeout(d time.Duration) {
+	if d <= 0 {
+		d = lockcore.DefaultTimeout
+	}
+	e.lockTimeout.Store(int64(d))
+}
+
+// LockTimeout returns the timeout of the blocking acquires.
+func (e *Env) LockTimeout() time.Duration { return time.Duration(e.lockTimeout.Load()) }
+
+// at calls the test hook for p, if any.
+func (e *Env) at(ctx context.Context, p Point, agent int32) {
+	if e.Hooks != nil && e.Hooks.At != nil {
+		e.Hooks.At(ctx, p, agent)
+	}
+}
+
+// sleep waits about d (uniform jitter of plus or minus half) or until ctx
+// ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	d = d/2 + rand.N(d+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *Env) spawn(kind Kind, fn func(ctx context.Context)) {
+	if e.Spawn != nil {
+		e.Spawn(kind, fn)
+		return
+	}
+	go fn(context.Background())
+}

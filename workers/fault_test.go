@@ -1,0 +1,155 @@
+package workers_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/workers"
+)
+
+// Kill-holder: the section terminates the backend that holds its lock. The
+// lock frees (a waiter gets it), the worker sees ErrLost, nothing leaks.
+func TestKillHolder(t *testing.T) {
+	w := newWorld(t, 2)
+	ctx := context.Background()
+	w.env.Faults.Add(workers.FaultKillHolder, 1)
+	b := w.hooks.stop(t, workers.PointEntered, 1)
+	victim := goErr(func() error { return w.env.Hook(ctx, workers.RouteNotification, 1) })
+	b.wait(t)
+	waiter := goErr(func() error { return w.env.Hook(ctx, workers.RoutePreToolUse, 1) })
+	w.waitQueued(t, 1, 1)
+	b.release()
+	if err := recv(t, victim); !errors.Is(err, lockcore.ErrLost) {
+		t.Fatalf("victim: %v, want ErrLost", err)
+	}
+	if err := recv(t, waiter); err != nil {
+		t.Fatalf("waiter after the kill: %v", err)
+	}
+	if n := w.rec.count(workers.KindHook, model.OutcomeLost); n != 1 {
+		t.Errorf("%d lost locks recorded, want 1", n)
+	}
+	if err := w.env.Audit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.rec.clean(t)
+	if h := w.locks.Held(); h != 0 {
+		t.Errorf("lockcore holds %d locks", h)
+	}
+	if st := w.lock.Stat(); st.AcquiredConns() != 0 {
+		t.Errorf("%d lock connections checked out", st.AcquiredConns())
+	}
+	ok, err := w.locks.TryWith(ctx, lockcore.AgentKey(1), func(context.Context) error { return nil })
+	if !ok || err != nil {
+		t.Errorf("AGENT 1 not free after the kill: %v, %v", ok, err)
+	}
+}
+
+// Reentrant: a section that takes its own key again is refused at once.
+func TestReentrantRefused(t *testing.T) {
+	w := newWorld(t, 1)
+	w.env.Faults.Add(workers.FaultReentrant, 1)
+	if err := w.env.Hook(context.Background(), workers.RouteNotification, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.rec.count(workers.KindHook, model.OutcomeReentrant); n != 1 {
+		t.Errorf("%d reentrant refusals recorded, want 1", n)
+	}
+	w.rec.clean(t)
+}
+
+// A body that outlasts the lock timeout: the waiter times out, its event
+// stays unapplied, and the final reconcile applies it exactly once.
+func TestTimeoutThenReconcile(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := context.Background()
+	w.env.SetLockTimeout(200 * time.Millisecond)
+	w.env.Faults.Add(workers.FaultSlowBody, 1)
+	b := w.hooks.stop(t, workers.PointEntered, 1)
+	slow := goErr(func() error { return w.env.Hook(ctx, workers.RouteNotification, 1) })
+	b.wait(t)
+	b.release() // the slow-body fault now holds the lock for 1.5 × the timeout
+	if err := w.env.Hook(ctx, workers.RoutePreToolUse, 1); !errors.Is(err, lockcore.ErrTimeout) {
+		t.Fatalf("waiter behind a slow body: %v, want ErrTimeout", err)
+	}
+	if err := recv(t, slow); err != nil {
+		t.Fatal(err)
+	}
+	n, err := w.env.Drain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("final reconcile applied %d events, want the timed-out one", n)
+	}
+	if err := w.env.Audit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.rec.clean(t)
+}
+
+// Background workers skip a held agent and process the others.
+func TestBackgroundSkipsHeldAgent(t *testing.T) {
+	w := newWorld(t, 3)
+	ctx := context.Background()
+	b := w.hooks.stop(t, workers.PointEntered, 1)
+	h := goErr(func() error { return w.env.Hook(ctx, workers.RouteNotification, 1) })
+	b.wait(t)
+	agents := []int32{1, 2, 3}
+	for _, run := range []func() error{
+		func() error { return w.env.Reap(ctx, agents) },
+		func() error { return w.env.Poll(ctx, agents) },
+		func() error { return w.env.Watch(ctx, agents) },
+	} {
+		if err := run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.release()
+	if err := recv(t, h); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []workers.Kind{workers.KindReaper, workers.KindPoller, workers.KindWatchdog} {
+		if s, a := w.rec.count(k, model.OutcomeSkipped), w.rec.count(k, model.OutcomeAcquired); s != 1 || a != 2 {
+			t.Errorf("%s: skipped %d, acquired %d; want 1 and 2", k, s, a)
+		}
+	}
+	if err := w.env.Audit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.rec.clean(t)
+}
+
+// The status route takes no lock: it answers while the agent is held.
+func TestStatusTakesNoLock(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := context.Background()
+	b := w.hooks.stop(t, workers.PointEntered, 1)
+	h := goErr(func() error { return w.env.Hook(ctx, workers.RouteNotification, 1) })
+	b.wait(t)
+	if err := w.env.Hook(ctx, workers.RouteStatus, 1); err != nil {
+		t.Fatal(err)
+	}
+	b.release()
+	if err := recv(t, h); err != nil {
+		t.Fatal(err)
+	}
+	w.rec.clean(t)
+}
+
+func TestSetupIsIdempotentAndValidates(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := context.Background()
+	if err := workers.Setup(ctx, w.work, w.schema); err != nil {
+		t.Errorf("second setup: %v", err)
+	}
+	if err := workers.Setup(ctx, w.work, "Bad-Name"); err == nil {
+		t.Error("a bad schema name was accepted")
+	}
+	if err := w.env.Hook(ctx, "nonsense", 1); !errors.Is(err, workers.ErrUnknownRoute) {
+		t.Errorf("unknown route: %v", err)
+	}
+}

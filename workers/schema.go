@@ -1,0 +1,185 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/lockcore"
+)
+
+// DefaultSchema is the PostgreSQL schema the workloads own.
+const DefaultSchema = "locktop_sim"
+
+// Fields are the read-modify-write counters each agent has. Each is read in
+// one statement and written in a later one, with work in between, as the
+// seed's ORM code does; without the agent lock two writers lose an update.
+var Fields = []string{"applied", "ready", "generation", "tools", "progress", "notifications", "subagents", "polls", "checks", "reaps"}
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// ValidSchema reports whether name can be used as the workloads' schema: a
+// plain lower-case identifier.
+func ValidSchema(name string) error {
+	if !schemaName.MatchString(name) {
+		return fmt.Errorf("workers: schema name %q: use lower-case letters, digits and _ (at most 63)", name)
+	}
+	return nil
+}
+
+// ddl creates the tables; every statement is idempotent. It runs with
+// search_path set to the schema.
+const ddl = `
+CREATE TABLE IF NOT EXISTS agents (
+	id                 int PRIMARY KEY,
+	state              text NOT NULL DEFAULT 'idle',
+	session_no         int NOT NULL DEFAULT 1,
+	prompt_injected_at timestamptz,
+	current_command    bigint,
+	current_turn       bigint,
+	context_pct        int NOT NULL DEFAULT 0,
+	last_seen          timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS counters (
+	agent_id int NOT NULL,
+	field    text NOT NULL,
+	value    bigint NOT NULL DEFAULT 0,
+	PRIMARY KEY (agent_id, field)
+);
+CREATE TABLE IF NOT EXISTS rmw_log (
+	agent_id int NOT NULL,
+	field    text NOT NULL,
+	after    bigint NOT NULL,
+	worker   text NOT NULL,
+	proc     text NOT NULL,
+	at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS rmw_log_value ON rmw_log (agent_id, field, after);
+CREATE INDEX IF NOT EXISTS rmw_log_proc ON rmw_log (proc);
+CREATE TABLE IF NOT EXISTS sections (
+	id       bigserial PRIMARY KEY,
+	agent_id int NOT NULL,
+	worker   text NOT NULL,
+	proc     text NOT NULL,
+	entered  timestamptz NOT NULL DEFAULT clock_timestamp(),
+	lost     bool NOT NULL DEFAULT false
+);
+CREATE INDEX IF NOT EXISTS sections_agent ON sections (agent_id);
+CREATE TABLE IF NOT EXISTS transcript (
+	event_id text PRIMARY KEY,
+	agent_id int NOT NULL,
+	route    text NOT NULL,
+	proc     text NOT NULL,
+	applied  bool NOT NULL DEFAULT false,
+	at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS transcript_pending ON transcript (at) WHERE NOT applied;
+CREATE INDEX IF NOT EXISTS transcript_proc ON transcript (proc);
+CREATE TABLE IF NOT EXISTS ledger (
+	id         bigserial PRIMARY KEY,
+	event_id   text NOT NULL,
+	agent_id   int NOT NULL,
+	route      text NOT NULL,
+	applied_by text NOT NULL,
+	at         timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS ledger_event ON ledger (event_id);
+CREATE TABLE IF NOT EXISTS commands (
+	id           bigserial PRIMARY KEY,
+	agent_id     int NOT NULL,
+	state        text NOT NULL DEFAULT 'RUNNING',
+	completed_by text,
+	created      timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS turns (
+	id         bigserial PRIMARY KEY,
+	agent_id   int NOT NULL,
+	command_id bigint,
+	summary    text,
+	created    timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS claims (
+	kind    text NOT NULL,
+	subject text NOT NULL,
+	worker  text NOT NULL,
+	proc    text NOT NULL,
+	at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS claims_subject ON claims (kind, subject);
+CREATE INDEX IF NOT EXISTS claims_proc ON claims (proc);
+
+-- enter_section registers a critical section of an agent and counts the
+-- other sections inside. The row lock on the agent serialises concurrent
+-- entries (each statement of a volatile function sees what committed before
+-- it), so two overlapping sections never miss each other.
+CREATE OR REPLACE FUNCTION enter_section(p_agent int, p_worker text, p_proc text, p_horizon interval,
+	OUT section_id bigint, OUT others bigint, OUT who text)
+LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM 1 FROM agents WHERE id = p_agent FOR UPDATE;
+	INSERT INTO sections (agent_id, worker, proc) VALUES (p_agent, p_worker, p_proc) RETURNING id INTO section_id;
+	SELECT count(*), coalesce(string_agg(worker, ','), '') INTO others, who
+	FROM sections
+	WHERE agent_id = p_agent AND id <> section_id AND NOT lost AND entered > clock_timestamp() - p_horizon;
+END $$;
+`
+
+// Setup creates the schema and its tables if they do not exist. Two
+// processes may call it at once: it runs in one transaction under the
+// SIM_SCHEMA advisory lock, so they take turns.
+func Setup(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	if err := ValidSchema(schema); err != nil {
+		return err
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := lockcore.XactLock(ctx, tx, lockcore.Int64(lockcore.SimSchemaID)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "SELECT set_config('search_path', $1, true)", schema); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, ddl)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("workers: setting up schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+// Drop removes the schema and everything in it.
+func Drop(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	if err := ValidSchema(schema); err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := lockcore.XactLock(ctx, tx, lockcore.Int64(lockcore.SimSchemaID)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		return err
+	})
+}
+
+// EnsureAgents makes sure agents 1..n exist with their counters. Existing
+// agents are left as they are, so processes sharing the schema share them.
+func EnsureAgents(ctx context.Context, db *DB, n int) error {
+	if n < 1 {
+		return fmt.Errorf("workers: need at least one agent, not %d", n)
+	}
+	_, err := db.Exec(ctx, `
+		WITH a AS (INSERT INTO agents (id) SELECT g FROM generate_series(1, $1::int) g ON CONFLICT DO NOTHING)
+		INSERT INTO counters (agent_id, field)
+		SELECT g, f FROM generate_series(1, $1::int) g, unnest($2::text[]) f
+		ON CONFLICT DO NOTHING`, n, Fields)
+	if err != nil {
+		return fmt.Errorf("workers: creating %d agents: %w", n, err)
+	}
+	return nil
+}
