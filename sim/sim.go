@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -189,12 +190,12 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 	if opts.Agents < 0 || opts.Goroutines < 0 {
 		return nil, errors.New("sim: agents and goroutines must not be negative")
 	}
-	opts.WorkMinConns = cmpOr(opts.WorkMinConns, DefaultWorkMinConns)
-	opts.WorkMaxConns = cmpOr(opts.WorkMaxConns, DefaultWorkMaxConns)
-	opts.LockMaxConns = cmpOr(opts.LockMaxConns, cmpOr(sc.LockConns, DefaultLockMaxConns))
+	opts.WorkMinConns = cmp.Or(opts.WorkMinConns, DefaultWorkMinConns)
+	opts.WorkMaxConns = cmp.Or(opts.WorkMaxConns, DefaultWorkMaxConns)
+	opts.LockMaxConns = cmp.Or(opts.LockMaxConns, cmp.Or(sc.LockConns, DefaultLockMaxConns))
 	opts.WorkMinConns = min(opts.WorkMinConns, opts.WorkMaxConns)
-	opts.EventBuffer = cmpOr(opts.EventBuffer, 1024)
-	opts.StopGrace = cmpOr(opts.StopGrace, 5*time.Second)
+	opts.EventBuffer = cmp.Or(opts.EventBuffer, 1024)
+	opts.StopGrace = cmp.Or(opts.StopGrace, 5*time.Second)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -226,7 +227,9 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 		lopts = append(lopts, lockcore.WithObserver(o))
 	}
 	if opts.SharedPool {
-		lopts = append(lopts, lockcore.WithApplicationName("")) // keep the shared pool's own name
+		// The seed's single pool: keep its own name, and leave no session
+		// lock_timeout behind for the work statements that share it.
+		lopts = append(lopts, lockcore.WithApplicationName(""), lockcore.WithSharedPool())
 	}
 	s.locks = lockcore.New(s.lockPool, lopts...)
 	s.db = workers.NewDB(s.workPool)
@@ -244,14 +247,6 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 	}
 	ok = true
 	return s, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // newProc returns a token for this simulator, unique across processes.

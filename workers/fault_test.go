@@ -39,9 +39,8 @@ func TestKillHolder(t *testing.T) {
 	if h := w.locks.Held(); h != 0 {
 		t.Errorf("lockcore holds %d locks", h)
 	}
-	if st := w.lock.Stat(); st.AcquiredConns() != 0 {
-		t.Errorf("%d lock connections checked out", st.AcquiredConns())
-	}
+	// pgxpool drops the lost lock's closed connection in the background.
+	eventually(t, "no lock connection is checked out", func() bool { return w.lock.Stat().AcquiredConns() == 0 })
 	ok, err := w.locks.TryWith(ctx, lockcore.AgentKey(1), func(context.Context) error { return nil })
 	if !ok || err != nil {
 		t.Errorf("AGENT 1 not free after the kill: %v, %v", ok, err)
