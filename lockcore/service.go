@@ -316,7 +316,7 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 func ctxErr(ctx context.Context, err error) error {
 	switch ctx.Err() {
 	case nil:
-		if errors.Is(err, context.DeadlineExceeded) { // the backstop: the server never answered
+		if pgconn.Timeout(err) { // the socket deadline: the server never answered
 			return fmt.Errorf("%w: %w", ErrTimeout, err)
 		}
 		return err
@@ -370,12 +370,11 @@ func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadli
 // query runs one lock statement so that cancelling ctx stops it on the
 // server. pgx on its own would cut the socket, leaving the backend queued on
 // the lock until its lock_timeout; a cancel request makes the server end the
-// wait now. The statement's own context only carries the backstop deadline.
-// If ctx ends at any point the statement counts as failed, even if it
-// succeeded, because the cancel may have raced with the grant.
+// wait now. If ctx ends at any point the statement counts as failed, even if
+// it succeeded, because the cancel may have raced with the grant.
 func (s *Service) query(ctx context.Context, conn *pgxpool.Conn, deadline time.Time, run func(context.Context) error) error {
-	qctx, qcancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	defer qcancel()
+	qctx, clear := bounded(ctx, conn, deadline)
+	defer clear()
 	if ctx.Done() == nil { // a context that can never end: nothing to watch
 		return run(qctx)
 	}
@@ -394,6 +393,21 @@ func (s *Service) query(ctx context.Context, conn *pgxpool.Conn, deadline time.T
 		}
 	}
 	return err
+}
+
+// bounded returns a context for a statement on conn that can never be
+// cancelled (so pgx watches nothing), with the statement bounded instead by
+// a deadline on the connection's socket: a server that stops answering ends
+// in a timeout error, never a hang. That spares each statement a context,
+// a timer and pgx's context watcher. clear lifts the deadline.
+func bounded(ctx context.Context, conn *pgxpool.Conn, deadline time.Time) (qctx context.Context, clear func()) {
+	qctx = ctx
+	if ctx.Done() != nil {
+		qctx = context.WithoutCancel(ctx)
+	}
+	nc := conn.Conn().PgConn().Conn()
+	_ = nc.SetDeadline(deadline)
+	return qctx, func() { _ = nc.SetDeadline(time.Time{}) }
 }
 
 // cleanupFailed unlocks key unconditionally on the connection of a failed
@@ -468,10 +482,10 @@ func (l *Lock) release(ctx context.Context) error {
 	defer l.cancel()
 	defer l.s.held.Add(-1)
 	held := time.Since(l.at)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
+	rctx, clear := bounded(ctx, l.conn, time.Now().Add(cleanupTimeout))
 	var was bool
 	err := l.conn.QueryRow(rctx, sqlFor(l.key).unlock, keyArgs(l.key)...).Scan(&was)
+	clear()
 	if err == nil && was {
 		l.conn.Release()
 		l.s.emit(Event{Kind: EventReleased, Key: l.key, Blocking: l.blocking, Held: held, PID: l.pid})

@@ -557,3 +557,40 @@ func TestInt64Keys(t *testing.T) {
 		}
 	}
 }
+
+// A server that stops answering mid-wait ends in ErrTimeout shortly after
+// the timeout (the socket deadline), never a hang, and the connection is
+// not returned to the pool.
+func TestServerStopsAnswering(t *testing.T) {
+	t.Parallel()
+	p := pgtest.NewProxy(t, pgtest.DSN(t))
+	cfg, err := pgxpool.ParseConfig(p.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s := lockcore.New(pool, lockcore.WithDefaultTimeout(300*time.Millisecond))
+	if err := s.With(context.Background(), freshAgent(), noop); err != nil { // prepares the connection
+		t.Fatal(err)
+	}
+	key := freshAgent()
+	holdElsewhere(t, key) // so the server would wait, were it answering
+	p.Freeze()
+	done := make(chan error, 1)
+	go func() { done <- s.With(context.Background(), key, noop) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, lockcore.ErrTimeout) {
+			t.Errorf("err = %v, want ErrTimeout", err)
+		}
+	case <-time.After(30 * time.Second): // a deadlock guard, not a speed check
+		t.Fatal("With still waiting 30s after a 300ms timeout on a server that stopped answering")
+	}
+	p.Thaw()
+	eventually(t, "the dead connection leaves the pool", func() bool { return pool.Stat().AcquiredConns() == 0 })
+}

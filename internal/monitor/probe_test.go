@@ -3,16 +3,10 @@ package monitor_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"net/url"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locktop/locktop/internal/monitor"
@@ -169,13 +163,13 @@ func TestProbeCallerCancels(t *testing.T) {
 // says the database did not answer; when the server answers again, so does
 // the probe.
 func TestProbeServerStopsAnswering(t *testing.T) {
-	p := newProxy(t, pgtest.DSN(t))
-	m := connect(t, p.dsn)
+	p := pgtest.NewProxy(t, pgtest.DSN(t))
+	m := connect(t, p.DSN())
 	ctx := context.Background()
 	if err := m.Probe(ctx); err != nil {
 		t.Fatalf("probe through the proxy: %v", err)
 	}
-	p.freeze()
+	p.Freeze()
 	start := time.Now()
 	err := m.Probe(ctx)
 	took := time.Since(start)
@@ -186,7 +180,7 @@ func TestProbeServerStopsAnswering(t *testing.T) {
 	if took < monitor.ProbeTimeout {
 		t.Errorf("gave up after %s, before its timeout", took)
 	}
-	p.thaw()
+	p.Thaw()
 	waitFor(t, "the probe to pass again", func() bool { return m.Probe(ctx) == nil })
 }
 
@@ -199,136 +193,4 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// proxy relays connections to the test server through a Unix socket of its
-// own, and can freeze: bytes are then held back, so the server seems to
-// stop answering, until thaw.
-type proxy struct {
-	dsn    string
-	ln     net.Listener
-	target func() (net.Conn, error)
-
-	mu     sync.Mutex
-	frozen chan struct{} // non-nil while frozen; closed by thaw or close
-	closed bool
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newProxy(t *testing.T, dsn string) *proxy {
-	t.Helper()
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	network, addr := "tcp", net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
-	if strings.HasPrefix(cfg.Host, "/") {
-		network, addr = "unix", filepath.Join(cfg.Host, fmt.Sprintf(".s.PGSQL.%d", cfg.Port))
-	}
-	dir := t.TempDir()
-	ln, err := net.Listen("unix", filepath.Join(dir, ".s.PGSQL.5432"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: func() (net.Conn, error) { return net.Dial(network, addr) }}
-	u, err := url.Parse(dsn)
-	if err != nil || u.Scheme == "" {
-		p.dsn = dsn + fmt.Sprintf(" host='%s' port=5432 sslmode=disable", dir)
-	} else {
-		q := u.Query()
-		q.Set("host", dir)
-		q.Set("port", "5432")
-		q.Set("sslmode", "disable")
-		u.Host, u.RawQuery = "", q.Encode()
-		p.dsn = u.String()
-	}
-	p.wg.Go(p.accept)
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *proxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.wg.Go(func() { p.relay(c) })
-	}
-}
-
-func (p *proxy) relay(c net.Conn) {
-	up, err := p.target()
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		c.Close()
-		up.Close()
-		return
-	}
-	p.conns = append(p.conns, c, up)
-	p.mu.Unlock()
-	var wg sync.WaitGroup
-	wg.Go(func() { p.pipe(up, c); up.Close(); c.Close() })
-	wg.Go(func() { p.pipe(c, up); up.Close(); c.Close() })
-	wg.Wait()
-}
-
-func (p *proxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.waitThawed()
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *proxy) waitThawed() {
-	p.mu.Lock()
-	ch := p.frozen
-	p.mu.Unlock()
-	if ch != nil {
-		<-ch
-	}
-}
-
-func (p *proxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.frozen == nil {
-		p.frozen = make(chan struct{})
-	}
-}
-
-func (p *proxy) thaw() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.frozen != nil {
-		close(p.frozen)
-		p.frozen = nil
-	}
-}
-
-func (p *proxy) close() {
-	p.thaw()
-	p.mu.Lock()
-	p.closed = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.ln.Close()
-	p.wg.Wait()
 }
