@@ -574,6 +574,7 @@ func TestServerStopsAnswering(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
+	defer p.Thaw() // before pool.Close, which waits for a connection stuck behind the frozen proxy
 	s := lockcore.New(pool, lockcore.WithDefaultTimeout(300*time.Millisecond))
 	if err := s.With(context.Background(), freshAgent(), noop); err != nil { // prepares the connection
 		t.Fatal(err)
