@@ -108,7 +108,7 @@ func runEmbedded(ctx context.Context, opts ui.Options, scenario string, allowTer
 		}
 	}()
 	dsn := c.DSN("postgres")
-	opts.Logger.Info("dashboard starting", "server", "throw-away cluster in "+c.Dir())
+	opts.Logger.Info("dashboard starting", "server", "throw-away cluster", "dir", c.Dir())
 	mon, err := openMonitor(ctx, dsn)
 	if err != nil {
 		return err

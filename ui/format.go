@@ -16,6 +16,8 @@ func fmtDur(d time.Duration) string {
 		d = 0
 	}
 	switch {
+	case d == 0:
+		return "0s"
 	case d < 10*time.Millisecond:
 		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + "ms"
 	case d < time.Second:

@@ -102,12 +102,12 @@ func (h *header) line() string {
 		{st.App.Render("locktop"), 0},
 		{server, 0},
 		{who, 0},
-		{st.Dim.Render(h.mode), 3},
+		{st.Dim.Render(h.mode), 1},
 		{"every " + fmtInterval(h.interval), 0},
 		{live, 0},
 		{conn, 0},
-		{st.Dim.Render("poll " + fmtDur(h.latency)), 2},
-		{st.Dim.Render("at " + h.taken.Format("15:04:05")), 1},
+		{st.Dim.Render("poll " + fmtDur(h.latency)), 3},
+		{st.Dim.Render("at " + h.taken.Format("15:04:05")), 2},
 	}
 	if h.mode == "" {
 		segs[3].text = ""
