@@ -170,6 +170,19 @@ func (tm *terminal) Type(s string) {
 	tm.tmux("send-keys", "-t", "main", "-l", s)
 }
 
+// ScreenANSI returns the screen with its escape codes (colours,
+// attributes).
+func (tm *terminal) ScreenANSI() string {
+	tm.t.Helper()
+	return tm.tmux("capture-pane", "-p", "-e", "-t", "main")
+}
+
+// Resize changes the terminal's size, as dragging a window's corner does.
+func (tm *terminal) Resize(w, h int) {
+	tm.t.Helper()
+	tm.tmux("resize-window", "-t", "main", "-x", strconv.Itoa(w), "-y", strconv.Itoa(h))
+}
+
 // Close ends the tmux server, as closing a terminal window does: the
 // program gets SIGHUP.
 func (tm *terminal) Close() {
@@ -306,6 +319,14 @@ func TestDashboardEndToEnd(t *testing.T) {
 	term.Keys("Escape")
 	term.AwaitGone(10*time.Second, "Reading the table")
 
+	// Too small a terminal gets a message; back to size, the table returns.
+	term.Resize(70, 20)
+	term.AwaitText(10*time.Second, "needs a terminal of at least 80×24")
+	term.Resize(110, 32)
+	term.Await("the table after the resize", 10*time.Second, func(s string) bool {
+		return hasLine(s, "AGENT 4711", "holds", holderPID)
+	})
+
 	// The holder lets go: the waiter holds, and the log says so.
 	if err := hold.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -418,6 +439,56 @@ func TestDashboardEmbedded(t *testing.T) {
 			awaitRemoved(t, dir, 60*time.Second)
 		})
 	}
+}
+
+// TestDashboardNoColor checks NO_COLOR in a real terminal: colour codes
+// without it, none with it (bold and reverse stay).
+func TestDashboardNoColor(t *testing.T) {
+	bin := buildLocktop(t)
+	key := lockcore.AgentKey(4712)
+	hold, err := lockcore.New(pgtest.Pool(t, nil)).Acquire(context.Background(), key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Release(context.Background()) })
+	for _, noColor := range []bool{false, true} {
+		env := []string{"TERM=xterm-256color"}
+		if noColor {
+			env = append(env, "NO_COLOR=yes") // any non-empty value, https://no-color.org
+		}
+		term := startTerminal(t, termOptions{Width: 100, Height: 30, Env: env},
+			bin, "--dsn", pgtest.DSN(t), "--log", filepath.Join(t.TempDir(), "l.log"))
+		term.AwaitText(30*time.Second, "AGENT 4712", "connected")
+		colours := sgrColours(term.ScreenANSI())
+		if noColor && colours > 0 {
+			t.Errorf("NO_COLOR: %d colour codes on screen:\n%q", colours, term.ScreenANSI())
+		}
+		if !noColor && colours == 0 {
+			t.Errorf("no colour codes without NO_COLOR: the check cannot fail")
+		}
+		term.Keys("q")
+		if code := term.AwaitExit(20 * time.Second); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	}
+}
+
+var sgr = regexp.MustCompile(`\x1b\[([0-9;:]*)m`)
+
+// sgrColours counts SGR sequences that set a colour: 30–38, 40–48,
+// 90–97, 100–107 (39 and 49, back to the default, are no colour).
+func sgrColours(s string) int {
+	n := 0
+	for _, m := range sgr.FindAllStringSubmatch(s, -1) {
+		for _, p := range strings.FieldsFunc(m[1], func(r rune) bool { return r == ';' || r == ':' }) {
+			v, _ := strconv.Atoi(p)
+			if (v >= 30 && v <= 48 && v != 39) || (v >= 90 && v <= 107) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // hasLine reports whether one line of screen contains every part.

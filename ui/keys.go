@@ -5,6 +5,7 @@ import "charm.land/bubbles/v2/key"
 // KeyMap is every key the dashboard answers to. The footer and the help
 // overlay are generated from it, so a key that is not here does not exist.
 type KeyMap struct {
+	// Always there: quit, help, pause, refresh now and its interval.
 	Quit    key.Binding
 	Help    key.Binding
 	Pause   key.Binding
@@ -12,6 +13,7 @@ type KeyMap struct {
 	Faster  key.Binding
 	Slower  key.Binding
 
+	// The lock table: move, open the details, filter, sort.
 	Up       key.Binding
 	Down     key.Binding
 	PageUp   key.Binding
@@ -22,15 +24,19 @@ type KeyMap struct {
 	Filter   key.Binding
 	Sort     key.Binding
 
+	// The simulator's controls, enabled only with a simulator.
 	Scenario  key.Binding
 	RatesUp   key.Binding
 	RatesDown key.Binding
 	Locks     key.Binding
 	Fault     key.Binding
 
+	// Terminate ends the selected backend, enabled only with
+	// --allow-terminate, and always asks first.
 	Terminate key.Binding
 
-	// Keys of overlays and dialogs.
+	// Keys of the overlays and dialogs: close one, answer the
+	// confirmation, pick from a list.
 	Close   key.Binding
 	Confirm key.Binding
 	Cancel  key.Binding

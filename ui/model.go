@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -65,7 +64,6 @@ type Model struct {
 	table    lockTable
 	simp     simPanel
 	events   eventLog
-	footer   help.Model
 	helpOv   helpOverlay
 	details  details
 	filterIn filterInput
@@ -105,13 +103,11 @@ func New(ctx context.Context, opts Options) *Model {
 		noColor:  opts.NoColor,
 		sim:      opts.Simulator,
 		table:    newLockTable(&st),
-		footer:   help.New(),
 		helpOv:   newHelpOverlay(&st),
 		details:  newDetails(&st),
 		filterIn: newFilterInput(&st),
 	}
 	m.keys.setAvailable(m.sim != nil, opts.Terminate != nil)
-	m.footer.Styles = st.Help
 	m.header = header{st: &st, mode: opts.Mode, interval: m.interval}
 	m.gauges = gauges{st: &st}
 	m.simp = simPanel{st: &st}
@@ -615,7 +611,6 @@ func (m *Model) layout() {
 	}
 	m.header.SetSize(w)
 	m.gauges.SetSize(w)
-	m.footer.SetWidth(w)
 	m.filterIn.SetSize(w)
 	m.helpOv.SetSize(w, h)
 	m.details.SetSize(min(w-4, 140), h-2)
@@ -700,10 +695,39 @@ func (m *Model) footerView() string {
 		status = st.Render(m.status)
 	}
 	sw := ansi.StringWidth(status)
-	m.footer.SetWidth(max(m.width-sw-2, 10))
-	keys := m.footer.ShortHelpView(m.keys.ShortHelp())
+	keys := shortHelp(m.st, m.keys.ShortHelp(), m.width-sw-2)
 	gap := max(m.width-ansi.StringWidth(keys)-sw, 1)
 	return fitLine(keys+strings.Repeat(" ", gap)+status, m.width)
+}
+
+// shortHelp renders the enabled bindings as "key desc • key desc …" in at
+// most w cells, whole items only. (bubbles/help's short view lets the last
+// items run past its width when the ellipsis does not fit.)
+func shortHelp(st *Styles, bindings []key.Binding, w int) string {
+	sep := st.Help.ShortSeparator.Render(" • ")
+	var b strings.Builder
+	used := 0
+	for _, kb := range bindings {
+		if !kb.Enabled() {
+			continue
+		}
+		h := kb.Help()
+		item := st.Help.ShortKey.Render(h.Key) + " " + st.Help.ShortDesc.Render(h.Desc)
+		iw := ansi.StringWidth(h.Key) + 1 + ansi.StringWidth(h.Desc)
+		if used > 0 {
+			iw += 3
+			item = sep + item
+		}
+		if used+iw > w-2 { // room for " …"
+			if used > 0 {
+				b.WriteString(st.Help.Ellipsis.Render(" …"))
+			}
+			break
+		}
+		b.WriteString(item)
+		used += iw
+	}
+	return b.String()
 }
 
 func (m *Model) tooSmall() string {

@@ -173,6 +173,17 @@ func TestGoldenScreens(t *testing.T) {
 	golden(t, "screen_confirm_80x24", hs.view())
 }
 
+func TestGoldenFooter(t *testing.T) {
+	hs := newHarness(t, Options{})
+	hs.start(80, 24)
+	golden(t, "footer_80", hs.m.footerView())
+	hs.keys("o")
+	golden(t, "footer_80_status", hs.m.footerView())
+	sim := newHarness(t, Options{Simulator: &fakeSim{status: simStatus()}, Terminate: func(context.Context, int32) error { return nil }})
+	sim.start(160, 40)
+	golden(t, "footer_160_sim", sim.m.footerView())
+}
+
 func TestGoldenTooSmall(t *testing.T) {
 	hs := newHarness(t, Options{})
 	hs.start(60, 20)
