@@ -38,7 +38,7 @@ var errNoTerminal = exitError{code: exitUsage, err: errors.New(
 // throw-away PostgreSQL with the simulator, or on --dsn's server (read-only
 // unless --sim or --allow-terminate).
 func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("", stderr)
+	fs := newFlagSet("dashboard", stderr)
 	dsnFlag := fs.String("dsn", "", "`URL` or key=value DSN of the server to watch (default: DATABASE_URL, then the PG* variables; with none, a throw-away PostgreSQL with the simulator)")
 	withSim := fs.Bool("sim", false, "also run the simulator against --dsn's database (load tests in staging)")
 	scenario := fs.String("scenario", "steady", "simulator scenario to start with")

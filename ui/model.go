@@ -619,6 +619,7 @@ func (m *Model) layout() {
 		// Wide: the table takes the left side whole; the simulator and
 		// under it the event log share the right.
 		side := min(max(w*2/5, 48), 72)
+		m.simp.SetSize(side, 0) // its height depends on its width
 		simH := min(m.simp.Height(), body-4)
 		m.table.SetSize(w-side-1, body)
 		m.simp.SetSize(side, simH)
@@ -628,6 +629,7 @@ func (m *Model) layout() {
 	ev := min(max(body/5, 3), 8)
 	simH := 0
 	if m.sim != nil {
+		m.simp.SetSize(w, 0)
 		simH = min(max(m.simp.Height(), 5), body*2/5)
 	}
 	m.table.SetSize(w, body-ev-simH)

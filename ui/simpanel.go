@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/locktop/locktop/model"
 )
 
@@ -38,9 +40,16 @@ func (p *simPanel) SetStatus(s model.SimStatus, now time.Time) {
 	}
 }
 
+// combined reports whether throughput and invariants share a line: wide
+// enough, they do; narrow, the sparkline gets a line of its own.
+func (p *simPanel) combined() bool { return p.width >= 72 }
+
 // Height is the lines the panel would like: everything shown.
 func (p *simPanel) Height() int {
-	n := 3 + 1 + len(p.status.Workers) + 1 // title, rates, status; column titles, kinds, total
+	n := 3 + 1 + len(p.status.Workers) + 1 // title, rates, throughput; column titles, kinds, total
+	if !p.combined() {
+		n++ // the invariants on a line of their own
+	}
 	if !p.status.OK() {
 		n++
 	}
@@ -81,9 +90,7 @@ func (p *simPanel) View() string {
 	}
 	lines = append(lines, locks+st.Dim.Render(" · rates: ")+strings.Join(rates, st.Dim.Render(" · ")))
 
-	now := fmtRate(s.Throughput) + "/s"
-	spark := sparkline(p.throughput, max(min(p.width-len("throughput ")-len(now)-30, 40), 4))
-	broken, total := 0, len(s.Invariants)
+	broken := 0
 	var worst model.Invariant
 	for _, inv := range s.Invariants {
 		if inv.Violations > 0 {
@@ -94,15 +101,24 @@ func (p *simPanel) View() string {
 		}
 	}
 	var inv string
-	switch {
+	switch total := len(s.Invariants); {
 	case total == 0:
 		inv = st.Dim.Render("no invariants checked")
 	case broken == 0:
-		inv = st.Good.Render("✓ all " + strconv.Itoa(total) + " invariants hold")
+		inv = st.Good.Render("✓ " + plural(total, "invariant holds", "invariants hold"))
 	default:
-		inv = st.Bad.Render("✗ " + strconv.Itoa(broken) + " of " + strconv.Itoa(total) + " invariants broken")
+		inv = st.Bad.Render("✗ " + strconv.Itoa(broken) + " of " + plural(total, "invariant", "invariants") + " broken")
 	}
-	lines = append(lines, "throughput "+st.Note.Render(spark)+" "+now+st.Dim.Render(" · ")+inv)
+	now := fmtRate(s.Throughput) + "/s"
+	if p.combined() {
+		// One line: the sparkline takes what the invariants leave.
+		room := p.width - len("throughput ") - len(now) - 4 - ansi.StringWidth(inv)
+		spark := sparkline(p.throughput, min(max(room, 4), 60))
+		lines = append(lines, "throughput "+st.Note.Render(spark)+" "+now+st.Dim.Render(" · ")+inv)
+	} else {
+		spark := sparkline(p.throughput, min(max(p.width-len("throughput ")-len(now)-1, 4), 60))
+		lines = append(lines, "throughput "+st.Note.Render(spark)+" "+now, inv)
+	}
 	if broken > 0 {
 		detail := "  ✗ " + worst.Name + " ×" + fmtCount(worst.Violations)
 		if worst.Last != "" {
@@ -164,4 +180,12 @@ func counterRow(st *Styles, name string, c model.Counters, kw, nw int) string {
 		b.WriteString(rcell("0", nw))
 	}
 	return b.String()
+}
+
+// plural renders "1 invariant" or "4 invariants".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }
