@@ -296,7 +296,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	term.Type("app:e2e.waiter")
 	term.Keys("Enter")
 	term.Await("the filtered table", 10*time.Second, func(s string) bool {
-		return strings.Contains(s, `filter "app:e2e.waiter": 1 keys`) && hasLine(s, "AGENT 4711", "holds", holderPID)
+		return strings.Contains(s, `filter "app:e2e.waiter": 1 key`) && hasLine(s, "AGENT 4711", "holds", holderPID)
 	})
 	// esc while editing drops the filter.
 	term.Keys("/")

@@ -181,3 +181,19 @@ func sparkline(values []float64, w int) string {
 	}
 	return b.String()
 }
+
+// plural renders "1 invariant" or "4 invariants".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// counted is plural with thousands separators: "1 key", "2,500 keys".
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmtCount(int64(n)) + " " + many
+}

@@ -390,8 +390,8 @@ func align(s string, w int, right bool) string {
 // summary is the text beside the title: counts, sort, filter.
 func (t *lockTable) summary() string {
 	var b strings.Builder
-	b.WriteString(fmtCount(int64(len(t.groups))))
-	b.WriteString(" keys · ")
+	b.WriteString(counted(len(t.groups), "key", "keys"))
+	b.WriteString(" · ")
 	b.WriteString(fmtCount(int64(t.held)))
 	b.WriteString(" held · ")
 	b.WriteString(fmtCount(int64(t.waiting)))
@@ -401,8 +401,7 @@ func (t *lockTable) summary() string {
 		b.WriteString(" · filter ")
 		b.WriteString(strconv.Quote(t.filter.raw))
 		b.WriteString(": ")
-		b.WriteString(fmtCount(int64(t.shown)))
-		b.WriteString(" keys")
+		b.WriteString(counted(t.shown, "key", "keys"))
 	}
 	if n := len(t.rows); n > t.visible() && t.visible() > 0 {
 		b.WriteString(" · rows ")

@@ -46,7 +46,8 @@ type Model struct {
 
 	interval time.Duration
 	paused   bool
-	oneShot  bool // a refresh asked for while paused
+	snapOnce bool // paused, show the next snapshot anyway (refresh now)
+	simOnce  bool // paused, show the next simulator status anyway
 	phase    loopPhase
 	seq      int
 	snap     model.Snapshot
@@ -256,8 +257,8 @@ func (m *Model) onSnapshot(msg SnapshotMsg) tea.Cmd {
 		m.note(outcomeInfo, "reconnected after "+strconv.Itoa(m.failures)+" failed attempts")
 	}
 	m.header.conn, m.failures = connOK, 0
-	if !m.paused || m.oneShot {
-		m.oneShot = false
+	if !m.paused || m.snapOnce {
+		m.snapOnce = false
 		m.apply(msg.Snapshot)
 	}
 	if ours && !m.paused {
@@ -279,9 +280,10 @@ func (m *Model) apply(s model.Snapshot) {
 
 func (m *Model) onSim(msg simMsg) {
 	m.simBusy = false
-	if m.paused && !m.oneShot {
+	if m.paused && !m.simOnce {
 		return
 	}
+	m.simOnce = false
 	if m.sim != nil {
 		m.simp.SetStatus(msg.status, m.now())
 	}
@@ -320,7 +322,7 @@ func (m *Model) onAction(msg actionMsg) tea.Cmd {
 	m.setStatus(msg.note, false)
 	// Show the action's effect now, paused or not.
 	if c := m.readSim(); c != nil {
-		m.oneShot = m.oneShot || m.paused
+		m.simOnce = m.paused
 		return c
 	}
 	return nil
@@ -513,7 +515,7 @@ func (m *Model) togglePause() tea.Cmd {
 // refreshNow polls at once; paused, it refreshes the screen once.
 func (m *Model) refreshNow() tea.Cmd {
 	if m.paused {
-		m.oneShot = true
+		m.snapOnce, m.simOnce = true, true
 	}
 	switch m.phase {
 	case phasePolling:

@@ -181,11 +181,3 @@ func counterRow(st *Styles, name string, c model.Counters, kw, nw int) string {
 	}
 	return b.String()
 }
-
-// plural renders "1 invariant" or "4 invariants".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
-}

@@ -229,7 +229,7 @@ func TestFilterKeys(t *testing.T) {
 	if h.m.filterIn.Focused() || h.m.table.filter.raw != "app:prompt" {
 		t.Fatalf("enter: focused %v, filter %q", h.m.filterIn.Focused(), h.m.table.filter.raw)
 	}
-	if !strings.Contains(ansi.Strip(h.view()), `filter "app:prompt": 1 keys`) {
+	if !strings.Contains(ansi.Strip(h.view()), `filter "app:prompt": 1 key`) {
 		t.Error("the table title does not say it is filtered")
 	}
 	// esc in the table clears a kept filter.
