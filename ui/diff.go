@@ -19,8 +19,7 @@ const maxDiffEvents = 20
 // map lookup per key, then the few rows of that key, which keeps a refresh
 // at 10,000 locks cheap.
 func diffEvents(prev, next *model.Snapshot) []model.Event {
-	groups := make(map[model.KeyID][2]int, len(prev.Locks)/2+1)
-	forGroups(prev.Locks, func(key model.KeyID, start, end int) { groups[key] = [2]int{start, end} })
+	groups := indexGroups(prev.Locks)
 	seen := make([]bool, len(prev.Locks)) // prev rows still there
 	var out []model.Event
 	more := 0
@@ -32,8 +31,8 @@ func diffEvents(prev, next *model.Snapshot) []model.Event {
 		}
 		more++
 	}
-	forGroups(next.Locks, func(key model.KeyID, start, end int) {
-		g := groups[key] // zero: a new key, no rows before
+	forGroups(next.Locks, func(start, end int) {
+		g := groups.find(&next.Locks[start]) // zero: a new key, no rows before
 		rows := rowFinder(prev.Locks, g)
 		for i := start; i < end; i++ {
 			l := &next.Locks[i]
@@ -86,16 +85,54 @@ func diffEvents(prev, next *model.Snapshot) []model.Event {
 }
 
 // forGroups calls fn for each run of rows with the same key.
-func forGroups(locks []model.Lock, fn func(key model.KeyID, start, end int)) {
+func forGroups(locks []model.Lock, fn func(start, end int)) {
 	for i := 0; i < len(locks); {
-		key := locks[i].KeyID()
 		j := i + 1
 		for j < len(locks) && sameKey(&locks[i], &locks[j]) {
 			j++
 		}
-		fn(key, i, j)
+		fn(i, j)
 		i = j
 	}
+}
+
+// groupIndex finds a snapshot's key groups by key. It is keyed by the
+// entity id, which hashes fast, and chains the few groups that share one
+// (the same id in another namespace or database).
+type groupIndex struct {
+	locks []model.Lock
+	first map[int64]int32 // entity id → its latest group in spans
+	spans [][2]int
+	next  []int32 // the next group with the same entity id; -1 ends
+}
+
+func indexGroups(locks []model.Lock) *groupIndex {
+	x := &groupIndex{locks: locks, first: make(map[int64]int32, len(locks)/2+1)}
+	forGroups(locks, func(start, end int) {
+		i := int32(len(x.spans))
+		x.spans = append(x.spans, [2]int{start, end})
+		prev, ok := x.first[locks[start].EntityID]
+		if !ok {
+			prev = -1
+		}
+		x.next = append(x.next, prev)
+		x.first[locks[start].EntityID] = i
+	})
+	return x
+}
+
+// find returns the rows of l's key, or an empty span.
+func (x *groupIndex) find(l *model.Lock) [2]int {
+	i, ok := x.first[l.EntityID]
+	if !ok {
+		return [2]int{}
+	}
+	for ; i >= 0; i = x.next[i] {
+		if s := x.spans[i]; sameKey(&x.locks[s[0]], l) {
+			return s
+		}
+	}
+	return [2]int{}
 }
 
 func sameKey(a, b *model.Lock) bool {

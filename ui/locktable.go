@@ -119,8 +119,7 @@ func (t *lockTable) SetLocks(locks []model.Lock) {
 	t.groups = t.groups[:0]
 	for i := 0; i < len(locks); {
 		g := keyGroup{start: i}
-		key := locks[i].KeyID()
-		for ; i < len(locks) && (i == g.start || locks[i].KeyID() == key); i++ {
+		for ; i < len(locks) && (i == g.start || sameKey(&locks[g.start], &locks[i])); i++ {
 			l := &locks[i]
 			if l.Granted {
 				t.held++
