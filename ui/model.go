@@ -500,7 +500,7 @@ func (m *Model) togglePause() tea.Cmd {
 	m.paused = !m.paused
 	m.header.paused = m.paused
 	if m.paused {
-		m.setStatus("paused: the screen holds still; space resumes", false)
+		m.setStatus("paused · space resumes", false)
 		return nil
 	}
 	m.setStatus("live", false)
