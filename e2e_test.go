@@ -22,8 +22,8 @@ import (
 )
 
 // The end-to-end tests run the real binary in a real terminal: a tmux
-// session on a private tmux server, whose screen the test reads with
-// capture-pane. CI runs as root without a terminal; tmux provides the pty.
+// session on a private tmux server (its own socket), whose screen the test
+// reads with capture-pane. CI runs as root without a terminal; tmux provides the pty.
 
 // buildLocktop builds the binary under test into a temporary directory.
 func buildLocktop(t *testing.T) string {
@@ -43,7 +43,7 @@ func buildLocktop(t *testing.T) string {
 // terminal is a program running in a tmux pane of a given size.
 type terminal struct {
 	t        *testing.T
-	socket   string // the private tmux server (tmux -L)
+	socket   string // the private tmux server's socket (tmux -S)
 	exitFile string // the program's exit status is written here
 	secrets  []string
 	last     string // the last screen read
@@ -67,9 +67,16 @@ func startTerminal(t *testing.T, o termOptions, argv ...string) *terminal {
 		t.Fatal("tmux is needed for the end-to-end tests: apt-get install -y tmux (make test installs it)")
 	}
 	dir := t.TempDir()
+	// The socket lives in a short directory of its own (a socket path has
+	// a length limit) that goes with the test.
+	sockDir, err := os.MkdirTemp("", "lt-tmux-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	tm := &terminal{
 		t:        t,
-		socket:   fmt.Sprintf("locktop-e2e-%d-%d", os.Getpid(), time.Now().UnixNano()),
+		socket:   filepath.Join(sockDir, "s"),
 		exitFile: filepath.Join(dir, "exit"),
 		secrets:  o.Secrets,
 	}
@@ -94,7 +101,7 @@ func startTerminal(t *testing.T, o termOptions, argv ...string) *terminal {
 	}
 	tm.tmux("-f", "/dev/null", "new-session", "-d", "-s", "main",
 		"-x", strconv.Itoa(o.Width), "-y", strconv.Itoa(o.Height), script)
-	t.Cleanup(func() { _ = exec.Command("tmux", "-L", tm.socket, "kill-server").Run() })
+	t.Cleanup(func() { _ = exec.Command("tmux", "-S", tm.socket, "kill-server").Run() })
 	return tm
 }
 
@@ -102,7 +109,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 
 func (tm *terminal) tmux(args ...string) string {
 	tm.t.Helper()
-	out, err := exec.Command("tmux", append([]string{"-L", tm.socket}, args...)...).CombinedOutput()
+	out, err := exec.Command("tmux", append([]string{"-S", tm.socket}, args...)...).CombinedOutput()
 	if err != nil {
 		tm.t.Fatalf("tmux %s: %v: %s\nlast screen:\n%s", strings.Join(args, " "), err, out, tm.last)
 	}
@@ -187,7 +194,7 @@ func (tm *terminal) Resize(w, h int) {
 // program gets SIGHUP.
 func (tm *terminal) Close() {
 	tm.t.Helper()
-	_ = exec.Command("tmux", "-L", tm.socket, "kill-server").Run()
+	_ = exec.Command("tmux", "-S", tm.socket, "kill-server").Run()
 }
 
 // AwaitExit waits for the program to end and returns its exit status.
