@@ -5,81 +5,231 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"sync"
-	"text/tabwriter"
-	"time"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/charmbracelet/x/term"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/locktop/locktop/internal/httpapi"
 	"github.com/locktop/locktop/internal/pgcluster"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/ui"
 )
 
-// runDashboard is the bare "locktop" command. Until the dashboard exists it
-// runs a short headless demo: 12 goroutines contend for 4 AGENT locks on a
-// throw-away cluster while the lock table is printed every second.
+// isTerminal reports whether f is a terminal; tests replace it.
+var isTerminal = func(f *os.File) bool { return term.IsTerminal(f.Fd()) }
+
+// errNoTerminal is the one line a dashboard run without a terminal gets.
+var errNoTerminal = exitError{code: exitUsage, err: errors.New(
+	`the dashboard needs a terminal (stdin and stdout); without one use "locktop snapshot --json" or "locktop sim --headless"`)}
+
+// runDashboard is the bare "locktop" command: the dashboard on a
+// throw-away PostgreSQL with the simulator, or on --dsn's server (read-only
+// unless --sim or --allow-terminate), optionally serving the monitoring
+// endpoints on --http too.
 func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("", stderr)
-	dur := fs.Duration("duration", 5*time.Second, "how long the headless demo runs")
+	fs := newFlagSet("dashboard", stderr)
+	dsnFlag := fs.String("dsn", "", "`URL` or key=value DSN of the server to watch (default: DATABASE_URL, then the PG* variables; with none, a throw-away PostgreSQL with the simulator)")
+	withSim := fs.Bool("sim", false, "also run the simulator against --dsn's database (load tests in staging)")
+	scenario := fs.String("scenario", "steady", "simulator scenario to start with")
+	interval := fs.Duration("interval", ui.DefaultInterval, "refresh interval")
+	allowTerminate := fs.Bool("allow-terminate", false, "allow terminating a backend from the dashboard (asks for confirmation)")
+	httpAddr := fs.String("http", "", "also serve /api/advisory-locks, /metrics and /healthz on this `address` (e.g. "+httpapi.DefaultAddr+")")
+	logPath := fs.String("log", defaultLogPath(), "log `file` (the dashboard owns the screen)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "starting a throw-away PostgreSQL...")
-	c, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if err != nil {
-		return err
+	if *interval < minInterval {
+		return usagef("--interval must be at least %v, not %v", minInterval, *interval)
 	}
-	defer c.Stop()
-	pool, err := pgxpool.New(ctx, c.DSN("postgres"))
-	if err != nil {
-		return err
+	dsn, given := resolveDSN(*dsnFlag)
+	if !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
+		return errNoTerminal
 	}
-	defer pool.Close()
-	s := lockcore.New(pool, lockcore.WithDefaultTimeout(2*time.Second))
+	logger, closeLog, err := openLog(*logPath)
+	if err != nil {
+		return usagef("--log: %v", err)
+	}
+	defer closeLog()
+	// Listen before anything starts, so a bad or busy address fails first.
+	var ln net.Listener
+	if *httpAddr != "" {
+		if ln, err = listenHTTP(*httpAddr, stderr); err != nil {
+			return err
+		}
+		defer ln.Close()
+	}
 
-	ctx, cancel := context.WithTimeout(ctx, *dur)
-	defer cancel()
-	var wg sync.WaitGroup
-	for range 12 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				err := s.With(ctx, lockcore.AgentKey(rand.Int32N(4)+1), func(ctx context.Context) error {
-					select {
-					case <-time.After(time.Duration(50+rand.IntN(200)) * time.Millisecond):
-					case <-ctx.Done():
-					}
-					return nil
-				})
-				if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-					fmt.Fprintln(stderr, err)
-				}
+	opts := ui.Options{Interval: *interval, Logger: logger}
+	red := newRedactor(dsn)
+	runSim := *withSim
+	if given {
+		logger.Info("dashboard starting", "server", red.target(), "sim", *withSim, "allow_terminate", *allowTerminate)
+		opts.Mode = "read-only"
+	} else {
+		fmt.Fprintln(stderr, "locktop: starting a throw-away PostgreSQL…")
+		c, err := pgcluster.Start(ctx, pgcluster.Options{})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			fmt.Fprintln(stderr, "locktop: removing the throw-away PostgreSQL…")
+			if err := c.Stop(); err != nil {
+				fmt.Fprintln(stderr, "locktop:", err)
 			}
-		})
+		}()
+		dsn, red, runSim = c.DSN("postgres"), newRedactor(""), true
+		logger.Info("dashboard starting", "server", "throw-away cluster", "dir", c.Dir())
+		opts.Mode = "throw-away server"
 	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-			snap, err := lockcore.Inspect(ctx, pool)
-			if err != nil {
-				continue
+
+	mon, err := openMonitor(ctx, dsn)
+	if err != nil {
+		return red.err(err)
+	}
+	defer mon.Close()
+	var src ui.Source = mon
+	var observers []lockcore.Observer
+	var mo *monitoring
+	if ln != nil {
+		// The endpoints serve the dashboard's own polls: no second poller.
+		mo = newMonitoring(mon, 2*(*interval), logger)
+		src = mo
+		observers = append(observers, mo.met.Observer())
+		srvCtx, stopServing := context.WithCancel(ctx)
+		served := make(chan error, 1)
+		go func() { served <- httpapi.ServeListener(srvCtx, ln, mo.handler) }()
+		defer func() {
+			stopServing()
+			if err := <-served; err != nil {
+				logger.Warn("http server", "err", err.Error())
 			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "\n%s\tKEY\tPID\tSTATE\tQUEUE\tWAITED\tBLOCKED BY\n", snap.Taken.Format("15:04:05"))
-			for _, l := range snap.Locks {
-				st := "holds"
-				if !l.Granted {
-					st = "waits"
-				}
-				fmt.Fprintf(tw, "\t%s\t%d\t%s\t%d\t%s\t%v\n", l.KeyLabel(), l.PID, st, l.QueuePos, l.Waited.Round(time.Millisecond), l.BlockedBy)
-			}
-			tw.Flush()
+		}()
+		logger.Info("serving the monitoring endpoints", "addr", ln.Addr().String())
+	}
+	opts.Source = redactingSource{src, red}
+	if *allowTerminate {
+		opts.Terminate = red.terminate(mon.Terminate)
+		opts.Mode = "terminate allowed"
+	}
+	if runSim {
+		s, pools, stop, err := startEmbeddedSim(ctx, dsn, *scenario, logger, observers...)
+		if err != nil {
+			return red.err(fmt.Errorf("starting the simulator: %w", err))
+		}
+		defer stop()
+		opts.Simulator, opts.Pools = s, pools
+		if mo != nil {
+			mo.met.AddPools(pools)
+		}
+		if given {
+			opts.Mode = "simulator attached"
 		}
 	}
-	wg.Wait()
-	fmt.Fprintln(stdout, "\ndone; the throw-away cluster is removed.")
-	return nil
+	return ui.Run(ctx, opts)
+}
+
+// defaultLogPath is $XDG_CACHE_HOME/locktop/locktop.log (~/.cache on
+// Linux), else a file in the temporary directory.
+func defaultLogPath() string {
+	if dir, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(dir, "locktop", "locktop.log")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("locktop-%d.log", os.Getuid()))
+}
+
+// openLog opens the log file for appending, creating its directory.
+func openLog(path string) (*slog.Logger, func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	return slog.New(slog.NewTextHandler(f, nil)), func() { f.Close() }, nil
+}
+
+// redactor keeps a DSN's password off the screen and out of the log: every
+// error text that reaches either passes through it.
+type redactor struct {
+	password string
+	dsn      string
+}
+
+var passwordKV = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
+
+// newRedactor finds the password dsn carries, whether in the DSN itself
+// or from PGPASSWORD or a password file.
+func newRedactor(dsn string) *redactor {
+	r := &redactor{dsn: dsn}
+	if cfg, err := pgconn.ParseConfig(dsn); err == nil {
+		r.password = cfg.Password
+	} else if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		r.password, _ = u.User.Password()
+	} else if m := passwordKV.FindStringSubmatch(dsn); m != nil {
+		r.password = strings.Trim(m[1], "'")
+	}
+	return r
+}
+
+// text removes the password from s.
+func (r *redactor) text(s string) string {
+	if r.password == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, r.password, "xxxxx")
+}
+
+// err returns err with the password removed from its text; errors.Is and
+// errors.As still see the original.
+func (r *redactor) err(err error) error {
+	if err == nil || r.password == "" || !strings.Contains(err.Error(), r.password) {
+		return err
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return exitError{code: ee.code, err: redactedError{r.text(err.Error()), err}}
+	}
+	return redactedError{r.text(err.Error()), err}
+}
+
+// target names the server for the log: user@host:port/database, no
+// password.
+func (r *redactor) target() string {
+	cfg, err := pgconn.ParseConfig(r.dsn)
+	if err != nil {
+		return "(unparsable DSN)"
+	}
+	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+}
+
+func (r *redactor) terminate(fn func(context.Context, int32) error) func(context.Context, int32) error {
+	return func(ctx context.Context, pid int32) error { return r.err(fn(ctx, pid)) }
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }
+
+// redactingSource is a ui.Source whose errors never carry the password.
+type redactingSource struct {
+	ui.Source
+	red *redactor
+}
+
+func (s redactingSource) Poll(ctx context.Context) (model.Snapshot, error) {
+	snap, err := s.Source.Poll(ctx)
+	return snap, s.red.err(err)
 }

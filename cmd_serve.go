@@ -124,6 +124,19 @@ func newMonitoring(mon *monitor.Monitor, maxAge time.Duration, log *slog.Logger)
 	return mo
 }
 
+// Poll reads the lock table once for the dashboard and publishes it to the
+// metrics and the endpoints, so --http serves the dashboard's own polls.
+func (mo *monitoring) Poll(ctx context.Context) (model.Snapshot, error) {
+	s, err := mo.poll(ctx)
+	if err == nil {
+		mo.latest.Put(s)
+	}
+	return s, err
+}
+
+// Info describes the server.
+func (mo *monitoring) Info() model.ServerInfo { return mo.mon.Info() }
+
 // poll reads the lock table once and publishes it to the metrics.
 func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
 	s, err := mo.mon.Poll(ctx)

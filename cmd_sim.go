@@ -14,6 +14,7 @@ import (
 
 	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgcluster"
+	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/sim"
 	"github.com/locktop/locktop/ui"
@@ -146,8 +147,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // discards them). It returns the simulator, its pool source and a stop
 // function that stops it, runs the final checks and closes its pools. The
 // dashboard's embedded mode (locktop with no arguments) and --sim use it.
-func startEmbeddedSim(ctx context.Context, dsn, scenario string, log *slog.Logger) (*sim.Sim, func() []model.PoolStats, func(), error) {
-	s, err := sim.New(ctx, sim.Options{DSN: dsn, Scenario: scenario, Logger: log})
+func startEmbeddedSim(ctx context.Context, dsn, scenario string, log *slog.Logger, observers ...lockcore.Observer) (*sim.Sim, func() []model.PoolStats, func(), error) {
+	s, err := sim.New(ctx, sim.Options{DSN: dsn, Scenario: scenario, Logger: log, Observers: observers})
 	if err != nil {
 		if errors.Is(err, sim.ErrUnusable) {
 			return nil, nil, nil, exitError{code: exitUsage, err: monitor.Describe(err)}

@@ -54,8 +54,10 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	// Ctrl-C and SIGTERM cancel ctx; every command stops what it started.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Ctrl-C, SIGTERM and SIGHUP cancel ctx; every command stops what it
+	// started. SIGHUP too, because closing the dashboard's terminal window
+	// must still remove the throw-away cluster.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
 	name, rest := "", args

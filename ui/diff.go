@@ -1,0 +1,197 @@
+package ui
+
+import (
+	"strconv"
+
+	"github.com/locktop/locktop/model"
+)
+
+// maxDiffEvents caps the events one snapshot adds to the log; the rest are
+// counted in a single line, so a churning server cannot flood the log.
+const maxDiffEvents = 20
+
+// diffEvents tells what changed between two snapshots, for the event log
+// when no simulator reports events: new waits, grants (with how long they
+// waited), releases, and waiters that left the queue (given up, or granted
+// and released between two refreshes: the snapshots cannot tell which).
+//
+// Both snapshots come grouped by key, so rows are matched key by key: one
+// map lookup per key, then the few rows of that key, which keeps a refresh
+// at 10,000 locks cheap.
+func diffEvents(prev, next *model.Snapshot) []model.Event {
+	groups := indexGroups(prev.Locks)
+	seen := make([]bool, len(prev.Locks)) // prev rows still there
+	var out []model.Event
+	more := 0
+	add := func(e model.Event) {
+		if len(out) < maxDiffEvents {
+			e.Time = next.Taken
+			out = append(out, e)
+			return
+		}
+		more++
+	}
+	forGroups(next.Locks, func(start, end int) {
+		g := groups.find(&next.Locks[start]) // zero: a new key, no rows before
+		rows := rowFinder(prev.Locks, g)
+		for i := start; i < end; i++ {
+			l := &next.Locks[i]
+			if j := rows.find(l, l.Granted); j >= 0 {
+				seen[j] = true
+				continue
+			}
+			ev := model.Event{Worker: appLabel(l), Key: l.KeyLabel(), PID: l.PID}
+			switch {
+			case !l.Granted:
+				ev.Outcome = outcomeWaits
+				ev.Detail = "#" + strconv.Itoa(l.QueuePos) + " in queue"
+				if len(l.BlockedBy) > 0 {
+					ev.Detail += ", behind " + strconv.Itoa(int(l.BlockedBy[0]))
+				}
+			default:
+				ev.Outcome = model.OutcomeAcquired
+				if j := rows.find(l, false); j >= 0 && !seen[j] {
+					seen[j] = true
+					ev.Outcome, ev.Wait = outcomeGranted, next.Taken.Sub(prev.Locks[j].WaitStart)
+				}
+			}
+			add(ev)
+		}
+	})
+	// The rows not seen again have gone.
+	for i := range prev.Locks {
+		if seen[i] {
+			continue
+		}
+		l := &prev.Locks[i]
+		ev := model.Event{Worker: appLabel(l), Key: l.KeyLabel(), PID: l.PID}
+		if l.Granted {
+			ev.Outcome = outcomeReleased
+			if !l.HeldSince.IsZero() {
+				ev.Detail = "held ≥" + fmtDur(next.Taken.Sub(l.HeldSince))
+			}
+		} else {
+			ev.Outcome = outcomeLeft
+			ev.Wait = next.Taken.Sub(l.WaitStart)
+			ev.Detail = "left the queue between refreshes"
+		}
+		add(ev)
+	}
+	if more > 0 {
+		out = append(out, model.Event{Time: next.Taken, Worker: "locktop", Outcome: outcomeInfo,
+			Detail: "and " + fmtCount(int64(more)) + " more changes in this refresh"})
+	}
+	return out
+}
+
+// forGroups calls fn for each run of rows with the same key.
+func forGroups(locks []model.Lock, fn func(start, end int)) {
+	for i := 0; i < len(locks); {
+		j := i + 1
+		for j < len(locks) && sameKey(&locks[i], &locks[j]) {
+			j++
+		}
+		fn(i, j)
+		i = j
+	}
+}
+
+// groupIndex finds a snapshot's key groups by key. It is keyed by the
+// entity id, which hashes fast, and chains the few groups that share one
+// (the same id in another namespace or database).
+type groupIndex struct {
+	locks []model.Lock
+	first map[int64]int32 // entity id → its latest group in spans
+	spans [][2]int
+	next  []int32 // the next group with the same entity id; -1 ends
+}
+
+func indexGroups(locks []model.Lock) *groupIndex {
+	x := &groupIndex{locks: locks, first: make(map[int64]int32, len(locks)/2+1)}
+	forGroups(locks, func(start, end int) {
+		i := int32(len(x.spans))
+		x.spans = append(x.spans, [2]int{start, end})
+		prev, ok := x.first[locks[start].EntityID]
+		if !ok {
+			prev = -1
+		}
+		x.next = append(x.next, prev)
+		x.first[locks[start].EntityID] = i
+	})
+	return x
+}
+
+// find returns the rows of l's key, or an empty span.
+func (x *groupIndex) find(l *model.Lock) [2]int {
+	i, ok := x.first[l.EntityID]
+	if !ok {
+		return [2]int{}
+	}
+	for ; i >= 0; i = x.next[i] {
+		if s := x.spans[i]; sameKey(&x.locks[s[0]], l) {
+			return s
+		}
+	}
+	return [2]int{}
+}
+
+func sameKey(a, b *model.Lock) bool {
+	return a.EntityID == b.EntityID && a.Pair == b.Pair && a.Kind == b.Kind &&
+		a.Namespace == b.Namespace && a.Database == b.Database
+}
+
+// rowKey identifies a row within one key's rows.
+type rowKey struct {
+	pid     int32
+	owner   string
+	granted bool
+}
+
+// rowIndex looks up one key's rows, locks[g[0]:g[1]], by backend (or
+// owner) and granted state. A long queue gets a map, so one hot key cannot
+// make the diff quadratic.
+type rowIndex struct {
+	locks []model.Lock
+	g     [2]int
+	idx   map[rowKey]int
+}
+
+func rowFinder(locks []model.Lock, g [2]int) rowIndex {
+	r := rowIndex{locks: locks, g: g}
+	if g[1]-g[0] > 32 {
+		r.idx = make(map[rowKey]int, g[1]-g[0])
+		for j := g[0]; j < g[1]; j++ {
+			p := &locks[j]
+			r.idx[rowKey{p.PID, p.Owner, p.Granted}] = j
+		}
+	}
+	return r
+}
+
+// find returns the index of l's backend's row with the given granted
+// state, or -1.
+func (r rowIndex) find(l *model.Lock, granted bool) int {
+	if r.idx != nil {
+		if j, ok := r.idx[rowKey{l.PID, l.Owner, granted}]; ok {
+			return j
+		}
+		return -1
+	}
+	for j := r.g[0]; j < r.g[1]; j++ {
+		p := &r.locks[j]
+		if p.PID == l.PID && p.Granted == granted && p.Owner == l.Owner {
+			return j
+		}
+	}
+	return -1
+}
+
+func appLabel(l *model.Lock) string {
+	if l.ApplicationName != "" {
+		return oneLine(l.ApplicationName)
+	}
+	if l.Owner != "" {
+		return l.Owner
+	}
+	return "pid " + strconv.Itoa(int(l.PID))
+}

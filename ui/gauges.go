@@ -1,0 +1,156 @@
+package ui
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/locktop/locktop/model"
+)
+
+// gauges shows how full things are: the lock and work pools (in use of
+// max, and acquirers waiting for a connection), the server's connections
+// against max_connections, and lock waits per second.
+type gauges struct {
+	st    *Styles
+	width int
+
+	pools    []model.PoolStats
+	conns    int
+	maxConns int
+	held     int
+	waiting  int
+	waitRate []float64 // waits/s per poll, the latest last
+	polled   bool
+}
+
+// rateHistory is how many polls of waits/s the sparkline keeps.
+const rateHistory = 60
+
+// SetSize sets the width.
+func (g *gauges) SetSize(w int) { g.width = w }
+
+// SetSnapshot takes the connection count, the lock counts and the waits
+// that began since the last poll.
+func (g *gauges) SetSnapshot(s *model.Snapshot, held, waiting int) {
+	g.conns, g.held, g.waiting, g.polled = s.Connections, held, waiting, true
+	if s.Interval > 0 {
+		g.waitRate = append(g.waitRate, float64(s.NewWaits)/s.Interval.Seconds())
+		if len(g.waitRate) > rateHistory {
+			g.waitRate = g.waitRate[len(g.waitRate)-rateHistory:]
+		}
+	}
+}
+
+// perLine is how many gauges share a line.
+func (g *gauges) perLine() int { return max(g.width/40, 1) }
+
+func (g *gauges) count() int {
+	n := 2 // server connections, lock waits/s
+	pools := 0
+	for _, p := range g.pools {
+		if p.MaxConns > 0 {
+			pools++
+		}
+	}
+	if pools == 0 {
+		return n + 1 // the lock counts stand in for the pools
+	}
+	return n + pools
+}
+
+// Height is the lines the gauges take.
+func (g *gauges) Height() int {
+	per := g.perLine()
+	return (g.count() + per - 1) / per
+}
+
+// View renders the gauges, flowed into lines.
+func (g *gauges) View() string {
+	per := g.perLine()
+	cw := g.width / per
+	var cells []string
+	for _, p := range g.pools {
+		if p.MaxConns <= 0 {
+			continue
+		}
+		extra := ""
+		if p.Waiting > 0 {
+			extra = g.st.GaugeWarn.Render(" · " + fmtCount(p.Waiting) + " waiting")
+		} else {
+			extra = g.st.Dim.Render(" · 0 waiting")
+		}
+		cells = append(cells, g.gauge(poolLabel(p.Name), int(p.InUse), int(p.MaxConns), extra, cw))
+	}
+	if len(cells) == 0 {
+		cells = append(cells, g.locks(cw))
+	}
+	if g.polled {
+		cells = append(cells, g.gauge("server conns", g.conns, g.maxConns, "", cw))
+	} else {
+		cells = append(cells, cell("server conns  –", cw))
+	}
+	cells = append(cells, g.rate(cw))
+
+	var lines []string
+	for i := 0; i < len(cells); i += per {
+		lines = append(lines, strings.Join(cells[i:min(i+per, len(cells))], ""))
+	}
+	return fitBlock(lines, g.width, len(lines))
+}
+
+func poolLabel(name string) string {
+	switch name {
+	case "lock", "work":
+		return name + " pool"
+	case "shared":
+		return "shared pool"
+	}
+	return name
+}
+
+const gaugeLabelW = 13
+
+// gauge renders "label  ██████░░░░ 6/10 extra" in exactly w cells.
+func (g *gauges) gauge(label string, used, limit int, extra string, w int) string {
+	nums := strconv.Itoa(used) + "/" + strconv.Itoa(limit)
+	extraW := ansi.StringWidth(extra)
+	barW := min(max(w-gaugeLabelW-len(nums)-extraW-3, 4), 20)
+	frac := 0.0
+	if limit > 0 {
+		frac = min(float64(used)/float64(limit), 1)
+	}
+	full := int(frac*float64(barW) + 0.5)
+	style := g.st.GaugeOK
+	switch {
+	case frac >= 0.9:
+		style = g.st.GaugeCrit
+	case frac >= 0.7:
+		style = g.st.GaugeWarn
+	}
+	bar := style.Render(strings.Repeat("█", full)) + g.st.GaugeEmpty.Render(strings.Repeat("░", barW-full))
+	return fitLine(cell(label, gaugeLabelW)+bar+" "+nums+extra, w-1) + " "
+}
+
+// locks stands in for the pools when there are none (monitor only).
+func (g *gauges) locks(w int) string {
+	s := cell("locks", gaugeLabelW) + fmtCount(int64(g.held)) + " held · "
+	if g.waiting > 0 {
+		s += g.st.Waits.Render(fmtCount(int64(g.waiting)) + " waiting")
+	} else {
+		s += "0 waiting"
+	}
+	return fitLine(s, w)
+}
+
+// rate renders lock waits per second with its recent history.
+func (g *gauges) rate(w int) string {
+	label := cell("lock waits/s", gaugeLabelW)
+	if len(g.waitRate) == 0 {
+		return fitLine(label+"–", w)
+	}
+	now := fmtRate(g.waitRate[len(g.waitRate)-1])
+	spark := sparkline(g.waitRate, max(min(w-gaugeLabelW-len(now)-2, 30), 0))
+	return fitLine(label+g.st.Note.Render(spark)+" "+now, w)
+}

@@ -1,0 +1,35 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+)
+
+// fps caps the redraws a second. A dashboard refreshed once a second needs
+// few; each frame that changed nothing still costs a wake-up.
+const fps = 20
+
+// Run shows the dashboard on the terminal until the operator quits or ctx
+// ends (Ctrl-C, SIGTERM). Cancelling ctx also stops every command the
+// dashboard started; Run returns once the terminal is restored. Quitting,
+// an interrupt and a cancelled ctx all return nil.
+func Run(ctx context.Context, opts Options) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithFPS(fps)}
+	// https://no-color.org: any non-empty value. colorprofile only takes
+	// values strconv.ParseBool accepts, so say it ourselves.
+	if os.Getenv("NO_COLOR") != "" {
+		opts.NoColor = true
+		popts = append(popts, tea.WithColorProfile(colorprofile.ASCII))
+	}
+	_, err := tea.NewProgram(New(ctx, opts), popts...).Run()
+	if err == nil || errors.Is(err, tea.ErrInterrupted) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
