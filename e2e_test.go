@@ -436,6 +436,32 @@ func TestDashboardEmbedded(t *testing.T) {
 			dir := clusterDir(t, logFile)
 			term.AwaitText(60*time.Second, "locktop", "postgres@postgres", "throw-away server", "connected", "Locks")
 			if how == "quit" {
+				// The steady scenario's hot agents: a holder of an AGENT
+				// lock with a waiter queued behind it, and the simulator
+				// panel with its invariants.
+				term.Await("an AGENT holder with a queued waiter", 60*time.Second, func(s string) bool {
+					return hasLine(s, "AGENT", "holds") && hasLine(s, "waits #1") &&
+						strings.Contains(s, "Simulator steady") && strings.Contains(s, "invariants hold")
+				})
+				term.Keys("Space")
+				term.AwaitText(10*time.Second, "PAUSED")
+				term.Keys("Space")
+				term.AwaitText(10*time.Second, "LIVE")
+				term.Keys("/")
+				term.AwaitText(10*time.Second, "enter keep · esc clear")
+				term.Type("ns:AGENT")
+				term.Keys("Enter")
+				term.AwaitText(10*time.Second, `filter "ns:AGENT"`)
+				term.Keys("Escape")
+				term.AwaitGone(10*time.Second, `filter "ns:AGENT"`)
+				term.Keys("?")
+				term.AwaitText(10*time.Second, "Reading the table", "pause/resume")
+				term.Keys("Escape")
+				term.AwaitGone(10*time.Second, "Reading the table")
+				term.Keys("l")
+				term.AwaitText(10*time.Second, "locks OFF")
+				term.Keys("l")
+				term.AwaitText(10*time.Second, "locks ON")
 				term.Keys("q")
 				if code := term.AwaitExit(60 * time.Second); code != 0 {
 					t.Fatalf("locktop exited with %d", code)
