@@ -11,6 +11,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -79,7 +81,7 @@ func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Dur
 	}
 	fmt.Fprintln(r.log, "building test binaries...")
 	for _, pkg := range benchPackages {
-		if err := r.cmd(ctx, "go", "test", "-c", "-o", filepath.Join(r.bin, pkg+".test"), "./"+pkg).Run(); err != nil {
+		if err := r.cmd(ctx, "go", "test", "-c", "-o", filepath.Join(r.bin, testBinary(pkg)), "./"+pkg).Run(); err != nil {
 			return fmt.Errorf("building %s benchmarks: %w", pkg, err)
 		}
 	}
@@ -114,8 +116,9 @@ func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Dur
 	return os.WriteFile(out, []byte(report(figs, version, r)), 0o644)
 }
 
-// benchPackages are the packages whose test binaries hold benchmarks.
-var benchPackages = []string{"lockcore"}
+// benchPackages are the packages whose test binaries hold benchmarks ("."
+// is package main, with the dashboard's refresh benchmark).
+var benchPackages = []string{"lockcore", "ui", "."}
 
 // steps are the measurements, in report order.
 var steps = []struct {
@@ -125,6 +128,9 @@ var steps = []struct {
 	{"lock cycle", lockCycle},
 	{"contended hand-over", contended},
 	{"monitor poll", inspect},
+	{"dashboard refresh", dashboard},
+	{"dashboard at rest", idle},
+	{"simulator at scale", simulator},
 }
 
 func (r *runner) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {
@@ -140,7 +146,7 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+)\s+\d+\s+([0-9.]+) ns/op`)
 // goBench runs one benchmark of a test binary and returns ns/op.
 func (r *runner) goBench(ctx context.Context, pkg, pattern string) (float64, string, error) {
 	args := []string{"-test.run", "^$", "-test.bench", pattern, "-test.benchtime", r.benchFor, "-test.count", "1"}
-	c := r.cmd(ctx, filepath.Join(r.bin, pkg+".test"), args...)
+	c := r.cmd(ctx, filepath.Join(r.bin, testBinary(pkg)), args...)
 	c.Dir = filepath.Join(r.root, pkg)
 	outb, err := c.Output()
 	if err != nil {
@@ -150,7 +156,7 @@ func (r *runner) goBench(ctx context.Context, pkg, pattern string) (float64, str
 		if m := benchLine.FindStringSubmatch(line); m != nil {
 			v, _ := strconv.ParseFloat(m[2], 64)
 			fmt.Fprintln(r.log, "  ", strings.Join(strings.Fields(line), " "))
-			return v, fmt.Sprintf("cd %s && go test -run '^$' -bench '%s' -benchtime %s", pkg, pattern, r.benchFor), nil
+			return v, fmt.Sprintf("go test ./%s -run '^$' -bench '%s' -benchtime %s", strings.TrimPrefix(pkg, "."), pattern, r.benchFor), nil
 		}
 	}
 	return 0, "", fmt.Errorf("%s %s: no benchmark line in output:\n%s", pkg, pattern, outb)
@@ -179,6 +185,14 @@ func (r *runner) pgbench(ctx context.Context, args ...string) (tps, latMS float6
 	}
 	fmt.Fprintf(r.log, "   pgbench %s: %.0f tps, %.3f ms\n", strings.Join(args, " "), tps, latMS)
 	return tps, latMS, "pgbench " + strings.Join(full, " "), nil
+}
+
+// testBinary names the test binary of pkg.
+func testBinary(pkg string) string {
+	if pkg == "." {
+		return "locktop.test"
+	}
+	return pkg + ".test"
 }
 
 func median(v []float64) float64 {
@@ -285,13 +299,9 @@ func inspect(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 			f.Budget, f.Verdict = "≤ 1.3×", verdict(ratio <= 1.3)
 		}
 		figs = append(figs, f)
-		inspectNS[n] = median(goNS)
 	}
 	return figs, nil
 }
-
-// inspectNS keeps the poll figures for the render budget.
-var inspectNS = map[int]float64{}
 
 // barePoll holds n locks on a connection of its own while pgbench runs the
 // bare monitor query, and returns pgbench's average latency in ms.
@@ -337,4 +347,160 @@ bare times.
 		}
 	}
 	return b.String()
+}
+
+// dashboard: one refresh of the dashboard at 10,000 held locks (and 20
+// waiters): the monitor's poll, the snapshot through Update, a full render
+// at 160x50. Budget: under 50 ms. The baseline is the bare pg_locks query
+// at 10,000 locks, which no poll can beat.
+func dashboard(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) {
+	var goNS, pgMS, ratios, uiNS []float64
+	var gocmd, pgcmd, uicmd string
+	for range r.rounds {
+		ns, c, err := r.goBench(ctx, ".", `^BenchmarkDashboardRefresh10k$/^poll\+update\+render$`)
+		if err != nil {
+			return nil, err
+		}
+		ms, pc, err := r.barePoll(ctx, 10_000)
+		if err != nil {
+			return nil, err
+		}
+		un, uc, err := r.goBench(ctx, "ui", "^BenchmarkSnapshot10k$/^plain$")
+		if err != nil {
+			return nil, err
+		}
+		gocmd, pgcmd, uicmd = c, pc, uc
+		goNS, pgMS, uiNS = append(goNS, ns), append(pgMS, ms), append(uiNS, un)
+		ratios = append(ratios, ns/(ms*1e6))
+	}
+	total := median(goNS) / 1e6
+	return []figure{
+		{
+			Name: "Dashboard refresh at 10,000 held locks (poll + decode + update + render)", Figure: fmt.Sprintf("%.1f ms", total),
+			Baseline: fmt.Sprintf("%.1f ms (bare pg_locks query)", median(pgMS)), Ratio: fmt.Sprintf("%.2f× the time", median(ratios)),
+			Budget: "< 50 ms", Verdict: verdict(total < 50), Command: gocmd, Baseline2: pgcmd + " (with 10000 locks held)",
+		},
+		{
+			Name: "  of which update + render alone (10,000 locks, 160×50, only visible rows drawn)", Figure: fmt.Sprintf("%.2f ms", median(uiNS)/1e6),
+			Baseline: "—", Ratio: "—", Budget: "—", Verdict: "—", Command: uicmd,
+		},
+	}, nil
+}
+
+// idle: the dashboard's CPU at rest: locktop --dsn in a real terminal
+// (tmux), refreshing every second with a few locks held and nothing
+// changing, for the run's duration. Budget: under 1% of a core.
+func idle(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) {
+	const settle, measure = 5 * time.Second, 30 * time.Second
+	conn, err := pgx.Connect(ctx, r.dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(1, g) FROM generate_series(1, 10) g"); err != nil {
+		return nil, err
+	}
+	sock := fmt.Sprintf("locktop-bench-%d", os.Getpid())
+	tmux := func(args ...string) ([]byte, error) {
+		return r.cmd(ctx, "tmux", append([]string{"-L", sock}, args...)...).Output()
+	}
+	cmdline := fmt.Sprintf("exec %s --dsn '%s' --interval 1s --log /dev/null", filepath.Join(r.root, "bin", "locktop"), r.dsn)
+	if _, err := tmux("new-session", "-d", "-x", "160", "-y", "50", cmdline); err != nil {
+		return nil, fmt.Errorf("tmux: %w", err)
+	}
+	defer tmux("kill-server")
+	out, err := tmux("display-message", "-p", "#{pane_pid}")
+	if err != nil {
+		return nil, err
+	}
+	pid := strings.TrimSpace(string(out))
+	time.Sleep(settle)
+	t0, c0, err := cpuTicks(pid)
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(measure)
+	t1, c1, err := cpuTicks(pid)
+	if err != nil {
+		return nil, err
+	}
+	pct := 100 * (c1 - c0) / (t1.Sub(t0).Seconds() * clockTicks)
+	fmt.Fprintf(r.log, "   dashboard at rest: %.2f%% of a core over %s\n", pct, measure)
+	return []figure{{
+		Name: "Dashboard at rest (1 s refresh, 10 locks, nothing changing)", Figure: fmt.Sprintf("%.2f%% of a core", pct),
+		Baseline: "—", Ratio: "—", Budget: "< 1% of a core", Verdict: verdict(pct < 1),
+		Command: "locktop --dsn DSN --interval 1s in tmux at 160×50; utime+stime from /proc/PID/stat over 30 s",
+	}}, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times on Linux.
+const clockTicks = 100
+
+// cpuTicks reads a process's user+system CPU time, in clock ticks.
+func cpuTicks(pid string) (time.Time, float64, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return time.Time{}, 0, fmt.Errorf("the dashboard is not running: %w", err)
+	}
+	// Fields after the parenthesised command name; utime and stime are
+	// fields 14 and 15 of the whole line.
+	rest := string(b[bytes.LastIndexByte(b, ')')+2:])
+	f := strings.Fields(rest)
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return time.Now(), ut + st, nil
+}
+
+// simReport is the part of locktop sim's JSON report this reads.
+type simReport struct {
+	OK         bool                       `json:"ok"`
+	Agents     int                        `json:"agents"`
+	Goroutines int                        `json:"goroutines"`
+	Duration   float64                    `json:"duration_s"`
+	SectionsPS float64                    `json:"sections_per_s"`
+	HooksPS    float64                    `json:"hooks_per_s"`
+	PeakRSS    int64                      `json:"peak_rss_bytes"`
+	WaitMS     struct{ P50, P99 float64 } `json:"wait_ms"`
+	Invariants []struct {
+		Name       string `json:"name"`
+		Violations int64  `json:"violations"`
+	} `json:"invariants"`
+}
+
+// simulator: the scale scenario (10,000 agents, 1,000 goroutines) on the
+// same cluster. Budget: no invariant broken.
+func simulator(ctx context.Context, r *runner, dur time.Duration) ([]figure, error) {
+	if dur <= 0 {
+		return nil, nil
+	}
+	out := filepath.Join(r.bin, "scale.json")
+	args := []string{"sim", "--headless", "--scenario", "scale", "--agents", "10000", "--goroutines", "1000",
+		"--duration", dur.String(), "--json", out, "--dsn", r.dsn, "--reset"}
+	c := r.cmd(ctx, filepath.Join(r.root, "bin", "locktop"), args...)
+	c.Stdout = r.log
+	if err := c.Run(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 { // 1: an invariant broke, reported below
+			return nil, fmt.Errorf("locktop sim: %w", err)
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return nil, err
+	}
+	var rep simReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", out, err)
+	}
+	var broken int64
+	for _, inv := range rep.Invariants {
+		broken += inv.Violations
+	}
+	cmdline := "locktop " + strings.Join(args[:len(args)-4], " ") + " --dsn DSN --reset"
+	return []figure{{
+		Name: fmt.Sprintf("Simulator at scale (%d agents, %d goroutines, %.0f s)", rep.Agents, rep.Goroutines, rep.Duration),
+		Figure: fmt.Sprintf("%.0f critical sections/s (%.0f hooks/s); lock wait p50 %.0f ms, p99 %.0f ms; peak RSS %.0f MB; %d violations",
+			rep.SectionsPS, rep.HooksPS, rep.WaitMS.P50, rep.WaitMS.P99, float64(rep.PeakRSS)/(1<<20), broken),
+		Baseline: "—", Ratio: "—", Budget: "no invariant broken", Verdict: verdict(rep.OK && broken == 0), Command: cmdline,
+	}}, nil
 }
