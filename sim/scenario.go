@@ -121,7 +121,7 @@ var (
 		if err := s.env.Hook(ctx, workers.RouteStop, a); err != nil {
 			return err
 		}
-		if err := pause(ctx, s.env.Timing().DeferredStop); err != nil {
+		if err := workers.Pause(ctx, s.env.Timing().DeferredStop); err != nil {
 			return err
 		}
 		return s.env.Hook(ctx, workers.RouteSessionEnd, a)
@@ -163,17 +163,6 @@ func both(fns ...func() error) error {
 		}
 	}
 	return nil
-}
-
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // defaultTiming is the work of a typical agent: a few milliseconds between

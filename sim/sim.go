@@ -385,7 +385,7 @@ func (s *Sim) addLoop(r *runState, d *driver) {
 		defer d.n.Add(-1)
 		for {
 			if g := d.gap(); g > 0 {
-				if pause(ctx, g) != nil {
+				if workers.Pause(ctx, g) != nil {
 					return
 				}
 			} else if ctx.Err() != nil {
@@ -393,7 +393,7 @@ func (s *Sim) addLoop(r *runState, d *driver) {
 			}
 			if err := d.spec.unit(s, r.work); err != nil && ctx.Err() == nil {
 				// Back off a little so a broken database is not hammered.
-				if pause(ctx, 50*time.Millisecond) != nil {
+				if workers.Pause(ctx, 50*time.Millisecond) != nil {
 					return
 				}
 			}

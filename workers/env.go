@@ -255,7 +255,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	d = d/2 + rand.N(d+1)
+	return Pause(ctx, d/2+rand.N(d+1))
+}
+
+// Pause waits d, or until ctx ends and then returns ctx's error.
+func Pause(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -147,14 +147,7 @@ func (e *Env) fault(ctx context.Context, agent int32, section int64) error {
 			d = e.LockTimeout() + e.LockTimeout()/2
 		}
 		e.Rec.Note(KindHook, key, fmt.Sprintf("slow body: holding the lock %s more", d.Round(time.Millisecond)))
-		t := time.NewTimer(d) // no jitter: it must outlast the timeout
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return Pause(ctx, d) // no jitter: it must outlast the timeout
 	case take(&e.Faults.killHolder):
 		return e.killHolder(ctx, key, section)
 	}
