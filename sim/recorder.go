@@ -100,9 +100,8 @@ func (r *recorder) Attempt(a workers.Attempt) {
 		c.acquired.Add(1)
 		r.waits.add(a.Wait)
 		if a.Wait < queuedWait {
-			return
+			return // only grants after a wait are worth a line; Wait says how long
 		}
-		ev.Detail = join(ev.Detail, "after a wait of "+a.Wait.Round(time.Millisecond).String())
 	case model.OutcomeSkipped:
 		c.skipped.Add(1)
 		if a.Key != (lockcore.Key{}) {
@@ -117,7 +116,6 @@ func (r *recorder) Attempt(a workers.Attempt) {
 		}
 	case model.OutcomeTimeout:
 		c.timeouts.Add(1)
-		ev.Detail = join(ev.Detail, "timed out after "+a.Wait.Round(time.Millisecond).String())
 	case model.OutcomeReentrant:
 		c.reentrant.Add(1)
 		ev.Detail = join(ev.Detail, "reentrant acquire refused: the key is held in this context")
