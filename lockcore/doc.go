@@ -29,12 +29,15 @@
 //     work too: then every lock statement sets lock_timeout for itself and
 //     the session is left alone.
 //   - Cancelling ctx while waiting sends a cancel request to the server, so
-//     the wait stops promptly; the call returns an error wrapping ctx.Err()
-//     and nothing stays held.
+//     the wait stops promptly (within about a second even if the server does
+//     not answer); the call returns an error wrapping ctx.Err() and nothing
+//     stays held. A server that stops answering ends in ErrTimeout a couple
+//     of seconds after the timeout (a deadline on the socket), not a hang.
 //   - The keys a goroutine holds travel in the context given to the body. An
-//     acquire of a key already held in that context fails at once with
-//     ErrReentrant (TryWith reports "not acquired") instead of deadlocking
-//     against its own connection. Unrelated contexts serialise as usual.
+//     acquire of a key already held in that context, in the same database,
+//     fails at once with ErrReentrant (TryWith reports "not acquired")
+//     instead of deadlocking against its own connection. Unrelated contexts
+//     serialise as usual; the same key in another database is another lock.
 //   - After every failed or cancelled acquire, pg_advisory_unlock runs on the
 //     same connection with a fresh short context, because PostgreSQL may have
 //     granted the lock just as the wait failed (bug #17686). A true result is
@@ -48,6 +51,12 @@
 //
 // Every lock connection carries an application_name (WithApplicationName) so
 // that a monitor can tell lock connections from work connections.
+//
+// Observers (WithObserver) are called synchronously; one that panics is
+// logged and skipped. pgxpool pings a connection that has been idle for a
+// second before handing it out, which costs an acquire a round trip after a
+// quiet spell; a lock pool's Config.ShouldPing can turn that off, at the
+// price of an acquire failing on a connection that died while idle.
 //
 // Session locks need a real session: they are not safe behind PgBouncer in
 // transaction pooling mode, where consecutive statements may run on

@@ -33,6 +33,14 @@ const (
 	// sessionMargin is the most a connection wait may take before an acquire
 	// with the default timeout needs a lock_timeout of its own.
 	sessionMargin = 50 * time.Millisecond
+	// ctxMargin is how far before a context's deadline the server is told
+	// to give up (at most a tenth of the time left).
+	ctxMargin = 50 * time.Millisecond
+	// cancelGrace bounds the cancel request, and the wait for the server's
+	// answer after it, once the caller's context has ended.
+	cancelGrace = time.Second
+	// maxLockTimeout is the largest lock_timeout PostgreSQL accepts (ms).
+	maxLockTimeout = 1<<31 - 1
 )
 
 // Service takes session-scoped advisory locks on dedicated connections from
@@ -45,7 +53,8 @@ type Service struct {
 	// session: the default timeout less a margin for the connection wait.
 	sessionTimeout int64
 	appName        string
-	shared         bool // WithSharedPool: no session lock_timeout
+	db             string // the database's identity, for reentrancy
+	shared         bool   // WithSharedPool: no session lock_timeout
 	observers      []Observer
 	log            *slog.Logger
 
@@ -109,7 +118,7 @@ func WithLogger(l *slog.Logger) Option {
 // its own, apart from the pool the critical sections do their work on, means
 // a body waiting for a work connection can never starve a lock holder.
 func New(pool *pgxpool.Pool, opts ...Option) *Service {
-	s := &Service{pool: pool, timeout: DefaultTimeout, appName: DefaultApplicationName, log: slog.Default()}
+	s := &Service{pool: pool, db: databaseID(pool), timeout: DefaultTimeout, appName: DefaultApplicationName, log: slog.Default()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -206,10 +215,22 @@ func (s *Service) TryAcquire(ctx context.Context, key Key) (*Lock, error) {
 	return l, err
 }
 
+// emit calls every observer. An observer that panics is logged and
+// skipped: a lock library must not leave a lock held because a metrics
+// callback failed.
 func (s *Service) emit(e Event) {
 	for _, o := range s.observers {
-		o(e)
+		s.call(o, e)
 	}
+}
+
+func (s *Service) call(o Observer, e Event) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("lockcore observer panicked", "event", e.Kind.String(), "key", e.Key.String(), "panic", fmt.Sprint(r))
+		}
+	}()
+	o(e)
 }
 
 // acquire takes key. A try reports "not acquired" as (nil, nil) and a
@@ -220,16 +241,20 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 	if try {
 		op = "try"
 	}
-	if holds(ctx, key) {
+	if held(ctx, s.db, key) != nil {
 		s.emit(Event{Kind: EventReentrant, Key: key, Blocking: !try})
 		return nil, &AdvisoryLockError{Key: key, Op: op, Err: ErrReentrant}
 	}
 	start := time.Now()
-	// The caller's deadline, if sooner, bounds the wait too, so the server's
-	// lock_timeout stays below it and a deadline ends as a clean timeout.
+	// The caller's deadline, if sooner, bounds the wait too, a little before
+	// it, so the server's lock_timeout fires first and a deadline ends as a
+	// clean timeout rather than a cancel request.
 	deadline := start.Add(timeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	if d, ok := ctx.Deadline(); ok {
+		d = d.Add(-min(time.Until(d)/10, ctxMargin))
+		if d.Before(deadline) {
+			deadline = d
+		}
 	}
 	s.emit(Event{Kind: EventAttempt, Key: key, Blocking: !try})
 	fail := func(pid uint32, err error) (*Lock, error) {
@@ -253,7 +278,7 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 	cancel()
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != context.Canceled {
-			return fail(0, fmt.Errorf("%w (no free connection in the lock pool)", ErrTimeout))
+			return fail(0, fmt.Errorf("%w (waiting for a connection from the lock pool)", ErrTimeout))
 		}
 		return fail(0, ctxErr(ctx, err))
 	}
@@ -275,16 +300,17 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 			return fail(pid, ErrTimeout)
 		}
 		err = s.query(ctx, conn, deadline.Add(backstop), func(qctx context.Context) error {
-			if s.sessionTimeout > 0 && remaining >= s.sessionTimeout {
+			if s.sessionTimeout > 0 && remaining >= s.sessionTimeout && remaining-s.sessionTimeout <= sessionMargin.Milliseconds() {
 				// The session's lock_timeout (set by prepareSession) ends
-				// the wait before the deadline: the bare lock statement.
+				// the wait just before the deadline: the bare statement.
 				_, err := conn.Exec(qctx, sqlFor(key).lock, keyArgs(key)...)
 				return err
 			}
-			// A shorter wait: lock_timeout set in the same statement,
-			// local to its implicit transaction. The WHERE clause runs
-			// before the select list.
-			_, err := conn.Exec(qctx, sqlFor(key).lockWithin, keyArgs(key, strconv.FormatInt(remaining, 10))...)
+			// Another wait, shorter or longer: lock_timeout set in the
+			// same statement, local to its implicit transaction. The
+			// WHERE clause runs before the select list.
+			lt := strconv.FormatInt(min(remaining, maxLockTimeout), 10)
+			_, err := conn.Exec(qctx, sqlFor(key).lockWithin, keyArgs(key, lt)...)
 			return err
 		})
 		granted = err == nil
@@ -298,7 +324,7 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 	if err != nil {
 		s.cleanupFailed(conn, key)
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: lock_timeout fired
+		if ctx.Err() == nil && errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: lock_timeout fired
 			return fail(pid, ErrTimeout)
 		}
 		return fail(pid, ctxErr(ctx, err))
@@ -306,9 +332,10 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 
 	wait := time.Since(start)
 	s.held.Add(1)
+	lctx, lcancel := context.WithCancel(withHeld(ctx, s.db, key, pid))
+	l := &Lock{s: s, key: key, conn: conn, pid: pid, ctx: lctx, cancel: lcancel, at: time.Now(), blocking: !try}
 	s.emit(Event{Kind: EventAcquired, Key: key, Blocking: !try, Wait: wait, PID: pid})
-	lctx, lcancel := context.WithCancel(withHeld(ctx, key, pid))
-	return &Lock{s: s, key: key, conn: conn, pid: pid, ctx: lctx, cancel: lcancel, at: time.Now(), blocking: !try}, nil
+	return l, nil
 }
 
 // ctxErr explains a failure in terms of ctx when ctx has ended (a deadline
@@ -355,6 +382,11 @@ func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadli
 	defer cancel()
 	var err error
 	if s.sessionTimeout == 0 { // a shared pool: application_name only
+		if st.lockTimeout != 0 { // a non-shared Service left its lock_timeout here
+			if _, err := conn.Exec(actx, "RESET lock_timeout"); err != nil {
+				return err
+			}
+		}
 		_, err = conn.Exec(actx, "SELECT set_config('application_name', $1, false)", app)
 	} else {
 		_, err = conn.Exec(actx, "SELECT set_config('application_name', $1, false), set_config('lock_timeout', $2, false)",
@@ -378,12 +410,20 @@ func (s *Service) query(ctx context.Context, conn *pgxpool.Conn, deadline time.T
 	if ctx.Done() == nil { // a context that can never end: nothing to watch
 		return run(qctx)
 	}
+	// A cancel request that reaches an idle backend is dropped by the
+	// server, so an ended context must not send the statement at all.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	sent := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(sent)
-		cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		// Stop waiting for the server soon in any case: a server that does
+		// not answer the cancel does not hold the caller up past the grace.
+		_ = conn.Conn().PgConn().Conn().SetDeadline(time.Now().Add(2 * cancelGrace))
+		cctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
 		defer cancel()
-		_ = conn.Conn().PgConn().CancelRequest(cctx) // failing to cancel only means waiting for lock_timeout
+		_ = conn.Conn().PgConn().CancelRequest(cctx) // failing to cancel only means waiting for the deadline
 	})
 	err := run(qctx)
 	if !stop() {
@@ -513,8 +553,10 @@ func (l *Lock) run(ctx context.Context, fn func(context.Context) error) (err err
 	return fn(l.ctx)
 }
 
-// heldKey is one link of the list of keys a context holds.
+// heldKey is one link of the list of keys a context holds: advisory locks
+// are per database, so the key is qualified by the database's identity.
 type heldKey struct {
+	db   string
 	key  Key
 	pid  uint32
 	next *heldKey
@@ -522,32 +564,39 @@ type heldKey struct {
 
 type heldCtxKey struct{}
 
-func holds(ctx context.Context, key Key) bool {
+// held finds key in ctx's held list; db "" matches any database.
+func held(ctx context.Context, db string, key Key) *heldKey {
 	for h, _ := ctx.Value(heldCtxKey{}).(*heldKey); h != nil; h = h.next {
-		if h.key == key {
-			return true
+		if h.key == key && (db == "" || h.db == db) {
+			return h
 		}
 	}
-	return false
+	return nil
 }
 
-func withHeld(ctx context.Context, key Key, pid uint32) context.Context {
+func withHeld(ctx context.Context, db string, key Key, pid uint32) context.Context {
 	next, _ := ctx.Value(heldCtxKey{}).(*heldKey)
-	return context.WithValue(ctx, heldCtxKey{}, &heldKey{key: key, pid: pid, next: next})
+	return context.WithValue(ctx, heldCtxKey{}, &heldKey{db: db, key: key, pid: pid, next: next})
 }
 
-// Holds reports whether ctx carries key as held by a lock of this package.
-func Holds(ctx context.Context, key Key) bool { return holds(ctx, key) }
+// Holds reports whether ctx carries key as held by a lock of this package
+// (in any database).
+func Holds(ctx context.Context, key Key) bool { return held(ctx, "", key) != nil }
 
 // HolderPID returns the backend pid whose session holds key, if ctx (a
 // body's context or Lock.Context) holds it.
 func HolderPID(ctx context.Context, key Key) (uint32, bool) {
-	for h, _ := ctx.Value(heldCtxKey{}).(*heldKey); h != nil; h = h.next {
-		if h.key == key {
-			return h.pid, true
-		}
+	if h := held(ctx, "", key); h != nil {
+		return h.pid, true
 	}
 	return 0, false
+}
+
+// databaseID names the database a pool's connections reach, so that
+// reentrancy is judged per database, as the locks themselves are.
+func databaseID(p *pgxpool.Pool) string {
+	cc := p.Config().ConnConfig
+	return fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
 }
 
 // statements holds the SQL for one key shape.

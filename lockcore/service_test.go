@@ -3,9 +3,13 @@ package lockcore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locktop/locktop/internal/pgtest"
@@ -531,12 +535,15 @@ func TestApplicationNameOption(t *testing.T) {
 	for _, tc := range []struct{ opt, want string }{{"", "mine"}, {"custom.lock", "custom.lock"}} {
 		s := lockcore.New(pool, lockcore.WithApplicationName(tc.opt))
 		key := freshAgent()
-		_ = s.With(context.Background(), key, func(context.Context) error {
+		err := s.With(context.Background(), key, func(context.Context) error {
 			if rows := rowsFor(t, mon, key); len(rows) != 1 || rows[0].app != tc.want {
 				t.Errorf("WithApplicationName(%q): rows %+v, want app %q", tc.opt, rows, tc.want)
 			}
 			return nil
 		})
+		if err != nil {
+			t.Fatalf("WithApplicationName(%q): %v", tc.opt, err)
+		}
 	}
 }
 
@@ -594,4 +601,173 @@ func TestServerStopsAnswering(t *testing.T) {
 	}
 	p.Thaw()
 	eventually(t, "the dead connection leaves the pool", func() bool { return pool.Stat().AcquiredConns() == 0 })
+}
+
+// A per-call timeout longer than the Service's default is honoured: the
+// lock statement carries its own lock_timeout, and the wait outlasts the
+// default.
+func TestTimeoutLongerThanDefault(t *testing.T) {
+	t.Parallel()
+	var sent []string
+	pool := pgtest.Pool(t, func(c *pgxpool.Config) {
+		c.MaxConns = 2
+		c.ConnConfig.Tracer = &sqlTracer{fn: func(sql string, args []any) {
+			if strings.Contains(sql, "pg_advisory_lock") {
+				sent = append(sent, fmt.Sprint(sql, args))
+			}
+		}}
+	})
+	s := lockcore.New(pool, lockcore.WithDefaultTimeout(300*time.Millisecond))
+	mon := pgtest.Conn(t)
+	key := freshAgent()
+	release := holdElsewhere(t, key)
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- s.WithTimeout(context.Background(), key, time.Minute, noop) }()
+	// Still queued well past the 300ms default (this asserts that the wait
+	// was not cut short, not how fast anything is).
+	for time.Since(start) < 1500*time.Millisecond {
+		select {
+		case err := <-done:
+			t.Fatalf("WithTimeout(1m) returned %v after %v, before the holder let go", err, time.Since(start))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if _, w := countGranted(rowsFor(t, mon, key)); w != 1 {
+		t.Fatalf("%d waiters queued, want 1", w)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("WithTimeout(1m) after the release: %v", err)
+	}
+	if len(sent) != 1 || !strings.Contains(sent[0], "set_config('lock_timeout'") || !strings.Contains(sent[0], " 59") {
+		t.Errorf("lock statement sent: %q, want lock_timeout just under 60000ms in it", sent)
+	}
+}
+
+type sqlTracer struct{ fn func(sql string, args []any) }
+
+func (tr *sqlTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	tr.fn(d.SQL, d.Args)
+	return ctx
+}
+
+func (tr *sqlTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A context cancelled just as the grant comes back counts the acquire as
+// failed: the unconditional unlock finds the lock held (a phantom, as in
+// PostgreSQL bug #17686), counts it, and nothing stays held.
+func TestPhantomThroughAcquire(t *testing.T) {
+	t.Parallel()
+	mon := pgtest.Conn(t)
+	for _, try := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		pool := pgtest.Pool(t, func(c *pgxpool.Config) {
+			c.MaxConns = 1
+			c.ConnConfig.Tracer = &endTracer{fn: func(sql string) {
+				if strings.Contains(sql, "advisory_lock(") && !strings.Contains(sql, "unlock") {
+					cancel() // the grant is in; the caller gives up now
+				}
+			}}
+		})
+		s := lockcore.New(pool)
+		key := freshAgent()
+		var err error
+		if try {
+			_, err = s.TryWith(ctx, key, func(context.Context) error { t.Error("body ran"); return nil })
+		} else {
+			err = s.With(ctx, key, func(context.Context) error { t.Error("body ran"); return nil })
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("try=%v: err = %v, want context.Canceled", try, err)
+		}
+		if s.Phantoms() != 1 {
+			t.Errorf("try=%v: phantoms = %d, want 1", try, s.Phantoms())
+		}
+		if rows := rowsFor(t, mon, key); len(rows) != 0 {
+			t.Errorf("try=%v: key still held: %+v", try, rows)
+		}
+		eventually(t, "nothing checked out", func() bool { return pool.Stat().AcquiredConns() == 0 })
+	}
+}
+
+// endTracer calls fn with the SQL of every statement that succeeded.
+type endTracer struct{ fn func(sql string) }
+
+type sqlKey struct{}
+
+func (tr *endTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, sqlKey{}, d.SQL)
+}
+
+func (tr *endTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if sql, _ := ctx.Value(sqlKey{}).(string); d.Err == nil {
+		tr.fn(sql)
+	}
+}
+
+// An observer that panics does not leave a lock held.
+func TestPanickingObserver(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 2, lockcore.WithObserver(func(e lockcore.Event) {
+		if e.Kind == lockcore.EventAcquired {
+			panic("observer bug")
+		}
+	}), lockcore.WithLogger(slog.New(slog.DiscardHandler)))
+	mon := pgtest.Conn(t)
+	key := freshAgent()
+	ran := false
+	if err := s.With(context.Background(), key, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+		t.Fatalf("With: %v (body ran: %v)", err, ran)
+	}
+	if rows := rowsFor(t, mon, key); len(rows) != 0 || s.Held() != 0 {
+		t.Errorf("held after With: %+v (Held %d)", rows, s.Held())
+	}
+}
+
+// The same key in another database is another lock: nesting it is not
+// reentrant.
+func TestReentrancyIsPerDatabase(t *testing.T) {
+	t.Parallel()
+	here, _ := newService(t, 2)
+	otherDSN, err := pgtest.WithDatabase(pgtest.AdminDSN(t), "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPool, err := pgxpool.New(context.Background(), otherDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer otherPool.Close()
+	other := lockcore.New(otherPool)
+	key := freshAgent()
+	err = here.With(context.Background(), key, func(ctx context.Context) error {
+		return other.With(ctx, key, func(ctx context.Context) error {
+			// ...but the same database still refuses.
+			if err := here.With(ctx, key, noop); !errors.Is(err, lockcore.ErrReentrant) {
+				t.Errorf("same database: %v, want ErrReentrant", err)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatalf("the same key in another database: %v", err)
+	}
+}
+
+// A shared-pool Service on a connection a dedicated Service prepared takes
+// the session lock_timeout back off it.
+func TestSharedServiceResetsSessionTimeout(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	if err := lockcore.New(pool).With(context.Background(), freshAgent(), noop); err != nil {
+		t.Fatal(err)
+	}
+	if err := lockcore.New(pool, lockcore.WithSharedPool()).With(context.Background(), freshAgent(), noop); err != nil {
+		t.Fatal(err)
+	}
+	var lt string
+	if err := pool.QueryRow(context.Background(), "SHOW lock_timeout").Scan(&lt); err != nil || lt != "0" {
+		t.Errorf("lock_timeout = %q (%v), want 0 after the shared Service", lt, err)
+	}
 }

@@ -2,15 +2,23 @@ package lockcore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // XactLock takes key for the rest of tx: pg_advisory_xact_lock. It is
 // released when tx commits or rolls back. It waits as long as the
-// transaction's statement_timeout and lock_timeout allow, or until ctx ends.
+// transaction's statement_timeout and lock_timeout allow, or until ctx ends;
+// a lock_timeout that fires is ErrTimeout.
 func XactLock(ctx context.Context, tx pgx.Tx, key Key) error {
 	if _, err := tx.Exec(ctx, sqlFor(key).xact, keyArgs(key)...); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+			err = fmt.Errorf("%w: %w", ErrTimeout, err)
+		}
 		return &AdvisoryLockError{Key: key, Op: "xact", Err: err}
 	}
 	return nil

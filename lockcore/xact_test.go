@@ -2,6 +2,7 @@ package lockcore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -47,5 +48,23 @@ func TestXactLockLastsUntilCommit(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A transaction's lock_timeout that fires is ErrTimeout.
+func TestXactLockTimeout(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t, nil)
+	key := lockcore.HashKey("tenant-9:2026-11-21")
+	holdElsewhere(t, key)
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '100ms'"); err != nil {
+			return err
+		}
+		return lockcore.XactLock(ctx, tx, key)
+	})
+	if !errors.Is(err, lockcore.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
 }
