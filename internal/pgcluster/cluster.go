@@ -76,7 +76,7 @@ var defaultSettings = map[string]string{
 
 // Start creates and starts a cluster. Cancelling ctx aborts the start-up.
 // The caller must call Stop, also on Ctrl-C (see the demo's signal handling).
-func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	bin, err := FindBin()
 	if err != nil {
 		return nil, err
@@ -98,12 +98,15 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
-	c = &Cluster{
+	c := &Cluster{
 		root: root, data: filepath.Join(root, "data"), socket: root, bin: bin, cred: cred,
 		exited: make(chan struct{}), logPath: filepath.Join(root, "server.log"),
 	}
+	// Until start-up succeeds, any failure stops the server (if it runs)
+	// and removes the directory.
+	ok := false
 	defer func() {
-		if err != nil {
+		if !ok {
 			c.Stop()
 		}
 	}()
@@ -151,6 +154,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := c.waitReady(ctx); err != nil {
 		return nil, err
 	}
+	ok = true
 	return c, nil
 }
 
@@ -251,7 +255,12 @@ func (c *Cluster) Stop() error {
 			case <-c.exited:
 			case <-time.After(15 * time.Second):
 				_ = c.cmd.Process.Signal(syscall.SIGQUIT) // immediate shutdown
-				<-c.exited
+				select {
+				case <-c.exited:
+				case <-time.After(5 * time.Second):
+					_ = c.cmd.Process.Kill()
+					<-c.exited
+				}
 			}
 		}
 	}
@@ -356,8 +365,10 @@ func sweepStale(base string) {
 		}
 		if b, err := os.ReadFile(filepath.Join(d, "data", "postmaster.pid")); err == nil {
 			first, _, _ := strings.Cut(string(b), "\n")
-			if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && syscall.Kill(pid, 0) == nil {
-				continue // its server still runs
+			if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil {
+				if err := syscall.Kill(pid, 0); err == nil || err == syscall.EPERM {
+					continue // its server still runs (perhaps as another user)
+				}
 			}
 		}
 		_ = os.RemoveAll(d)

@@ -3,6 +3,8 @@ package pgcluster
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,5 +88,24 @@ func TestFindBinMissing(t *testing.T) {
 	defer func() { binGlob = old }()
 	if _, err := FindBin(); err != ErrNoServer {
 		t.Fatalf("FindBin with no binaries: err = %v, want ErrNoServer", err)
+	}
+}
+
+// A start-up that fails (here: a setting the server rejects) leaves no
+// server running and no directory behind.
+func TestFailedStartCleansUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	before, _ := filepath.Glob(filepath.Join(tempBase(), "locktop-pg-*"))
+	c, err := Start(ctx, Options{Settings: map[string]string{"no_such_setting_here": "1"}})
+	if err == nil {
+		c.Stop()
+		t.Fatal("Start with a bad setting succeeded")
+	}
+	after, _ := filepath.Glob(filepath.Join(tempBase(), "locktop-pg-*"))
+	for _, d := range after {
+		if !slices.Contains(before, d) {
+			t.Errorf("failed start left %s behind", d)
+		}
 	}
 }
