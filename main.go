@@ -59,6 +59,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// must still remove the throw-away cluster.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	// After the first signal, a second one ends the process at once, without
+	// waiting for the clean shutdown (a throw-away server then dies with us,
+	// and its directory is swept by a later start).
+	context.AfterFunc(ctx, stop)
 
 	name, rest := "", args
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {

@@ -25,36 +25,43 @@ type Querier interface {
 // backend holding 10,000 locks sends its query text once. The first row
 // always exists and carries the server's clock and connection count.
 //
-// Row kinds: 0 header (now, connections); 1 lock (pid, database oid,
+// Row kinds: 0 header (now, client connections counted from
+// pg_stat_database, which every role may read in full); 1 lock (pid, database oid,
 // classid, objid, objsubid, share mode, granted, waitstart: advisory locks
 // are ExclusiveLock or ShareLock, so the mode travels as a bool); 2 backend (pid,
-// user, application, client address, state, query, query_start); 3
-// database (oid, name).
+// user, application, client address, state, query, query_start,
+// state_change); 3 database (oid, name).
 const InspectSQL = `WITH l AS MATERIALIZED (
 	SELECT pid, database, classid, objid, objsubid, mode, granted, waitstart
 	FROM pg_locks WHERE locktype = 'advisory')
 SELECT 0 AS kind, NULL::int4 AS pid, NULL::oid AS oid, NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid,
-	NULL::bool AS share, NULL::bool AS granted, now() AS ts,
-	(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::text AS t1,
+	NULL::bool AS share, NULL::bool AS granted, now() AS ts, NULL::timestamptz AS ts2,
+	(SELECT sum(numbackends) FROM pg_stat_database)::text AS t1,
 	NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5
 UNION ALL
-SELECT 1, pid, database, classid, objid, objsubid, mode = 'ShareLock', granted, waitstart, NULL, NULL, NULL, NULL, NULL FROM l
+SELECT 1, pid, database, classid, objid, objsubid, mode = 'ShareLock', granted, waitstart, NULL, NULL, NULL, NULL, NULL, NULL FROM l
 UNION ALL
-SELECT 2, a.pid, NULL, NULL, NULL, NULL, NULL, NULL, a.query_start,
+SELECT 2, a.pid, NULL, NULL, NULL, NULL, NULL, NULL, a.query_start, a.state_change,
 	a.usename::text, a.application_name, host(a.client_addr), a.state, a.query
 FROM pg_stat_activity a WHERE a.pid IN (SELECT pid FROM l)
 UNION ALL
-SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL
+SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL
 FROM pg_database d WHERE d.oid IN (SELECT database FROM l)`
+
+// idle reports whether a backend state means no statement is running.
+func idle(state string) bool {
+	return state == "idle" || state == "idle in transaction" || state == "idle in transaction (aborted)"
+}
 
 // Inspect reads every advisory lock on the server, holders and waiters, in
 // one statement, and decodes the keys with the registry. Snapshot.Locks are
 // grouped by key (in database and key order), holders first, then waiters
 // in queue order; each waiter's BlockedBy names the holders of its key in a
 // conflicting mode (or, for a share waiter queued behind an exclusive
-// waiter, that waiter). Held times are left zero: the server does not
-// record when an advisory lock was granted (a poller that watches over time
-// fills them in).
+// waiter, that waiter). The server does not record when an advisory lock
+// was granted, so held times are lower bounds: for a holder whose session
+// is idle, the time since it went idle; otherwise zero (a poller that
+// watches over time does better).
 func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
 	rows, err := q.Query(ctx, InspectSQL)
 	if err != nil {
@@ -73,7 +80,7 @@ func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
 	}
 	type backend struct {
 		user, app, addr, state, query string
-		start                         time.Time
+		start, changed                time.Time
 	}
 	var (
 		snap     model.Snapshot
@@ -87,12 +94,12 @@ func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
 		objsubid            pgtype.Int2
 		share               pgtype.Bool
 		granted             pgtype.Bool
-		ts                  pgtype.Timestamptz
+		ts, ts2             pgtype.Timestamptz
 		t1, t2, t3, t4, t5  pgtype.Text
 	)
 	// One destination slice for every row: a fresh variadic slice per Scan
 	// would be an allocation per lock.
-	dest := []any{&kind, &pid, &oid, &classid, &objid, &objsubid, &share, &granted, &ts, &t1, &t2, &t3, &t4, &t5}
+	dest := []any{&kind, &pid, &oid, &classid, &objid, &objsubid, &share, &granted, &ts, &ts2, &t1, &t2, &t3, &t4, &t5}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return model.Snapshot{}, err
@@ -119,6 +126,9 @@ func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
 			b := &backend{user: t1.String, app: t2.String, addr: t3.String, state: t4.String, query: t5.String}
 			if ts.Valid {
 				b.start = ts.Time
+			}
+			if ts2.Valid {
+				b.changed = ts2.Time
 			}
 			backends[pid.Int32] = b
 		case 3:
@@ -182,11 +192,17 @@ func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
 		*l = model.Lock{
 			Kind: model.KindAdvisory, PID: r.pid, Database: dbs[r.db],
 			User: b.user, ApplicationName: b.app, ClientAddr: b.addr, State: b.state, Query: b.query, QueryStart: b.start,
-			Mode: r.mode, Granted: r.granted, Namespace: ns, EntityID: r.key.EntityID(), Pair: r.key.pair,
+			StateChange: b.changed,
+			Mode:        r.mode, Granted: r.granted, Namespace: ns, EntityID: r.key.EntityID(), Pair: r.key.pair,
 		}
 		if !r.granted {
 			l.WaitStart = r.wait
 			l.Waited = max(snap.Taken.Sub(r.wait), 0)
+		} else if idle(b.state) && !b.changed.IsZero() {
+			// The session is idle, so whatever took the lock has finished:
+			// it has been held at least since the session went idle.
+			l.HeldSince = b.changed
+			l.Held = max(snap.Taken.Sub(b.changed), 0)
 		}
 	}
 	queue(snap.Locks)

@@ -36,6 +36,7 @@ type Lock struct {
 	State           string    // pg_stat_activity.state
 	Query           string    // the backend's current or last statement
 	QueryStart      time.Time // zero when unknown
+	StateChange     time.Time // when State last changed; zero when unknown
 
 	Mode    string // ExclusiveLock or ShareLock for advisory locks
 	Granted bool
@@ -53,9 +54,12 @@ type Lock struct {
 	WaitStart time.Time
 	// Waited is how long a waiter has waited, as of the snapshot.
 	Waited time.Duration
-	// HeldSince is when the monitor first saw this grant; zero when the
-	// snapshot came from a one-shot read. The server does not record when an
-	// advisory lock was granted, so held times are lower bounds.
+	// HeldSince is a time the lock is known to have been held since: the
+	// server does not record when an advisory lock was granted, so held times
+	// are lower bounds. For a holder whose session is idle it is when the
+	// session went idle (the lock was taken before that); a poller that
+	// watches over time also uses when it first saw the grant. Zero when
+	// nothing is known (a one-shot read of an active holder).
 	HeldSince time.Time
 	// Held is Taken-HeldSince for a granted lock, else zero.
 	Held time.Duration

@@ -55,9 +55,10 @@ type Lock struct {
 	// connection, whose last statement is the lock, the wait plus the hold so
 	// far; for a waiter, its wait. Held or Waited when there is no backend.
 	Duration float64 `json:"duration"`
-	// HeldSince is when the monitor first saw the grant: the server does not
-	// record grant times, so held times are lower bounds (0 in a one-shot
-	// snapshot).
+	// HeldSince is a time the lock is known to have been held since: the
+	// server does not record grant times, so held times are lower bounds
+	// (for an idle holder, since its session went idle; over polls, since
+	// the monitor first saw the grant). Null when nothing is known.
 	HeldSince *time.Time `json:"held_since"`
 	Held      float64    `json:"held"`
 	// WaitStart is when a waiter began to wait (pg_locks.waitstart).

@@ -56,20 +56,32 @@ func (l *Latest) Put(s model.Snapshot) {
 	l.mu.Unlock()
 }
 
+// fresh returns the snapshot held, if there is one young enough to serve.
+func (l *Latest) fresh() (model.Snapshot, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.at.IsZero() && (l.poll == nil || time.Since(l.at) <= l.maxAge) {
+		return l.snap, true
+	}
+	return model.Snapshot{}, false
+}
+
 // Snapshot returns the newest snapshot, polling first if it is too old (see
 // Latest). Cancelling ctx makes the call return at once with ctx's error; a
 // shared poll goes on for the other callers and is put when it completes.
 func (l *Latest) Snapshot(ctx context.Context) (model.Snapshot, error) {
-	l.mu.Lock()
-	snap, at := l.snap, l.at
-	l.mu.Unlock()
-	if !at.IsZero() && (l.poll == nil || time.Since(at) <= l.maxAge) {
+	if snap, ok := l.fresh(); ok {
 		return snap, nil
 	}
 	if l.poll == nil {
 		return model.Snapshot{}, ErrNoSnapshot
 	}
 	ch := l.flight.DoChan("poll", func() (any, error) {
+		// A caller that found the snapshot stale may get here just after
+		// another flight put a fresh one: use that, not a second poll.
+		if snap, ok := l.fresh(); ok {
+			return snap, nil
+		}
 		// Detached from the first caller, so its going away cannot fail the
 		// poll the others wait for.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pollTimeout)

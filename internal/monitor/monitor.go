@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,18 +32,26 @@ type Monitor struct {
 	probes     singleflight.Group // concurrent Probe calls share one probe
 	probeLocks *lockcore.Service  // takes the health probe's lock on pool
 
-	mu        sync.Mutex // serialises Poll and guards the fields below
+	pollTimeout time.Duration // bounds a poll on the client: statement_timeout and a grace
+
+	// polling is a one-slot gate: polls run one at a time, and one waiting
+	// for its turn gives up when its context ends. It guards the fields
+	// below.
+	polling   chan struct{}
 	firstSeen map[grantID]time.Time
 	seenWaits map[grantID]struct{}
 	lastTaken time.Time
 }
 
-// grantID identifies one backend's hold or wait of one key in one mode.
+// grantID identifies one backend's hold, or one wait, of one key in one
+// mode. A wait includes its start, so a backend that waits again counts as
+// a new wait.
 type grantID struct {
 	pid     int32
 	key     model.KeyID
 	mode    string
 	granted bool
+	wait    time.Time
 }
 
 // Connect opens the monitor's connection to dsn ("" means the PG*
@@ -65,7 +72,12 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 	if err != nil {
 		return nil, Describe(err)
 	}
-	m := &Monitor{pool: pool, firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID]struct{}{},
+	st := opts.StatementTimeout
+	if st <= 0 {
+		st = defaultStatementTimeout
+	}
+	m := &Monitor{pool: pool, pollTimeout: st + pollGrace, polling: make(chan struct{}, 1),
+		firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID]struct{}{},
 		probeLocks: lockcore.New(pool, lockcore.WithSharedPool(), lockcore.WithApplicationName(""),
 			lockcore.WithDefaultTimeout(ProbeTimeout))}
 	if err := m.readInfo(cctx); err != nil {
@@ -85,7 +97,7 @@ func Config(dsn string, opts Options) (*pgxpool.Config, error) {
 	}
 	st, lt := opts.StatementTimeout, opts.LockTimeout
 	if st <= 0 {
-		st = 2 * time.Second
+		st = defaultStatementTimeout
 	}
 	if lt <= 0 {
 		lt = 500 * time.Millisecond
@@ -98,6 +110,10 @@ func Config(dsn string, opts Options) (*pgxpool.Config, error) {
 	rp["idle_in_transaction_session_timeout"] = fmt.Sprint((10 * st).Milliseconds())
 	cfg.MaxConns = 2
 	cfg.MinConns = 0
+	// pgxpool would ping a connection idle for a second before each poll:
+	// a second statement per poll. Poll retries once instead, on a fresh
+	// connection, when the pooled one died while idle.
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
@@ -130,24 +146,55 @@ func (m *Monitor) Pool() *pgxpool.Pool { return m.pool }
 // Close closes the connection.
 func (m *Monitor) Close() { m.pool.Close() }
 
+const (
+	defaultStatementTimeout = 2 * time.Second
+	// pollGrace is how much longer than statement_timeout the client waits
+	// for a poll's answer before giving up on a server that stopped
+	// answering.
+	pollGrace = time.Second
+)
+
 // Poll reads the lock table once (one statement) and fills in held times
-// and the count of waits that began since the last poll. A failed poll
-// returns a *ConnectError when the server cannot be reached; the next Poll
-// reconnects.
+// and the count of waits that began since the last poll. It waits at most
+// statement_timeout and a second for the server. A failed poll returns a
+// *ConnectError when the server cannot be reached; the next Poll
+// reconnects. Polls run one at a time; one waiting for its turn returns
+// ctx's error when ctx ends.
 func (m *Monitor) Poll(ctx context.Context) (model.Snapshot, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	start := time.Now()
-	snap, err := lockcore.Inspect(ctx, m.pool)
+	select {
+	case m.polling <- struct{}{}:
+	case <-ctx.Done():
+		return model.Snapshot{}, ctx.Err()
+	}
+	defer func() { <-m.polling }()
+	snap, err := m.inspect(ctx)
+	if err != nil && ctx.Err() == nil && classify(err) == KindLost {
+		// The pooled connection died while idle (a restart, a terminated
+		// backend): the poll is read-only, so once more on a fresh one.
+		snap, err = m.inspect(ctx)
+	}
 	if err != nil {
 		return model.Snapshot{}, Describe(err)
 	}
-	snap.Latency = time.Since(start)
 	m.track(&snap)
 	return snap, nil
 }
 
-// track stamps each grant with when it was first seen and counts new waits.
+func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.pollTimeout)
+	defer cancel()
+	start := time.Now()
+	snap, err := lockcore.Inspect(ctx, m.pool)
+	snap.Latency = time.Since(start)
+	return snap, err
+}
+
+// track works out held times and counts new waits. A holder's HeldSince is
+// the earliest time the lock is known to have been held since: when this
+// monitor first saw the grant, unless the backend has started a statement
+// since (it may have released and taken the lock again, so counting starts
+// anew), or, for an idle session, when it went idle (Inspect's bound),
+// whichever is earlier. Held times are never more than the truth.
 func (m *Monitor) track(snap *model.Snapshot) {
 	seen := make(map[grantID]time.Time, len(snap.Locks))
 	waits := make(map[grantID]struct{})
@@ -155,6 +202,7 @@ func (m *Monitor) track(snap *model.Snapshot) {
 		l := &snap.Locks[i]
 		id := grantID{pid: l.PID, key: l.KeyID(), mode: l.Mode, granted: l.Granted}
 		if !l.Granted {
+			id.wait = l.WaitStart
 			if _, ok := m.seenWaits[id]; !ok && !m.lastTaken.IsZero() {
 				snap.NewWaits++
 			}
@@ -162,12 +210,14 @@ func (m *Monitor) track(snap *model.Snapshot) {
 			continue
 		}
 		first, ok := m.firstSeen[id]
-		if !ok {
+		if !ok || l.QueryStart.After(first) {
 			first = snap.Taken
 		}
 		seen[id] = first
-		l.HeldSince = first
-		l.Held = snap.Taken.Sub(first)
+		if l.HeldSince.IsZero() || first.Before(l.HeldSince) {
+			l.HeldSince = first
+		}
+		l.Held = max(snap.Taken.Sub(l.HeldSince), 0)
 	}
 	if !m.lastTaken.IsZero() {
 		snap.Interval = snap.Taken.Sub(m.lastTaken)

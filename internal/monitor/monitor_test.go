@@ -52,7 +52,10 @@ func TestPollTracksHeldTimeAndNewWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1 := rowsOf(s1, key.String())
-	if len(r1) != 1 || !r1[0].HeldSince.Equal(s1.Taken) || r1[0].Held != 0 || s1.NewWaits != 0 || s1.Latency <= 0 {
+	// The holder's session is idle: it has held the lock at least since it
+	// went idle, already on the first poll.
+	if len(r1) != 1 || r1[0].StateChange.IsZero() || !r1[0].HeldSince.Equal(r1[0].StateChange) ||
+		r1[0].Held != s1.Taken.Sub(r1[0].StateChange) || s1.NewWaits != 0 || s1.Latency <= 0 {
 		t.Fatalf("first poll: %+v (new waits %d)", r1, s1.NewWaits)
 	}
 
@@ -79,8 +82,8 @@ func TestPollTracksHeldTimeAndNewWaits(t *testing.T) {
 		}
 	}
 	r2 := rowsOf(s2, key.String())
-	if !r2[0].HeldSince.Equal(s1.Taken) || r2[0].Held != s2.Taken.Sub(s1.Taken) {
-		t.Errorf("held since %v (held %v), want first seen %v", r2[0].HeldSince, r2[0].Held, s1.Taken)
+	if !r2[0].HeldSince.Equal(r1[0].HeldSince) || r2[0].Held != s2.Taken.Sub(r1[0].HeldSince) {
+		t.Errorf("held since %v (held %v), want %v as on the first poll", r2[0].HeldSince, r2[0].Held, r1[0].HeldSince)
 	}
 	if s2.NewWaits != 1 || s2.Interval <= 0 {
 		t.Errorf("new waits %d, interval %v; want 1 and > 0", s2.NewWaits, s2.Interval)
@@ -168,5 +171,98 @@ func TestConnectErrors(t *testing.T) {
 			t.Errorf("%s: message %q has a newline or the password", tc.name, msg)
 		}
 		fmt.Fprintf(os.Stderr, "%s: %s\n", tc.name, msg)
+	}
+}
+
+// A backend that releases and takes the key again between polls is not
+// reported as one long hold, whether its session is idle or busy.
+func TestHeldTimeRestartsOnRetake(t *testing.T) {
+	m := connect(t, pgtest.DSN(t))
+	ctx := context.Background()
+	key := lockcore.AgentKey(4243)
+	holder := pgtest.Conn(t)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(1, 4243)"); err != nil {
+		t.Fatal(err)
+	}
+	s1, err := m.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := rowsOf(s1, key.String())[0].HeldSince
+	// Let go and take it again in one statement, then keep the session busy
+	// so the idle bound does not apply.
+	var at time.Time
+	if err := holder.QueryRow(ctx, "SELECT now() FROM (SELECT pg_advisory_unlock(1, 4243), pg_advisory_lock(1, 4243)) x").Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	busy, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = holder.Exec(busy, "SELECT pg_sleep(30)") }()
+	t.Cleanup(func() { cancel(); <-done })
+	var r []model.Lock
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		s2, err := m.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = rowsOf(s2, key.String())
+		if len(r) == 1 && r[0].State == "active" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the holder never showed as busy: %+v", r)
+		}
+	}
+	if !r[0].HeldSince.After(at) || !r[0].HeldSince.After(first) {
+		t.Errorf("held since %v: counted across the re-take at %v (first seen %v)", r[0].HeldSince, at, first)
+	}
+}
+
+// A server that stops answering does not hold a poll past statement_timeout
+// and a grace, and a poll waiting behind it gives up with its context.
+func TestPollBoundedOnSilentServer(t *testing.T) {
+	p := pgtest.NewProxy(t, pgtest.DSN(t))
+	m, err := monitor.Connect(context.Background(), p.DSN(), monitor.Options{StatementTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	defer p.Thaw() // before Close, which waits for a stuck connection
+	if _, err := m.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.Freeze()
+	first := make(chan error, 1)
+	go func() { _, err := m.Poll(context.Background()); first <- err }()
+	// A second poll queues behind the first and leaves when its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := m.Poll(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("queued poll: %v, want its context's deadline", err)
+	}
+	select {
+	case err := <-first:
+		if err == nil {
+			t.Error("a poll of a silent server succeeded")
+		}
+	case <-time.After(30 * time.Second): // a deadlock guard, not a speed check
+		t.Fatal("a poll of a silent server still waiting after 30s")
+	}
+}
+
+// The connection count does not depend on the role's privileges.
+func TestConnectionsForPlainRole(t *testing.T) {
+	super := connect(t, pgtest.DSN(t))
+	plain := connect(t, pgtest.Role(t, "count_plain", "pw-count"))
+	a, err := super.Poll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := plain.Poll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Connections < 2 || b.Connections < a.Connections-1 {
+		t.Errorf("connections: superuser sees %d, plain role %d", a.Connections, b.Connections)
 	}
 }
