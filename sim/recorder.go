@@ -35,9 +35,9 @@ type invState struct {
 }
 
 // recorder is the simulator's workers.Recorder and lockcore observer: it
-// counts per worker kind, keeps the wait histogram, dedupes and counts
-// invariant violations, tracks which backend holds which key, and feeds the
-// event stream.
+// counts per worker kind, keeps the wait histogram, counts invariant
+// violations, tracks which backend holds which key, and feeds the event
+// stream.
 type recorder struct {
 	kinds    map[workers.Kind]*kindCounters
 	sections atomic.Int64

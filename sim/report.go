@@ -79,7 +79,7 @@ func (s *Sim) Report() Report {
 	if s.run != nil {
 		d += time.Since(s.started)
 	}
-	audited, auditErr := s.audited, s.auditErr
+	audited, auditErr, stopped := s.audited, s.auditErr, s.run == nil
 	goroutines, hooks := 0, 0
 	for _, dr := range s.sc.Drivers {
 		goroutines += dr.Goroutines
@@ -113,7 +113,7 @@ func (s *Sim) Report() Report {
 			Max:   ms(time.Duration(s.rec.waits.max.Load())),
 		},
 	}
-	if !audited && !st.Running {
+	if !audited && stopped {
 		r.AuditError = "the run was not stopped through Stop: no final checks"
 	}
 	if auditErr != nil {
@@ -176,7 +176,7 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.SharedPool {
 		pool = "one shared pool"
 	}
-	fmt.Fprintf(&b, "scenario %s: %d agents, %d goroutines (%d firing hooks), locks %s, %s, %.1fs\n",
+	fmt.Fprintf(&b, "scenario %s: %d agents, %d goroutines (%d hook goroutines), locks %s, %s, %.1fs\n",
 		r.Scenario, r.Agents, r.Goroutines, r.HookGoroutines, locks, pool, r.DurationSec)
 	fmt.Fprintf(&b, "critical sections: %d (%.0f/s), hooks %d (%.0f/s); lock wait p50 %.1fms p90 %.1fms p99 %.1fms max %.1fms\n\n",
 		r.Sections, r.SectionsPerS, r.Hooks, r.HooksPerS, r.Wait.P50, r.Wait.P90, r.Wait.P99, r.Wait.Max)
