@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/charmbracelet/x/term"
@@ -20,6 +22,7 @@ import (
 	"github.com/locktop/locktop/internal/pgcluster"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/sim"
 	"github.com/locktop/locktop/ui"
 )
 
@@ -49,7 +52,13 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *interval < minInterval {
 		return usagef("--interval must be at least %v, not %v", minInterval, *interval)
 	}
+	if !slices.Contains(sim.Scenarios(), *scenario) {
+		return usagef("unknown scenario %q (have %s)", *scenario, strings.Join(sim.Scenarios(), ", "))
+	}
 	dsn, given := resolveDSN(*dsnFlag)
+	if given && !*withSim && flagSet(fs, "scenario") {
+		return usagef("--scenario picks the simulator's scenario: with a database given, add --sim to run the simulator")
+	}
 	if !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
 		return errNoTerminal
 	}
@@ -125,7 +134,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return red.err(fmt.Errorf("starting the simulator: %w", err))
 		}
 		defer stop()
-		opts.Simulator, opts.Pools = s, pools
+		opts.Simulator = s // its status carries its pools for the gauges
 		if mo != nil {
 			mo.met.AddPools(pools)
 		}
@@ -134,6 +143,13 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	return ui.Run(ctx, opts)
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // defaultLogPath is $XDG_CACHE_HOME/locktop/locktop.log (~/.cache on

@@ -44,7 +44,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	hookRate := fs.Float64("hook-rate", 0, "hooks per second (0: the scenario's, -1: no limit)")
 	noLocks := fs.Bool("no-locks", false, "turn every lock off: the invariant checks must catch the races")
 	shared := fs.Bool("shared-pool", false, "take lock connections from the work pool, as the seed's single pool of 25 did")
-	lockConns := fs.Int("lock-conns", 0, "size of the lock pool (0: the scenario's, 64 unless it says)")
+	lockConns := fs.Int("lock-conns", 0, "size of the lock pool (0: 200, enough for every scenario)")
 	lockTimeout := fs.Duration("lock-timeout", 0, "timeout of blocking acquires (0: the scenario's, 15s by default)")
 	schema := fs.String("schema", "locktop_sim", "the simulator's schema (created if missing; no other table is touched)")
 	reset := fs.Bool("reset", false, "drop the simulator's schema first (never while another simulator uses it)")
@@ -74,7 +74,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case *hookRate < 0 && *hookRate != -1:
 		return usagef("--hook-rate must be positive, 0 (the scenario's) or -1 (no limit)")
 	case *lockConns < 0 || *lockConns > 10000:
-		return usagef("--lock-conns must be between 1 and 10000 (0: the scenario's)")
+		return usagef("--lock-conns must be between 1 and 10000 (0: the default)")
 	case *lockTimeout < 0:
 		return usagef("--lock-timeout must not be negative")
 	}
@@ -130,10 +130,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	if !rep.OK {
-		n := int64(0)
-		for _, inv := range rep.Invariants {
-			n += inv.Violations
-		}
+		n := rep.Violations()
 		if n == 0 && runErr != nil {
 			return fmt.Errorf("the final checks did not complete: %w", runErr)
 		}

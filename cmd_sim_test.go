@@ -180,8 +180,8 @@ func TestStartEmbeddedSim(t *testing.T) {
 		t.Errorf("pools %+v", ps)
 	}
 	stop()
-	if r := s.Report(); !r.OK || s.Running() {
-		t.Errorf("after stop: running %v, ok %v", s.Running(), r.OK)
+	if r := s.Report(); !r.OK || s.Status().Running {
+		t.Errorf("after stop: running %v, ok %v", s.Status().Running, r.OK)
 	}
 	if _, _, _, err := startEmbeddedSim(context.Background(), "postgres://nobody@/x?host=/nonexistent-locktop&connect_timeout=2", "", nil); report(err, io.Discard) != exitUsage {
 		t.Errorf("unusable database: %v", err)

@@ -53,6 +53,9 @@ func TestDashboardUsageErrors(t *testing.T) {
 		{[]string{"--bogus"}, "flag provided but not defined"},
 		{[]string{"--dsn", "postgres:///x", "--log", "/proc/no/such/dir/x.log"}, "--log"},
 		{[]string{"stray"}, "unknown command"},
+		// Checked before anything starts (no throw-away server for a typo).
+		{[]string{"--scenario", "nonsense"}, "unknown scenario"},
+		{[]string{"--dsn", "postgres:///x", "--scenario", "steady"}, "add --sim"},
 	} {
 		code, _, stderr := runCmd(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {

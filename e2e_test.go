@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locktop/locktop/internal/pgcluster"
 	"github.com/locktop/locktop/internal/pgtest"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
@@ -250,12 +252,41 @@ func TestDashboardEndToEnd(t *testing.T) {
 	bin := buildLocktop(t)
 	ctx := context.Background()
 	const password = "e2e-Secret-pw-7741"
-	dsn := pgtest.Role(t, "locktop_e2e", password, "pg_monitor")
+	// A server of its own: the dashboard shows the advisory locks of every
+	// database on its server, and on one shared with other tests
+	// (LOCKTOP_TEST_DSN) theirs would crowd this test's lines out of the
+	// event log.
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	const dbName = "e2e"
+	pool := func(dsn string) *pgxpool.Pool {
+		t.Helper()
+		p, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return p
+	}
+	setup := pool(c.DSN("postgres"))
+	for _, stmt := range []string{
+		"CREATE DATABASE " + dbName,
+		"CREATE ROLE locktop_e2e LOGIN PASSWORD '" + password + "'",
+		"GRANT pg_monitor TO locktop_e2e",
+	} {
+		if _, err := setup.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dsn := c.DSNAs("locktop_e2e", password, dbName)
 	logFile := filepath.Join(t.TempDir(), "locktop.log")
 
 	key := lockcore.AgentKey(4711)
-	holders := lockcore.New(pgtest.Pool(t, nil), lockcore.WithApplicationName("e2e.holder"), lockcore.WithDefaultTimeout(5*time.Minute))
-	waiters := lockcore.New(pgtest.Pool(t, nil), lockcore.WithApplicationName("e2e.waiter"), lockcore.WithDefaultTimeout(5*time.Minute))
+	holders := lockcore.New(pool(c.DSN(dbName)), lockcore.WithApplicationName("e2e.holder"), lockcore.WithDefaultTimeout(5*time.Minute))
+	waiters := lockcore.New(pool(c.DSN(dbName)), lockcore.WithApplicationName("e2e.waiter"), lockcore.WithDefaultTimeout(5*time.Minute))
 	hold, err := holders.Acquire(ctx, key, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -277,7 +308,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		})
 	}()
 	t.Cleanup(func() { stopWaiter(); <-waiterDone })
-	admin := pgtest.Pool(t, nil)
+	admin := pool(c.DSN(dbName))
 	rows := awaitLocks(t, admin, key, "the waiter to queue", func(r []model.Lock) bool { return len(r) == 2 })
 	holderPID, waiterPID := strconv.Itoa(int(rows[0].PID)), strconv.Itoa(int(rows[1].PID))
 
@@ -347,11 +378,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 
 	// Lose the connection: no new connections to the database, and the
 	// monitor's own is ended. A banner, then a reconnect once allowed.
-	var dbName string
-	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&dbName); err != nil {
-		t.Fatal(err)
-	}
-	maint, err := pgx.Connect(ctx, pgtest.AdminDSN(t)) // a database may not lock itself out
+	maint, err := pgx.Connect(ctx, c.DSN("postgres")) // a database may not lock itself out
 	if err != nil {
 		t.Fatal(err)
 	}

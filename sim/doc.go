@@ -46,10 +46,17 @@
 //
 // The invariants (see package workers) are checked in the database, so two
 // simulators on one database share the agents and still check each other's
-// sections: the locks live in PostgreSQL. Each simulator audits the rows it
-// wrote. Options.NoLocks, or SetLocks(false) while running, turns every
-// lock off: the checks must then catch the races, which is the demo of why
-// the locks exist.
+// sections: the locks live in PostgreSQL. Each simulator keeps a live
+// session open while it exists ("locktop.live" and its token), and the
+// others count its sections only while that session is there: a simulator
+// killed with kill -9 leaves no false overlap behind. Each simulator audits
+// the rows it wrote. Options.NoLocks, or SetLocks(false) while running,
+// turns every lock off: the checks must then catch the races, as they
+// happen (the config file is checked every second), which is the demo of
+// why the locks exist.
+//
+// The config editor's file is the simulator's own unless Options.ConfigPath
+// names one to share.
 //
 // # Schema
 //

@@ -35,9 +35,9 @@ type invState struct {
 }
 
 // recorder is the simulator's workers.Recorder and lockcore observer: it
-// counts per worker kind, keeps the wait histogram, dedupes and counts
-// invariant violations, tracks which backend holds which key, and feeds the
-// event stream.
+// counts per worker kind, keeps the wait histogram, counts invariant
+// violations, tracks which backend holds which key, and feeds the event
+// stream.
 type recorder struct {
 	kinds    map[workers.Kind]*kindCounters
 	sections atomic.Int64
@@ -47,9 +47,6 @@ type recorder struct {
 
 	events  chan model.Event
 	dropped atomic.Int64
-
-	mu   sync.Mutex
-	seen map[string]struct{} // invariant + subject already counted
 
 	heldMu sync.Mutex
 	held   map[lockcore.Key]uint32 // key -> pid of this process's holder
@@ -63,7 +60,6 @@ func newRecorder(buffer int, log *slog.Logger) *recorder {
 		kinds:  map[workers.Kind]*kindCounters{},
 		invs:   map[workers.Invariant]*invState{},
 		events: make(chan model.Event, buffer),
-		seen:   map[string]struct{}{},
 		held:   map[lockcore.Key]uint32{},
 		log:    log,
 	}
@@ -76,16 +72,9 @@ func newRecorder(buffer int, log *slog.Logger) *recorder {
 	return r
 }
 
-func (r *recorder) counter(k workers.Kind) *kindCounters {
-	if c, ok := r.kinds[k]; ok {
-		return c
-	}
-	return r.kinds[workers.KindHook] // unreachable for the kinds workers defines
-}
-
 // Attempt implements workers.Recorder.
 func (r *recorder) Attempt(a workers.Attempt) {
-	c := r.counter(a.Kind)
+	c := r.kinds[a.Kind] // every kind workers defines has its counters
 	if !a.Body {
 		c.attempts.Add(1)
 	}
@@ -147,27 +136,18 @@ func (r *recorder) Section(k workers.Kind) {
 	}
 }
 
-// Violation implements workers.Recorder: the first report of a subject
-// counts; later ones (the final audit finding a live detection again) do
-// not.
+// Violation implements workers.Recorder. workers reports each broken
+// subject once (the live checks mark what they report in the database, and
+// the final audit skips it), so every report counts and nothing is kept per
+// subject: a long run without locks breaks thousands.
 func (r *recorder) Violation(inv workers.Invariant, subject, detail string) {
-	r.mu.Lock()
-	k := string(inv) + "\x00" + subject
-	_, dup := r.seen[k]
-	if !dup {
-		r.seen[k] = struct{}{}
-	}
-	r.mu.Unlock()
-	if dup {
-		return
-	}
 	st, ok := r.invs[inv]
 	if !ok {
 		return
 	}
 	st.n.Add(1)
 	st.last.Store(&detail)
-	r.log.Warn("invariant broken", "invariant", inv, "detail", detail)
+	r.log.Warn("invariant broken", "invariant", inv, "subject", subject, "detail", detail)
 	r.emit(model.Event{Worker: "check", Outcome: model.OutcomeViolation, Detail: string(inv) + ": " + detail})
 }
 

@@ -25,10 +25,14 @@ type Report struct {
 	Invariants   []model.Invariant         `json:"invariants"`
 	Workers      map[string]model.Counters `json:"workers"`
 
-	SharedPool  bool    `json:"shared_pool"`
-	Agents      int     `json:"agents"`
-	Goroutines  int     `json:"goroutines"` // hook goroutines
-	DurationSec float64 `json:"duration_s"`
+	SharedPool bool `json:"shared_pool"`
+	Agents     int  `json:"agents"`
+	// Goroutines are the goroutines of every driver at the end of the run
+	// (hooks, background workers, services, faults); HookGoroutines those
+	// that fire hook routes (Options.Goroutines sets them).
+	Goroutines     int     `json:"goroutines"`
+	HookGoroutines int     `json:"hook_goroutines"`
+	DurationSec    float64 `json:"duration_s"`
 	// Sections are completed critical sections; Hooks the hook sections
 	// among them. The rates are per second of run time.
 	Sections      int64        `json:"sections"`
@@ -75,30 +79,32 @@ func (s *Sim) Report() Report {
 	if s.run != nil {
 		d += time.Since(s.started)
 	}
-	audited, auditErr := s.audited, s.auditErr
-	goroutines := 0
+	audited, auditErr, stopped := s.audited, s.auditErr, s.run == nil
+	goroutines, hooks := 0, 0
 	for _, dr := range s.sc.Drivers {
+		goroutines += dr.Goroutines
 		if dr.Kind == workers.KindHook {
-			goroutines += dr.Goroutines
+			hooks += dr.Goroutines
 		}
 	}
 	s.mu.Unlock()
 
 	r := Report{
-		Scenario:      st.Scenario,
-		LocksEnabled:  st.LocksEnabled,
-		OK:            st.OK() && audited && auditErr == nil,
-		Invariants:    st.Invariants,
-		Workers:       st.Workers,
-		SharedPool:    st.SharedPool,
-		Agents:        st.Agents,
-		Goroutines:    goroutines,
-		DurationSec:   d.Seconds(),
-		Sections:      s.rec.sections.Load(),
-		Hooks:         s.rec.hooks.Load(),
-		Phantoms:      s.locks.Phantoms(),
-		EventsDropped: s.rec.dropped.Load(),
-		PeakRSSBytes:  peakRSS(),
+		Scenario:       st.Scenario,
+		LocksEnabled:   st.LocksEnabled,
+		OK:             st.OK() && audited && auditErr == nil,
+		Invariants:     st.Invariants,
+		Workers:        st.Workers,
+		SharedPool:     st.SharedPool,
+		Agents:         st.Agents,
+		Goroutines:     goroutines,
+		HookGoroutines: hooks,
+		DurationSec:    d.Seconds(),
+		Sections:       s.rec.sections.Load(),
+		Hooks:          s.rec.hooks.Load(),
+		Phantoms:       s.locks.Phantoms(),
+		EventsDropped:  s.rec.dropped.Load(),
+		PeakRSSBytes:   peakRSS(),
 		Wait: WaitStats{
 			Count: s.rec.waits.count.Load(),
 			P50:   ms(s.rec.waits.quantile(0.50)),
@@ -107,7 +113,7 @@ func (s *Sim) Report() Report {
 			Max:   ms(time.Duration(s.rec.waits.max.Load())),
 		},
 	}
-	if !audited && !st.Running {
+	if !audited && stopped {
 		r.AuditError = "the run was not stopped through Stop: no final checks"
 	}
 	if auditErr != nil {
@@ -149,6 +155,16 @@ func peakRSS() int64 {
 	return 0
 }
 
+// Violations is the number of invariant violations, all invariants
+// together.
+func (r Report) Violations() int64 {
+	n := int64(0)
+	for _, inv := range r.Invariants {
+		n += inv.Violations
+	}
+	return n
+}
+
 // WriteText writes the report for people.
 func (r Report) WriteText(w io.Writer) error {
 	var b bytes.Buffer
@@ -160,8 +176,8 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.SharedPool {
 		pool = "one shared pool"
 	}
-	fmt.Fprintf(&b, "scenario %s: %d agents, %d hook goroutines, locks %s, %s, %.1fs\n",
-		r.Scenario, r.Agents, r.Goroutines, locks, pool, r.DurationSec)
+	fmt.Fprintf(&b, "scenario %s: %d agents, %d goroutines (%d hook goroutines), locks %s, %s, %.1fs\n",
+		r.Scenario, r.Agents, r.Goroutines, r.HookGoroutines, locks, pool, r.DurationSec)
 	fmt.Fprintf(&b, "critical sections: %d (%.0f/s), hooks %d (%.0f/s); lock wait p50 %.1fms p90 %.1fms p99 %.1fms max %.1fms\n\n",
 		r.Sections, r.SectionsPerS, r.Hooks, r.HooksPerS, r.Wait.P50, r.Wait.P90, r.Wait.P99, r.Wait.Max)
 
@@ -200,15 +216,11 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.AuditError != "" {
 		fmt.Fprintf(&b, "final checks incomplete: %s\n", r.AuditError)
 	}
-	broken := int64(0)
-	for _, inv := range r.Invariants {
-		broken += inv.Violations
-	}
 	switch {
 	case r.OK:
 		b.WriteString("\nOK: no invariant broken\n")
-	case broken > 0:
-		fmt.Fprintf(&b, "\nFAIL: %d invariant violation(s)\n", broken)
+	case r.Violations() > 0:
+		fmt.Fprintf(&b, "\nFAIL: %d invariant violation(s)\n", r.Violations())
 	default:
 		b.WriteString("\nFAIL: the final checks did not complete\n")
 	}

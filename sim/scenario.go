@@ -20,10 +20,8 @@ type Scenario struct {
 	HotShare    float64 // share of hook events that go to a hot agent
 	// LockTimeout is the blocking acquires' timeout (0: lockcore's 15s).
 	LockTimeout time.Duration
-	// LockConns is the lock pool's size unless Options say (0: 64).
-	LockConns int32
-	Timing    workers.Timing
-	Drivers   []Driver
+	Timing      workers.Timing
+	Drivers     []Driver
 }
 
 // Driver generates one kind of work: Goroutines loops, each running one
@@ -207,7 +205,12 @@ var scenarios = []Scenario{
 		Name:        "steady",
 		Description: "the demo: many agents, hooks at a steady rate with a few hot agents (holders with queued waiters within seconds), every background worker",
 		Agents:      200, Hot: 3, HotShare: 0.5,
-		Timing: defaultTiming,
+		// Now and then a hook's capture stalls past the reconcile grace, so
+		// that with the locks off the reconciler applies its event too.
+		Timing: with(defaultTiming, func(t *workers.Timing) {
+			t.SlowCapture = 2500 * time.Millisecond
+			t.SlowCaptureShare = 0.005
+		}),
 		Drivers: append(append([]Driver{
 			{Name: "hooks/s", Kind: workers.KindHook, Rate: 80, Goroutines: 48, unit: unitHook},
 		}, background()...), services()...),
@@ -242,6 +245,21 @@ var scenarios = []Scenario{
 		Drivers: append([]Driver{
 			{Name: "stop races/s", Kind: workers.KindDeferredStop, Rate: 12, Goroutines: 12, unit: unitStopRace},
 		}, background()...),
+	},
+	{
+		Name: "reconciler-race",
+		Description: "hooks whose progress capture stalls past the reconcile grace: the reconciler finds their events due; " +
+			"with the lock it skips the held agent, without it the event is applied twice",
+		Agents: 20, Hot: 4, HotShare: 0.5,
+		Timing: with(defaultTiming, func(t *workers.Timing) {
+			t.ReconcileGrace = 300 * time.Millisecond
+			t.SlowCapture = 1200 * time.Millisecond
+			t.SlowCaptureShare = 0.2
+		}),
+		Drivers: []Driver{
+			{Name: "hooks/s", Kind: workers.KindHook, Rate: 15, Goroutines: 12, unit: unitHook},
+			{Name: "reconciler cycles/s", Kind: workers.KindReconciler, Rate: 5, Goroutines: 1, unit: unitReconciler},
+		},
 	},
 	{
 		Name:        "summary-dedup",
@@ -306,8 +324,7 @@ var scenarios = []Scenario{
 		Description: "the scale benchmark: 10,000 agents, 1,000 hook goroutines firing back to back at random agents, " +
 			"every background worker and service",
 		Agents: 10000, Hot: 0,
-		LockConns: 200,
-		Timing:    defaultTiming,
+		Timing: defaultTiming,
 		Drivers: append(append([]Driver{
 			{Name: "hooks/s", Kind: workers.KindHook, Rate: 0, Goroutines: 1000, unit: unitHook},
 		}, background()...), services()...),

@@ -34,12 +34,25 @@ const (
 )
 
 // Pool sizes: the seed's pool_size 15 and max_overflow 10 make a work pool
-// of 15 to 25 connections.
+// of 15 to 25 connections. The lock pool is big enough for the largest
+// scenario ("scale": 1,000 hook goroutines queue on 200 lock connections),
+// whichever scenario runs first: a pool cannot grow later, and lock
+// connections open only as they are needed.
 const (
 	DefaultWorkMinConns int32 = 15
 	DefaultWorkMaxConns int32 = 25
-	DefaultLockMaxConns int32 = 64
+	DefaultLockMaxConns int32 = 200
 )
+
+// configCheckEvery is how often a run checks the config file for lost keys
+// (workers.Env.AuditConfig), so a lost key shows while it runs.
+const configCheckEvery = time.Second
+
+// poolsSettle bounds how long the leak check waits for the pools to settle:
+// a connection that lockcore destroyed (after a timeout or a lost lock)
+// counts as checked out until pgxpool's background goroutine has closed it,
+// which takes longer on a loaded machine.
+const poolsSettle = 5 * time.Second
 
 // ErrUnusable means the database cannot be used: a bad DSN, an unreachable
 // server, a refused login, or the schema cannot be created.
@@ -72,9 +85,8 @@ type Options struct {
 	// SharedPool takes lock connections from the work pool, as the seed's
 	// single pool does, so the exhaustion hazard can be shown.
 	SharedPool bool
-	// Work pool size (0: 15 and 25) and lock pool size (0: the scenario's,
-	// 64 unless it says). In shared mode the single pool has the work
-	// pool's size.
+	// Work pool size (0: 15 and 25) and lock pool size (0: 200). In shared
+	// mode the single pool has the work pool's size.
 	WorkMinConns, WorkMaxConns, LockMaxConns int32
 	// LockTimeout overrides the scenario's blocking acquire timeout.
 	LockTimeout time.Duration
@@ -84,9 +96,11 @@ type Options struct {
 	// Reset drops the schema first. Do not use it while another simulator
 	// shares the schema.
 	Reset bool
-	// ConfigPath is the config editor's JSON file ("" is a file in the
-	// temporary directory named after the database and schema, so that
-	// simulators on one machine sharing a database share it).
+	// ConfigPath is the config editor's JSON file. "" is a file of this
+	// simulator's own in a temporary directory, removed by Close: the
+	// config editor's race is between its own editors. Simulators given
+	// the same path share the file (flock works across processes): each
+	// checks and prunes only the keys it saved, so the file stays small.
 	ConfigPath string
 	// Observers see every lock event (the dashboard's metrics attach here).
 	Observers []lockcore.Observer
@@ -115,17 +129,14 @@ type Sim struct {
 	db        *workers.DB
 	env       *workers.Env
 	rec       *recorder
-	created   time.Time
+	configDir string // the config file's own directory, removed by Close ("" if Options gave a path)
 	configSeq atomic.Int64
 
 	// ctl serialises the control methods (start, stop, scenario switches);
 	// mu guards the fields below and is held only briefly.
 	ctl      sync.Mutex
 	mu       sync.Mutex
-	sc       Scenario
-	agents   int
-	hot      int
-	hotShare float64
+	sc       Scenario // the current scenario, with the options' overrides and the controls' changes
 	run      *runState
 	started  time.Time // start of the current or last run
 	ran      time.Duration
@@ -146,17 +157,23 @@ type runState struct {
 	work       context.Context // ends: abandon the work under way
 	cancelWork context.CancelFunc
 	wg         sync.WaitGroup
-	drivers    []*driver
+	drivers    []*driver // drivers[i] runs Sim.sc.Drivers[i]
+	// stopping is set, under Sim.mu, before Stop waits for wg: from then
+	// on nothing from outside the run (a fault's burst, more workers) may
+	// join it. Follow-up work a running unit spawns still may: the unit
+	// keeps wg above zero.
+	stopping bool
 }
 
 // driver is a running Driver. Its goroutines fire at random (exponential
-// gaps, so together they make a Poisson stream of about spec.Rate units per
-// second): evenly spaced arrivals would never collide, real ones do.
+// gaps, so together they make a Poisson stream of about the driver's rate
+// of units per second): evenly spaced arrivals would never collide, real
+// ones do.
 type driver struct {
-	spec    Driver        // guarded by Sim.mu
-	rate    atomic.Uint64 // math.Float64bits of units per second; 0: no limit
-	n       atomic.Int64  // goroutines
-	cancels []context.CancelFunc
+	unit    func(s *Sim, ctx context.Context) error
+	rate    atomic.Uint64        // math.Float64bits of the rate in Sim.sc, for the goroutines; 0: no limit
+	n       atomic.Int64         // goroutines running
+	cancels []context.CancelFunc // one per goroutine asked for; guarded by Sim.mu
 }
 
 func (d *driver) setRate(perSecond float64) { d.rate.Store(math.Float64bits(perSecond)) }
@@ -192,7 +209,7 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 	}
 	opts.WorkMinConns = cmp.Or(opts.WorkMinConns, DefaultWorkMinConns)
 	opts.WorkMaxConns = cmp.Or(opts.WorkMaxConns, DefaultWorkMaxConns)
-	opts.LockMaxConns = cmp.Or(opts.LockMaxConns, cmp.Or(sc.LockConns, DefaultLockMaxConns))
+	opts.LockMaxConns = cmp.Or(opts.LockMaxConns, DefaultLockMaxConns)
 	opts.WorkMinConns = min(opts.WorkMinConns, opts.WorkMaxConns)
 	opts.EventBuffer = cmp.Or(opts.EventBuffer, 1024)
 	opts.StopGrace = cmp.Or(opts.StopGrace, 5*time.Second)
@@ -201,7 +218,7 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 
-	s := &Sim{opts: opts, log: log, proc: newProc(), created: time.Now()}
+	s := &Sim{opts: opts, log: log, proc: newProc()}
 	s.rec = newRecorder(opts.EventBuffer, log)
 	if err := s.connect(ctx); err != nil {
 		return nil, err
@@ -209,7 +226,7 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 	ok = false
 	defer func() {
 		if !ok {
-			s.closePools()
+			s.release()
 		}
 	}()
 	if opts.Reset {
@@ -239,8 +256,15 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 	s.env.Spawn = s.spawn
 	s.env.ConfigPath = opts.ConfigPath
 	if s.env.ConfigPath == "" {
-		db := s.workPool.Config().ConnConfig.Database
-		s.env.ConfigPath = filepath.Join(os.TempDir(), "locktop-sim-"+db+"-"+opts.Schema+".json")
+		dir, err := os.MkdirTemp("", "locktop-sim-")
+		if err != nil {
+			return nil, fmt.Errorf("sim: the config editor's file: %w", err)
+		}
+		s.configDir = dir
+		s.env.ConfigPath = filepath.Join(dir, "config.json")
+	}
+	if err := s.env.Join(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
 	}
 	if err := s.configure(ctx, sc); err != nil {
 		return nil, err
@@ -265,6 +289,9 @@ func (s *Sim) connect(ctx context.Context) error {
 		cfg.MinConns, cfg.MaxConns = minConns, maxConns
 		cfg.ConnConfig.RuntimeParams["application_name"] = app
 		cfg.ConnConfig.RuntimeParams["search_path"] = s.opts.Schema
+		if poolConfig != nil {
+			poolConfig(cfg)
+		}
 		p, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
@@ -296,10 +323,20 @@ func (s *Sim) connect(ctx context.Context) error {
 	return nil
 }
 
-func (s *Sim) closePools() {
+// release gives back what New took: the live session, the pools and the
+// config file's directory.
+func (s *Sim) release() {
+	if s.env != nil {
+		s.env.Leave()
+	}
 	s.workPool.Close()
 	if s.lockPool != s.workPool {
 		s.lockPool.Close()
+	}
+	if s.configDir != "" {
+		if err := os.RemoveAll(s.configDir); err != nil {
+			s.log.Warn("removing the config editor's directory", "err", err)
+		}
 	}
 }
 
@@ -334,7 +371,7 @@ func (s *Sim) configure(ctx context.Context, sc Scenario) error {
 	}
 	s.env.SetLockTimeout(lt)
 	s.mu.Lock()
-	s.sc, s.agents, s.hot, s.hotShare = sc, sc.Agents, sc.Hot, sc.HotShare
+	s.sc = sc
 	s.mu.Unlock()
 	return nil
 }
@@ -360,13 +397,14 @@ func (s *Sim) start() error {
 	r.gen, r.stopGen = context.WithCancel(context.Background())
 	r.work, r.cancelWork = context.WithCancel(context.Background())
 	for _, spec := range s.sc.Drivers {
-		d := &driver{spec: spec}
+		d := &driver{unit: spec.unit}
 		d.setRate(spec.Rate)
 		r.drivers = append(r.drivers, d)
 		for range spec.Goroutines {
 			s.addLoop(r, d)
 		}
 	}
+	r.wg.Go(func() { s.checkConfig(r.gen) })
 	s.rec.stopping.Store(false)
 	s.run = r
 	s.started = time.Now()
@@ -391,7 +429,7 @@ func (s *Sim) addLoop(r *runState, d *driver) {
 			} else if ctx.Err() != nil {
 				return
 			}
-			if err := d.spec.unit(s, r.work); err != nil && ctx.Err() == nil {
+			if err := d.unit(s, r.work); err != nil && ctx.Err() == nil {
 				// Back off a little so a broken database is not hammered.
 				if workers.Pause(ctx, 50*time.Millisecond) != nil {
 					return
@@ -401,7 +439,19 @@ func (s *Sim) addLoop(r *runState, d *driver) {
 	}()
 }
 
+// checkConfig checks the config file every configCheckEvery until ctx
+// ends, so a lost key shows while the run goes on.
+func (s *Sim) checkConfig(ctx context.Context) {
+	for workers.Pause(ctx, configCheckEvery) == nil {
+		if err := s.env.AuditConfig(); err != nil {
+			s.log.Warn("config check", "err", err)
+		}
+	}
+}
+
 // spawn runs follow-up work within the current run, so Stop waits for it.
+// A stopping run still takes it: the unit that spawns it is part of the
+// run, so the run's WaitGroup is above zero.
 func (s *Sim) spawn(kind workers.Kind, fn func(ctx context.Context)) {
 	s.mu.Lock()
 	r := s.run
@@ -435,6 +485,9 @@ func (s *Sim) Stop() error {
 func (s *Sim) stopDrivers() bool {
 	s.mu.Lock()
 	r := s.run
+	if r != nil {
+		r.stopping = true
+	}
 	s.mu.Unlock()
 	if r == nil {
 		return false
@@ -489,7 +542,7 @@ func (s *Sim) checkLeaks(ctx context.Context) error {
 	if n := s.locks.Held(); n != 0 {
 		s.rec.Violation(workers.InvNoLeaks, "held", fmt.Sprintf("lockcore reports %d lock(s) still held", n))
 	}
-	for _, p := range s.pools() {
+	for _, p := range s.settledPools(ctx) {
 		if p.InUse != 0 || p.Waiting != 0 {
 			s.rec.Violation(workers.InvNoLeaks, "pool:"+p.Name,
 				fmt.Sprintf("%s pool: %d connection(s) checked out, %d waiting after the run", p.Name, p.InUse, p.Waiting))
@@ -515,6 +568,32 @@ func (s *Sim) checkLeaks(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// settledPools returns the pools once none has a connection checked out or
+// a caller waiting, or as they are after poolsSettle.
+func (s *Sim) settledPools(ctx context.Context) []model.PoolStats {
+	deadline := time.Now().Add(poolsSettle)
+	for {
+		ps := s.pools()
+		busy := slices.ContainsFunc(ps, func(p model.PoolStats) bool { return p.InUse != 0 || p.Waiting != 0 })
+		if !busy || time.Now().After(deadline) {
+			return ps
+		}
+		if settleWait != nil {
+			settleWait()
+		}
+		if workers.Pause(ctx, 10*time.Millisecond) != nil {
+			return s.pools()
+		}
+	}
+}
+
+// Test hooks: poolConfig, when set, adjusts every pool's configuration;
+// settleWait is called each time settledPools has to wait.
+var (
+	poolConfig func(*pgxpool.Config)
+	settleWait func()
+)
+
 // Run starts the workloads, waits for ctx to end, and stops them (Stop).
 func (s *Sim) Run(ctx context.Context) error {
 	if err := s.Start(); err != nil {
@@ -524,8 +603,9 @@ func (s *Sim) Run(ctx context.Context) error {
 	return s.Stop()
 }
 
-// Close stops the simulator if it runs and closes its pools. It is safe to
-// call more than once.
+// Close stops the simulator if it runs, closes its pools and its live
+// session, and removes its config file unless Options named one. It is safe
+// to call more than once.
 func (s *Sim) Close() error {
 	err := s.Stop()
 	s.ctl.Lock()
@@ -535,24 +615,10 @@ func (s *Sim) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	if !closed {
-		s.closePools()
+		s.release()
 	}
 	return err
 }
-
-// Running reports whether the workloads run.
-func (s *Sim) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.run != nil
-}
-
-// Proc returns the token that tags this simulator's rows.
-func (s *Sim) Proc() string { return s.proc }
-
-// Env returns the workloads' environment (for tests and tools that drive
-// workloads by hand).
-func (s *Sim) Env() *workers.Env { return s.env }
 
 // Scenarios lists the scenario names SetScenario accepts.
 func (s *Sim) Scenarios() []string { return Scenarios() }
@@ -582,105 +648,80 @@ func (s *Sim) SetScenario(name string) error {
 	return nil
 }
 
-// ScaleRates multiplies every rate of the running scenario by factor
-// (unlimited rates stay unlimited). The scenario's definition is kept, so a
-// scenario switch starts at its own rates again.
-func (s *Sim) ScaleRates(factor float64) {
+// ScaleRates multiplies every rate of the running scenario by factor and
+// returns how many rates it changed: rates without a limit stay without
+// one. The scenario's definition is kept, so a scenario switch starts at
+// its own rates again.
+func (s *Sim) ScaleRates(factor float64) int {
 	if factor <= 0 {
-		return
+		return 0
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n := 0
 	for i := range s.sc.Drivers {
-		s.sc.Drivers[i].Rate *= factor
-	}
-	if s.run != nil {
-		for _, d := range s.run.drivers {
-			d.spec.Rate *= factor
-			d.setRate(d.spec.Rate)
+		d := &s.sc.Drivers[i]
+		if d.Rate > 0 {
+			d.Rate *= factor
+			n++
+		}
+		if s.run != nil {
+			s.run.drivers[i].setRate(d.Rate)
 		}
 	}
+	return n
 }
 
-// SetRate sets the rate of one driver by its name in Status().Rates (0: no
-// limit).
-func (s *Sim) SetRate(name string, perSecond float64) error {
-	if perSecond < 0 {
-		return fmt.Errorf("sim: rate %s: %v is negative", name, perSecond)
+// ScaleWorkers multiplies the number of goroutines of every driver of the
+// running scenario by factor, by at least one up or down and never below
+// one, and returns the new total: workers are added or removed while the
+// scenario runs (a removed one finishes its unit of work first). A
+// scenario switch starts with the new scenario's own numbers.
+func (s *Sim) ScaleWorkers(factor float64) int {
+	if factor <= 0 {
+		return 0
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	found := false
+	total := 0
 	for i := range s.sc.Drivers {
-		if s.sc.Drivers[i].Name == name {
-			s.sc.Drivers[i].Rate = perSecond
-			found = true
+		d := &s.sc.Drivers[i]
+		n := int(math.Round(float64(d.Goroutines) * factor))
+		switch {
+		case factor > 1 && n == d.Goroutines:
+			n++
+		case factor < 1 && n == d.Goroutines:
+			n--
+		}
+		d.Goroutines = max(n, 1)
+		total += d.Goroutines
+		if s.run != nil && !s.run.stopping {
+			s.setLoops(s.run, s.run.drivers[i], d.Goroutines)
 		}
 	}
-	if !found {
-		return fmt.Errorf("sim: no rate %q in scenario %s", name, s.sc.Name)
-	}
-	if s.run != nil {
-		for _, d := range s.run.drivers {
-			if d.spec.Name == name {
-				d.spec.Rate = perSecond
-				d.setRate(perSecond)
-			}
-		}
-	}
-	return nil
+	return total
 }
 
-// Workers returns how many goroutines drive each worker kind.
-func (s *Sim) Workers() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]int{}
-	for _, d := range s.sc.Drivers {
-		if d.Kind != "" {
-			out[string(d.Kind)] += d.Goroutines
-		}
+// setLoops starts or stops goroutines of d until n run. s.mu must be held
+// and r must not be stopping.
+func (s *Sim) setLoops(r *runState, d *driver, n int) {
+	for len(d.cancels) < n {
+		s.addLoop(r, d)
 	}
-	return out
-}
-
-// SetWorkers sets how many goroutines drive the named worker kind (adding
-// or removing workers while it runs). A removed worker finishes its current
-// unit of work first.
-func (s *Sim) SetWorkers(kind string, n int) error {
-	if n < 0 {
-		return fmt.Errorf("sim: %d workers", n)
+	for len(d.cancels) > n {
+		last := len(d.cancels) - 1
+		d.cancels[last]()
+		d.cancels = d.cancels[:last]
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	idx := slices.IndexFunc(s.sc.Drivers, func(d Driver) bool { return string(d.Kind) == kind })
-	if idx < 0 {
-		return fmt.Errorf("sim: scenario %s has no %q workers", s.sc.Name, kind)
-	}
-	s.sc.Drivers[idx].Goroutines = n
-	if s.run == nil {
-		return nil
-	}
-	for _, d := range s.run.drivers {
-		if string(d.spec.Kind) != kind {
-			continue
-		}
-		for len(d.cancels) < n {
-			s.addLoop(s.run, d)
-		}
-		for len(d.cancels) > n {
-			last := len(d.cancels) - 1
-			d.cancels[last]()
-			d.cancels = d.cancels[:last]
-		}
-		d.spec.Goroutines = n
-		break
-	}
-	return nil
 }
 
 // SetLocks turns every lock on or off while running; off shows the races.
 func (s *Sim) SetLocks(on bool) { s.env.SetLocking(on) }
+
+// ToggleLocks turns every lock off if they are on, and on if they are off,
+// and returns the new state. Two toggles at once cancel out, whichever
+// runs first.
+func (s *Sim) ToggleLocks() bool { return s.env.ToggleLocking() }
 
 // Faults lists the fault names InjectFault accepts.
 func (s *Sim) Faults() []string { return slices.Clone(faults) }
@@ -694,8 +735,10 @@ func (s *Sim) InjectFault(name string) error {
 	if name == faultBurst {
 		s.mu.Lock()
 		r := s.run
-		if r != nil {
+		if r != nil && !r.stopping {
 			r.wg.Add(1)
+		} else {
+			r = nil
 		}
 		s.mu.Unlock()
 		if r == nil {
@@ -744,19 +787,13 @@ func (s *Sim) Status() model.SimStatus {
 	s.mu.Lock()
 	st := model.SimStatus{
 		Scenario:   s.sc.Name,
-		Running:    s.run != nil,
+		Running:    s.run != nil && !s.run.stopping,
 		SharedPool: s.opts.SharedPool,
-		Agents:     s.agents,
+		Agents:     s.sc.Agents,
 		Started:    s.started,
 	}
-	if s.run != nil {
-		for _, d := range s.run.drivers {
-			st.Rates = append(st.Rates, model.Rate{Name: d.spec.Name, Value: d.spec.Rate})
-		}
-	} else {
-		for _, d := range s.sc.Drivers {
-			st.Rates = append(st.Rates, model.Rate{Name: d.Name, Value: d.Rate})
-		}
+	for _, d := range s.sc.Drivers {
+		st.Rates = append(st.Rates, model.Rate{Name: d.Name, Value: d.Rate})
 	}
 	s.mu.Unlock()
 	st.LocksEnabled = s.env.Locking()
@@ -788,7 +825,7 @@ func (s *Sim) throughput() float64 {
 // share, else any.
 func (s *Sim) pick() int32 {
 	s.mu.Lock()
-	agents, hot, share := s.agents, s.hot, s.hotShare
+	agents, hot, share := s.sc.Agents, s.sc.Hot, s.sc.HotShare
 	s.mu.Unlock()
 	if hot > 0 && randFloat() < share {
 		return int32(randN(hot)) + 1
@@ -799,7 +836,7 @@ func (s *Sim) pick() int32 {
 // pickAny returns any agent.
 func (s *Sim) pickAny() int32 {
 	s.mu.Lock()
-	agents := s.agents
+	agents := s.sc.Agents
 	s.mu.Unlock()
 	return int32(randN(agents)) + 1
 }
@@ -808,7 +845,7 @@ func (s *Sim) pickAny() int32 {
 // background worker meets most often held) and random others.
 func (s *Sim) batch(n int) []int32 {
 	s.mu.Lock()
-	agents, hot := s.agents, s.hot
+	agents, hot := s.sc.Agents, s.sc.Hot
 	s.mu.Unlock()
 	n = min(n, agents)
 	seen := make(map[int32]bool, n)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -42,6 +44,22 @@ func newSim(t *testing.T, opts sim.Options) *sim.Sim {
 	if opts.ConfigPath == "" {
 		opts.ConfigPath = filepath.Join(t.TempDir(), "config.json")
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := sim.New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// newBareSim is newSim without the small pools and the config file of the
+// test's own: what a caller who sets nothing gets.
+func newBareSim(t *testing.T, opts sim.Options) *sim.Sim {
+	t.Helper()
+	opts.DSN = pgtest.DSN(t)
+	opts.Schema = schema()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := sim.New(ctx, opts)
@@ -120,8 +138,20 @@ func TestSteadyShowsQueuedWaiters(t *testing.T) {
 	}
 }
 
-// Every scenario keeps every invariant with the locks on.
+// Every scenario keeps every invariant with the locks on. Scenarios whose
+// point is a fault run until the fault has had its effect (a timeout, a
+// lost lock), armed at the start rather than left to the scenario's rate.
 func TestScenariosKeepInvariants(t *testing.T) {
+	// effect is what a scenario must show before it stops, and the fault
+	// that brings it about.
+	effect := map[string]struct {
+		fault string
+		what  string
+		seen  func(model.Counters) bool
+	}{
+		"timeouts":    {workers.FaultSlowBody, "a hook timed out", func(c model.Counters) bool { return c.Timeouts > 0 }},
+		"kill-holder": {workers.FaultKillHolder, "a hook lost its lock", func(c model.Counters) bool { return c.Errors > 0 }},
+	}
 	for _, name := range sim.Scenarios() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -130,7 +160,23 @@ func TestScenariosKeepInvariants(t *testing.T) {
 				opts.Agents, opts.Goroutines, opts.LockMaxConns = 300, 40, 40 // the full size is a benchmark
 			}
 			s := newSim(t, opts)
-			r := runFor(t, s, 1500*time.Millisecond)
+			if err := s.Start(); err != nil {
+				t.Fatal(err)
+			}
+			min := time.After(1500 * time.Millisecond)
+			if e, ok := effect[name]; ok {
+				for range 3 {
+					if err := s.InjectFault(e.fault); err != nil {
+						t.Fatal(err)
+					}
+				}
+				waitStatus(t, e.what, s, func(st model.SimStatus) bool { return e.seen(st.Workers["hook"]) })
+			}
+			<-min
+			if err := s.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			r := s.Report()
 			if !r.OK {
 				t.Errorf("invariants broken: %s", broken(r))
 			}
@@ -139,6 +185,48 @@ func TestScenariosKeepInvariants(t *testing.T) {
 			}
 			if r.Scenario != name || !r.LocksEnabled {
 				t.Errorf("report says scenario %q, locks %v", r.Scenario, r.LocksEnabled)
+			}
+		})
+	}
+}
+
+// waitStatus polls s's status until cond holds, for up to 20s.
+func waitStatus(t *testing.T, what string, s *sim.Sim, cond func(model.SimStatus) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond(s.Status()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// With the locks off, what the dashboard's locks switch is for shows while
+// the scenario runs, not only in the final audit at Stop: a summary call
+// made twice (the claims are inside open transactions), a lost config key
+// (the file is checked every second), an event applied by both its hook
+// and the reconciler (the hook's capture stalls past the reconcile grace).
+func TestNoLocksShowsLive(t *testing.T) {
+	for _, tc := range []struct {
+		scenario string
+		inv      workers.Invariant
+	}{
+		{"summary-dedup", workers.InvSummaryOnce},
+		{"config-race", workers.InvConfigKeys},
+		{"reconciler-race", workers.InvExactlyOnce},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			t.Parallel()
+			s := newSim(t, sim.Options{Scenario: tc.scenario, NoLocks: true})
+			if err := s.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitStatus(t, string(tc.inv)+" is broken", s, func(st model.SimStatus) bool {
+				return slices.ContainsFunc(st.Invariants, func(i model.Invariant) bool { return i.Name == string(tc.inv) && i.Violations > 0 })
+			})
+			if err := s.Stop(); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
@@ -192,18 +280,39 @@ func TestNoLocksIsCaught(t *testing.T) {
 }
 
 // Two simulators on one database share the agents and keep every
-// invariant: the locks live in PostgreSQL.
+// invariant: the locks live in PostgreSQL. They run until both have worked
+// on one agent.
 func TestTwoSimulatorsShareAgents(t *testing.T) {
 	t.Parallel()
 	sch := schema()
 	a := newSim(t, sim.Options{Scenario: "reaper-contention", Schema: sch})
 	b := newSim(t, sim.Options{Scenario: "reaper-contention", Schema: sch})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
+	for _, s := range []*sim.Sim{a, b} {
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mon := pgtest.Pool(t, nil)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var shared int
+		err := mon.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM (SELECT agent_id FROM %s.rmw_log
+			GROUP BY agent_id HAVING count(DISTINCT proc) = 2) x`, sch)).Scan(&shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if shared > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the two simulators never worked on the same agent")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	var wg sync.WaitGroup
 	for _, s := range []*sim.Sim{a, b} {
 		wg.Go(func() {
-			if err := s.Run(ctx); err != nil {
+			if err := s.Stop(); err != nil {
 				t.Error(err)
 			}
 		})
@@ -213,16 +322,6 @@ func TestTwoSimulatorsShareAgents(t *testing.T) {
 		if r := s.Report(); !r.OK {
 			t.Errorf("simulator %d: %s", i, broken(r))
 		}
-	}
-	var shared int
-	mon := pgtest.Pool(t, nil)
-	err := mon.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM (SELECT agent_id FROM %s.rmw_log
-		GROUP BY agent_id HAVING count(DISTINCT proc) = 2) x`, sch)).Scan(&shared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if shared == 0 {
-		t.Error("the two simulators never worked on the same agent")
 	}
 }
 
@@ -311,16 +410,20 @@ func TestCrossProcessExclusion(t *testing.T) {
 
 // The seed's single pool of 25: waiters hold every connection, holders
 // starve, and the run ends in timeouts, not a hang, with every invariant
-// kept.
+// kept. It runs until the first timeout.
 func TestPoolExhaustionSharedPool(t *testing.T) {
 	t.Parallel()
 	s := newSim(t, sim.Options{Scenario: "pool-exhaustion", SharedPool: true, LockTimeout: 400 * time.Millisecond})
-	r := runFor(t, s, 2*time.Second)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, "a hook timed out", s, func(st model.SimStatus) bool { return st.Workers["hook"].Timeouts > 0 })
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r := s.Report()
 	if !r.OK {
 		t.Errorf("invariants broken: %s", broken(r))
-	}
-	if r.Workers["hook"].Timeouts == 0 {
-		t.Error("no timeouts with the shared pool exhausted")
 	}
 	if len(r.Pools) != 1 || r.Pools[0].Name != "shared" || r.Pools[0].MaxConns != 25 {
 		t.Errorf("pools %+v, want one shared pool of 25", r.Pools)
@@ -354,18 +457,21 @@ func TestControls(t *testing.T) {
 		return -1
 	}
 	before := hooksPerS()
-	s.ScaleRates(2)
+	if n := s.ScaleRates(2); n != 3 {
+		t.Errorf("ScaleRates changed %d rates, want the scenario's 3", n)
+	}
 	if got := hooksPerS(); got != 2*before {
 		t.Errorf("hooks/s %v after doubling %v", got, before)
 	}
-	if err := s.SetRate("hooks/s", 5); err != nil || hooksPerS() != 5 {
-		t.Errorf("SetRate: %v, %v", err, hooksPerS())
+	// kill-holder: 16 hook goroutines, one for kills, one reconciler.
+	if n := s.ScaleWorkers(0.5); n != 8+1+1 {
+		t.Errorf("%d goroutines after halving, want 10", n)
 	}
-	if err := s.SetWorkers("hook", 3); err != nil || s.Workers()["hook"] != 3 {
-		t.Errorf("SetWorkers: %v, %v", err, s.Workers())
+	if n := s.ScaleWorkers(2); n != 16+2+2 {
+		t.Errorf("%d goroutines after doubling, want 20", n)
 	}
-	if err := s.SetWorkers("summariser", 3); err == nil {
-		t.Error("SetWorkers accepted a kind the scenario does not drive")
+	if g := s.Report().Goroutines; g != 20 {
+		t.Errorf("report: %d goroutines, want 20", g)
 	}
 	for _, f := range s.Faults() {
 		if err := s.InjectFault(f); err != nil {
@@ -422,5 +528,106 @@ func TestUnusableDatabase(t *testing.T) {
 	_, err = sim.New(ctx, sim.Options{DSN: pgtest.DSN(t), Scenario: "nonsense"})
 	if !errors.Is(err, sim.ErrUnknownScenario) {
 		t.Errorf("unknown scenario: %v", err)
+	}
+}
+
+// A scenario switch gives the new scenario the lock pool it has when it
+// starts first: "scale" queues its hook goroutines on as many lock
+// connections either way.
+func TestSwitchKeepsTheScenariosLockPool(t *testing.T) {
+	t.Parallel()
+	lockMax := func(s *sim.Sim) int32 {
+		for _, p := range s.Status().Pools {
+			if p.Name == "lock" {
+				return p.MaxConns
+			}
+		}
+		return -1
+	}
+	first := newBareSim(t, sim.Options{Scenario: "scale", Agents: 10})
+	switched := newBareSim(t, sim.Options{Agents: 10})
+	if err := switched.SetScenario("scale"); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := lockMax(first), lockMax(switched); a != b || a < 200 {
+		t.Errorf("scale's lock pool: %d connections started first, %d after a switch; want the same, at least 200", a, b)
+	}
+}
+
+// Each simulator edits a config file of its own by default, removed when
+// it closes.
+func TestConfigFileOfItsOwn(t *testing.T) {
+	t.Parallel()
+	a := newBareSim(t, sim.Options{})
+	b := newBareSim(t, sim.Options{})
+	pa, pb := a.Env().ConfigPath, b.Env().ConfigPath
+	if pa == pb {
+		t.Fatalf("two simulators share %s", pa)
+	}
+	if err := a.Env().EditConfig(context.Background(), "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(pa)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after Close, %s: %v; want it gone", filepath.Dir(pa), err)
+	}
+}
+
+// The report counts every driver's goroutines, and those of the hook
+// drivers apart: "deferred-stop-race" drives its hooks through stop races.
+func TestReportCountsEveryGoroutine(t *testing.T) {
+	t.Parallel()
+	r := newSim(t, sim.Options{Scenario: "deferred-stop-race"}).Report()
+	if r.Goroutines != 12+4 || r.HookGoroutines != 0 {
+		t.Errorf("goroutines %d (hook %d), want 16 (0): 12 stop races and 4 background workers", r.Goroutines, r.HookGoroutines)
+	}
+}
+
+// While Stop waits for the work under way, nothing from outside joins the
+// run: a burst of hooks asked for then is refused, and more workers only
+// change the numbers the next run starts with.
+func TestStoppingTakesNoNewWork(t *testing.T) {
+	t.Parallel()
+	inside, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hooks := &workers.Hooks{At: func(ctx context.Context, p workers.Point, _ int32) {
+		if p != workers.PointEntered {
+			return
+		}
+		once.Do(func() {
+			close(inside)
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+		})
+	}}
+	s := newSim(t, sim.Options{Scenario: "config-race", Hooks: hooks, StopGrace: time.Minute})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inside:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no section entered")
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop() }()
+	waitStatus(t, "the simulator is stopping", s, func(st model.SimStatus) bool { return !st.Running })
+	if err := s.InjectFault("hook-burst"); err == nil {
+		t.Error("a burst of hooks joined a stopping run")
+	}
+	hooksBefore := s.Status().Workers["hook"].Attempts
+	s.ScaleWorkers(4)
+	close(gate)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	// config-race has 4 hook goroutines; the one held inside was the only
+	// section that could still run to its end.
+	if n := s.Status().Workers["hook"].Attempts - hooksBefore; n > 4 {
+		t.Errorf("%d hooks attempted after Stop began, want at most the 4 under way", n)
 	}
 }

@@ -38,7 +38,7 @@ func (d *details) SetSize(w, h int) {
 
 // Open fills the overlay for lock sel of snap.
 func (d *details) Open(snap *model.Snapshot, sel *model.Lock, db string) {
-	d.title = sel.KeyLabel() + " · pid " + sel.Holder() + " · as of " + snap.Taken.Format("15:04:05")
+	d.title = sanitize(sel.KeyLabel()) + " · pid " + sanitize(sel.Holder()) + " · as of " + snap.Taken.Format("15:04:05")
 	d.vp.SetContent(describeLock(d.st, snap, sel, db))
 	d.vp.GotoTop()
 }
@@ -62,7 +62,7 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 	var b strings.Builder
 	line := func(label, value string) {
 		b.WriteString(st.Bold.Render(cell(label, 10)))
-		b.WriteString(value)
+		b.WriteString(sanitize(value))
 		b.WriteByte('\n')
 	}
 	where := string(sel.Kind)
@@ -91,7 +91,7 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 	}
 	if sel.PID != 0 {
 		backend := "pid " + strconv.Itoa(int(sel.PID)) + " · user " + orDash(sel.User) +
-			" · application " + orDash(oneLine(sel.ApplicationName))
+			" · application " + orDash(sel.ApplicationName)
 		if sel.ClientAddr != "" {
 			backend += " · client " + sel.ClientAddr
 		}
@@ -113,7 +113,7 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 	}
 	for _, ql := range strings.Split(q, "\n") {
 		b.WriteString("  ")
-		b.WriteString(ql)
+		b.WriteString(keepIndent(ql))
 		b.WriteByte('\n')
 	}
 
@@ -122,12 +122,12 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 	b.WriteString("\n")
 	for _, cl := range blockingChain(snap, sel) {
 		b.WriteString("  ")
-		b.WriteString(cl)
+		b.WriteString(keepIndent(cl))
 		b.WriteByte('\n')
 	}
 
 	b.WriteString("\n")
-	b.WriteString(st.Section.Render("Queue of " + sel.KeyLabel()))
+	b.WriteString(st.Section.Render("Queue of " + sanitize(sel.KeyLabel())))
 	b.WriteString("\n")
 	key := sel.KeyID()
 	for i := range snap.Locks {
@@ -144,10 +144,17 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 			state = "waits #" + strconv.Itoa(l.QueuePos)
 		}
 		t, _ := lockTime(l)
-		b.WriteString(mark + cell(state, 10) + " " + rcell(l.Holder(), 7) + "  " + cell(modeText(l.Mode), 5) + " " +
-			cell(t, 8) + " " + oneLine(l.ApplicationName) + "\n")
+		b.WriteString(mark + cell(state, 10) + " " + rcell(sanitize(l.Holder()), 7) + "  " + cell(sanitize(modeText(l.Mode)), 5) + " " +
+			cell(t, 8) + " " + sanitize(l.ApplicationName) + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// keepIndent is sanitize for one line of a query shown whole: its
+// indentation stays.
+func keepIndent(s string) string {
+	body := strings.TrimLeft(s, " ")
+	return s[:len(s)-len(body)] + sanitize(body)
 }
 
 func orDash(s string) string {
@@ -223,7 +230,7 @@ func blockingChain(snap *model.Snapshot, sel *model.Lock) []string {
 			more = " and " + strconv.Itoa(n) + " more"
 		}
 		if h := holder(cur.KeyID(), next); h != nil {
-			desc := "└ held by " + strconv.Itoa(int(next)) + more + " · " + orDash(oneLine(h.ApplicationName)) + " · " + orDash(h.State)
+			desc := "└ held by " + strconv.Itoa(int(next)) + more + " · " + orDash(sanitize(h.ApplicationName)) + " · " + orDash(h.State)
 			if !h.HeldSince.IsZero() {
 				desc += " · held ≥" + fmtDur(h.Held)
 			}

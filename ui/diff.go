@@ -188,7 +188,7 @@ func (r rowIndex) find(l *model.Lock, granted bool) int {
 
 func appLabel(l *model.Lock) string {
 	if l.ApplicationName != "" {
-		return oneLine(l.ApplicationName)
+		return sanitize(l.ApplicationName)
 	}
 	if l.Owner != "" {
 		return l.Owner

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/charmbracelet/x/ansi"
 )
@@ -134,13 +135,54 @@ func fitBlock(lines []string, w, h int) string {
 	return b.String()
 }
 
-// oneLine collapses whitespace, newlines included, so a value from the
-// server (a query, an error) can never break the layout.
-func oneLine(s string) string {
-	if !strings.ContainsAny(s, "\n\r\t") && !strings.Contains(s, "  ") {
+// sanitize makes text from elsewhere (the server, the simulator, an error)
+// safe to draw in one line of the frame: control characters are dropped
+// (C0, DEL and C1: an ESC would start one of the terminal's own escape
+// sequences, a BEL ring it), and so are the bidirectional controls that
+// reorder what follows them; runs of whitespace, newlines included, become
+// one space, and leading and trailing whitespace goes. Every string that
+// does not come from the dashboard itself passes through it before it is
+// drawn.
+func sanitize(s string) string {
+	if plain(s) {
 		return s
 	}
-	return strings.Join(strings.Fields(s), " ")
+	var b strings.Builder
+	b.Grow(len(s))
+	space := false
+	for _, r := range s {
+		switch {
+		case unicode.IsSpace(r):
+			space = b.Len() > 0
+			continue
+		case r < 0x20 || (r >= 0x7f && r < 0xa0) || bidiControl(r):
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// plain reports whether s is printable ASCII without a double space: most
+// of what the dashboard draws, which sanitize returns as it is.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || (c == ' ' && i+1 < len(s) && s[i+1] == ' ') {
+			return false
+		}
+	}
+	return true
+}
+
+// bidiControl reports the characters that change the direction of the text
+// after them (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069).
+func bidiControl(r rune) bool {
+	return r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // rule draws a section title followed by a line to width w.

@@ -25,13 +25,11 @@ type header struct {
 	st    *Styles
 	width int
 
-	info     model.ServerInfo
-	mode     string
-	interval time.Duration
-	paused   bool
-	conn     connState
-	latency  time.Duration
-	taken    time.Time // the snapshot on screen
+	info    model.ServerInfo
+	mode    string
+	conn    connState
+	latency time.Duration
+	taken   time.Time // the snapshot on screen
 
 	lastErr string
 	attempt int           // failed polls in a row
@@ -53,9 +51,10 @@ func (h *header) Height() int {
 	return n
 }
 
-// View renders the header and its banners.
-func (h *header) View() string {
-	lines := []string{h.line()}
+// View renders the header and its banners, for the dashboard's refresh
+// interval and whether it is paused.
+func (h *header) View(paused bool, interval time.Duration) string {
+	lines := []string{h.line(paused, interval)}
 	if h.conn == connLost {
 		// What to expect first, the cause after: a long cause is cut, not the rest.
 		msg := "no connection · retry " + strconv.Itoa(h.attempt) + " in " + fmtInterval(h.retryIn)
@@ -63,24 +62,24 @@ func (h *header) View() string {
 			msg += " · showing " + h.taken.Format("15:04:05")
 		}
 		msg += " · " + h.lastErr
-		lines = append(lines, h.st.Banner.Render(cell(" ⚠ "+oneLine(msg), h.width)))
+		lines = append(lines, h.st.Banner.Render(cell(" ⚠ "+sanitize(msg), h.width)))
 	}
 	if h.info.Warning != "" {
-		lines = append(lines, h.st.Warning.Render(fitLine(" ⚠ "+oneLine(h.info.Warning), h.width)))
+		lines = append(lines, h.st.Warning.Render(fitLine(" ⚠ "+sanitize(h.info.Warning), h.width)))
 	}
 	return strings.Join(lines, "\n")
 }
 
 // line is the top line. Segments of least use are dropped first when it
 // does not fit.
-func (h *header) line() string {
+func (h *header) line(paused bool, interval time.Duration) string {
 	st := h.st
 	// server_version may carry the packager's suffix: "15.18 (Debian 15.18-0+deb12u1)".
-	version, _, _ := strings.Cut(h.info.Version, " ")
+	version, _, _ := strings.Cut(sanitize(h.info.Version), " ")
 	server := strings.TrimSpace("PostgreSQL " + version)
-	who := h.info.User + "@" + h.info.Database
+	who := sanitize(h.info.User + "@" + h.info.Database)
 	var live string
-	if h.paused {
+	if paused {
 		live = st.Paused.Render(" PAUSED ")
 	} else {
 		live = st.Live.Render("● LIVE")
@@ -103,7 +102,7 @@ func (h *header) line() string {
 		{server, 0},
 		{who, 0},
 		{st.Dim.Render(h.mode), 1},
-		{"every " + fmtInterval(h.interval), 0},
+		{"every " + fmtInterval(interval), 0},
 		{live, 0},
 		{conn, 0},
 		{st.Dim.Render("poll " + fmtDur(h.latency)), 3},

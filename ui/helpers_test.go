@@ -188,13 +188,39 @@ func (f *fakeSim) Scenarios() []string { return []string{"steady", "burst", "poo
 func (f *fakeSim) SetScenario(name string) error {
 	return f.record("scenario " + name)
 }
-func (f *fakeSim) ScaleRates(factor float64) { _ = f.record("rates " + ansi.Strip(fmtRate(factor))) }
-func (f *fakeSim) SetLocks(on bool) {
+
+// ScaleRates scales the status's rates that have a limit, as the
+// simulator does.
+func (f *fakeSim) ScaleRates(factor float64) int {
+	_ = f.record("rates " + ansi.Strip(fmtRate(factor)))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for i := range f.status.Rates {
+		if f.status.Rates[i].Value > 0 {
+			f.status.Rates[i].Value *= factor
+			n++
+		}
+	}
+	return n
+}
+func (f *fakeSim) ScaleWorkers(factor float64) int {
+	_ = f.record("workers " + ansi.Strip(fmtRate(factor)))
+	return 42
+}
+
+// ToggleLocks flips the status's locks, as the simulator does.
+func (f *fakeSim) ToggleLocks() bool {
+	f.mu.Lock()
+	f.status.LocksEnabled = !f.status.LocksEnabled
+	on := f.status.LocksEnabled
+	f.mu.Unlock()
 	if on {
 		_ = f.record("locks on")
 	} else {
 		_ = f.record("locks off")
 	}
+	return on
 }
 func (f *fakeSim) Faults() []string { return []string{"kill-holder", "pool-drain"} }
 func (f *fakeSim) InjectFault(name string) error {

@@ -25,11 +25,13 @@ type KeyMap struct {
 	Sort     key.Binding
 
 	// The simulator's controls, enabled only with a simulator.
-	Scenario  key.Binding
-	RatesUp   key.Binding
-	RatesDown key.Binding
-	Locks     key.Binding
-	Fault     key.Binding
+	Scenario    key.Binding
+	RatesUp     key.Binding
+	RatesDown   key.Binding
+	WorkersUp   key.Binding
+	WorkersDown key.Binding
+	Locks       key.Binding
+	Fault       key.Binding
 
 	// Terminate ends the selected backend, enabled only with
 	// --allow-terminate, and always asks first.
@@ -67,11 +69,13 @@ func DefaultKeyMap() KeyMap {
 		Filter:   b("/", "filter", "/"),
 		Sort:     b("o", "sort", "o"),
 
-		Scenario:  b("s", "scenario", "s"),
-		RatesUp:   b("+", "rates up", "+", "="),
-		RatesDown: b("-", "rates down", "-", "_"),
-		Locks:     b("l", "locks on/off", "l"),
-		Fault:     b("i", "inject fault", "i"),
+		Scenario:    b("s", "scenario", "s"),
+		RatesUp:     b("+", "rates up", "+", "="),
+		RatesDown:   b("-", "rates down", "-", "_"),
+		WorkersUp:   b("]", "more workers", "]"),
+		WorkersDown: b("[", "fewer workers", "["),
+		Locks:       b("l", "locks on/off", "l"),
+		Fault:       b("i", "inject fault", "i"),
 
 		Terminate: b("T", "terminate backend", "T"),
 
@@ -84,7 +88,7 @@ func DefaultKeyMap() KeyMap {
 
 // setAvailable enables the keys that depend on what was given.
 func (k *KeyMap) setAvailable(sim, terminate bool) {
-	for _, b := range []*key.Binding{&k.Scenario, &k.RatesUp, &k.RatesDown, &k.Locks, &k.Fault} {
+	for _, b := range []*key.Binding{&k.Scenario, &k.RatesUp, &k.RatesDown, &k.WorkersUp, &k.WorkersDown, &k.Locks, &k.Fault} {
 		b.SetEnabled(sim)
 	}
 	k.Terminate.SetEnabled(terminate)
@@ -100,7 +104,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Details},
 		{k.Filter, k.Sort, k.Pause, k.Refresh, k.Faster, k.Slower, k.Terminate},
-		{k.Scenario, k.RatesUp, k.RatesDown, k.Locks, k.Fault},
+		{k.Scenario, k.RatesUp, k.RatesDown, k.WorkersUp, k.WorkersDown, k.Locks, k.Fault},
 		{k.Help, k.Close, k.Quit},
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"charm.land/lipgloss/v2"
-
 	"github.com/locktop/locktop/model"
 )
 
@@ -70,11 +68,10 @@ type tableRow struct {
 // order), filtered and sorted, with a cursor. Only the rows that fit are
 // ever rendered, so its cost per frame does not grow with the lock count.
 type lockTable struct {
-	st      *Styles
-	width   int
-	height  int
-	noColor bool
-	db      string // the monitored database: keys elsewhere say where they are
+	st     *Styles
+	width  int
+	height int
+	db     string // the monitored database: keys elsewhere say where they are
 
 	locks  []model.Lock
 	groups []keyGroup
@@ -282,7 +279,7 @@ func (t *lockTable) columns() []column {
 				if l.Database != "" && t.db != "" && l.Database != t.db {
 					s += " @" + l.Database
 				}
-				return s, p.key
+				return sanitize(s), p.key
 			case r.last:
 				return " └─", p.tree
 			}
@@ -299,15 +296,15 @@ func (t *lockTable) columns() []column {
 			return s, st
 		}},
 		{title: "PID", width: 7, right: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return l.Holder(), plain
+			return sanitize(l.Holder()), plain // a lease's owner comes from elsewhere
 		}},
 		{title: "APPLICATION", cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return oneLine(l.ApplicationName), plain
+			return sanitize(l.ApplicationName), plain
 		}},
 	}
 	if !narrow {
 		cols = append(cols, column{title: "MODE", width: 5, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return modeText(l.Mode), plain
+			return sanitize(modeText(l.Mode)), plain
 		}})
 	} else {
 		cols[0].width, cols[1].width = 19, 11
@@ -315,7 +312,7 @@ func (t *lockTable) columns() []column {
 	cols = append(cols,
 		column{title: "TIME", width: 8, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
 			s, sev := lockTime(l)
-			if t.noColor && sev != sevNone {
+			if t.st.Marks && sev != sevNone {
 				s += " " + sev.mark()
 			}
 			return s, p.sev[sev]
@@ -334,13 +331,13 @@ func (t *lockTable) columns() []column {
 	rest -= app.width
 	if rest >= 40 {
 		cols = append(cols, column{title: "USER", width: 12, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return l.User, plain
+			return sanitize(l.User), plain
 		}})
 		rest -= 13
 	}
 	if rest >= 13 {
 		cols = append(cols, column{title: "QUERY", width: rest - 1, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return oneLine(l.Query), p.dim
+			return sanitize(l.Query), p.dim
 		}})
 	}
 	return cols
@@ -459,16 +456,6 @@ func waitSeverity(d time.Duration) severity {
 		return sevWarn
 	}
 	return sevNone
-}
-
-func (s severity) style(st *Styles) lipgloss.Style {
-	switch s {
-	case sevWarn:
-		return st.TimeWarn
-	case sevCrit:
-		return st.TimeCrit
-	}
-	return st.TimeOK
 }
 
 // mark says without colour what the colour says.

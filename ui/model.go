@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strconv"
@@ -42,7 +43,6 @@ type Model struct {
 	after func(time.Duration, tea.Msg) tea.Cmd // tea.Tick; tests replace it
 
 	width, height int
-	noColor       bool
 
 	interval time.Duration
 	paused   bool
@@ -101,15 +101,15 @@ func New(ctx context.Context, opts Options) *Model {
 		now:      time.Now,
 		after:    func(d time.Duration, msg tea.Msg) tea.Cmd { return tea.Tick(d, func(time.Time) tea.Msg { return msg }) },
 		interval: opts.Interval,
-		noColor:  opts.NoColor,
 		sim:      opts.Simulator,
 		table:    newLockTable(&st),
 		helpOv:   newHelpOverlay(&st),
 		details:  newDetails(&st),
 		filterIn: newFilterInput(&st),
 	}
+	st.Marks = opts.NoColor
 	m.keys.setAvailable(m.sim != nil, opts.Terminate != nil)
-	m.header = header{st: &st, mode: opts.Mode, interval: m.interval}
+	m.header = header{st: &st, mode: opts.Mode}
 	m.gauges = gauges{st: &st}
 	m.simp = simPanel{st: &st}
 	m.events = eventLog{st: &st}
@@ -120,7 +120,6 @@ func New(ctx context.Context, opts Options) *Model {
 		m.gauges.maxConns = info.MaxConnections
 		m.table.db = info.Database
 	}
-	m.table.noColor = m.noColor
 	if m.sim != nil {
 		m.scenarios = m.sim.Scenarios()
 		m.faults = m.sim.Faults()
@@ -146,8 +145,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
 	case tea.ColorProfileMsg:
-		m.noColor = m.opts.NoColor || msg.Profile <= colorprofile.ASCII
-		m.table.noColor = m.noColor
+		m.st.Marks = m.opts.NoColor || msg.Profile <= colorprofile.ASCII
 	case SnapshotMsg:
 		cmd = m.onSnapshot(msg)
 	case tickMsg:
@@ -189,21 +187,14 @@ func (m *Model) startPoll() tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-// readSim reads the simulator's status and the pools, unless a read is
-// already in flight.
+// readSim reads the simulator's status (its pools with it), unless a read
+// is already in flight.
 func (m *Model) readSim() tea.Cmd {
-	if m.simBusy {
+	if m.simBusy || m.sim == nil {
 		return nil
 	}
-	switch {
-	case m.sim != nil:
-		m.simBusy = true
-		return simCmd(m.sim, m.opts.Pools)
-	case m.opts.Pools != nil:
-		m.simBusy = true
-		return poolsCmd(m.opts.Pools)
-	}
-	return nil
+	m.simBusy = true
+	return simCmd(m.sim)
 }
 
 // arm schedules the next poll after d.
@@ -240,7 +231,7 @@ func (m *Model) onSnapshot(msg SnapshotMsg) tea.Cmd {
 	}
 	if msg.Err != nil {
 		m.failures++
-		text := oneLine(msg.Err.Error())
+		text := sanitize(msg.Err.Error())
 		delay := backoff(m.failures)
 		if m.header.conn != connLost || text != m.header.lastErr {
 			m.log.Warn("poll failed", "err", text, "attempt", m.failures, "retry_in", delay)
@@ -284,15 +275,8 @@ func (m *Model) onSim(msg simMsg) {
 		return
 	}
 	m.simOnce = false
-	if m.sim != nil {
-		m.simp.SetStatus(msg.status, m.now())
-	}
-	switch {
-	case msg.pools != nil:
-		m.gauges.pools = msg.pools
-	case m.sim != nil:
-		m.gauges.pools = msg.status.Pools
-	}
+	m.simp.SetStatus(msg.status, m.now())
+	m.gauges.pools = msg.status.Pools
 }
 
 func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
@@ -312,7 +296,7 @@ func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
 
 func (m *Model) onAction(msg actionMsg) tea.Cmd {
 	if msg.err != nil {
-		text := oneLine(msg.err.Error())
+		text := sanitize(msg.err.Error())
 		m.log.Warn("action failed", "action", msg.note, "err", text)
 		m.setStatus(msg.note+": "+text, true)
 		return nil
@@ -345,6 +329,14 @@ func (m *Model) setStatus(s string, isErr bool) {
 // action runs fn in a command and reports it as an actionMsg.
 func action(note string, fn func() error) tea.Cmd {
 	return func() tea.Msg { return actionMsg{note: note, err: fn()} }
+}
+
+// outcome runs fn in a command and reports what it says it did.
+func outcome(fn func() (note string, err error)) tea.Cmd {
+	return func() tea.Msg {
+		note, err := fn()
+		return actionMsg{note: note, err: err}
+	}
 }
 
 // pressed reports whether msg is one of b's keys, enabled or not (to
@@ -472,23 +464,50 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 			return action("injected fault "+name, func() error { return sim.InjectFault(name) })
 		})
 	case key.Matches(msg, k.RatesUp):
-		sim := m.sim
-		return action("rates ×1.25", func() error { sim.ScaleRates(1.25); return nil })
+		return scaleRates(m.sim, 1.25)
 	case key.Matches(msg, k.RatesDown):
-		sim := m.sim
-		return action("rates ×0.8", func() error { sim.ScaleRates(0.8); return nil })
+		return scaleRates(m.sim, 0.8)
+	case key.Matches(msg, k.WorkersUp):
+		return scaleWorkers(m.sim, 1.25)
+	case key.Matches(msg, k.WorkersDown):
+		return scaleWorkers(m.sim, 0.8)
 	case key.Matches(msg, k.Locks):
-		sim, on := m.sim, !m.simp.status.LocksEnabled
-		note := "locks on"
-		if !on {
-			note = "locks off: the races are allowed"
-		}
-		return action(note, func() error { sim.SetLocks(on); return nil })
+		// A toggle, not "set to the opposite of what the screen shows": two
+		// quick presses, before the screen shows the first, cancel out.
+		sim := m.sim
+		return outcome(func() (string, error) {
+			if sim.ToggleLocks() {
+				return "locks on", nil
+			}
+			return "locks off: the races are allowed", nil
+		})
 	case pressed(msg, k.Scenario), pressed(msg, k.Fault), pressed(msg, k.RatesUp),
-		pressed(msg, k.RatesDown), pressed(msg, k.Locks):
+		pressed(msg, k.RatesDown), pressed(msg, k.WorkersUp), pressed(msg, k.WorkersDown), pressed(msg, k.Locks):
 		m.setStatus("no simulator here: run locktop without a DSN, or with --sim", true)
 	}
 	return nil
+}
+
+// scaleRates scales the simulator's rates by factor and says how many it
+// changed: a rate without a limit has nothing to scale.
+func scaleRates(sim Simulator, factor float64) tea.Cmd {
+	what := "rates ×" + strconv.FormatFloat(factor, 'f', -1, 64)
+	return outcome(func() (string, error) {
+		switch n := sim.ScaleRates(factor); n {
+		case 0:
+			return what, errors.New("no rate to scale: every rate of this scenario is without a limit")
+		default:
+			return what + " (" + plural(n, "rate", "rates") + ")", nil
+		}
+	})
+}
+
+// scaleWorkers scales the simulator's worker goroutines by factor.
+func scaleWorkers(sim Simulator, factor float64) tea.Cmd {
+	return outcome(func() (string, error) {
+		n := sim.ScaleWorkers(factor)
+		return "workers ×" + strconv.FormatFloat(factor, 'f', -1, 64) + ": " + counted(n, "goroutine", "goroutines"), nil
+	})
 }
 
 func (m *Model) quit() tea.Cmd {
@@ -498,7 +517,6 @@ func (m *Model) quit() tea.Cmd {
 
 func (m *Model) togglePause() tea.Cmd {
 	m.paused = !m.paused
-	m.header.paused = m.paused
 	if m.paused {
 		m.setStatus("paused · space resumes", false)
 		return nil
@@ -529,7 +547,6 @@ func (m *Model) refreshNow() tea.Cmd {
 // stepInterval moves the refresh interval one step faster (-1) or slower.
 func (m *Model) stepInterval(dir int) tea.Cmd {
 	m.interval = nextInterval(m.interval, dir)
-	m.header.interval = m.interval
 	m.setStatus("refresh every "+fmtInterval(m.interval), false)
 	if m.phase == phaseWaiting && m.header.conn != connLost {
 		return m.arm(m.interval)
@@ -570,7 +587,7 @@ func (m *Model) askTerminate() {
 		what = "waits for"
 	}
 	m.confirm.pid = sel.PID
-	m.confirm.question = "Terminate backend " + strconv.Itoa(int(sel.PID)) + " (" + orDash(oneLine(sel.ApplicationName)) +
+	m.confirm.question = "Terminate backend " + strconv.Itoa(int(sel.PID)) + " (" + orDash(sanitize(sel.ApplicationName)) +
 		", " + what + " " + sel.KeyLabel() + ")?\nIts session ends and every lock it holds is released."
 	m.confirm.open = true
 }
@@ -645,7 +662,7 @@ func (m *Model) View() tea.View {
 	v.AltScreen = true
 	v.WindowTitle = "locktop"
 	if m.header.info.Database != "" {
-		v.WindowTitle = "locktop · " + m.header.info.User + "@" + m.header.info.Database
+		v.WindowTitle = "locktop · " + sanitize(m.header.info.User+"@"+m.header.info.Database)
 	}
 	return v
 }
@@ -659,7 +676,7 @@ func (m *Model) render() string {
 	if w < MinWidth || h < MinHeight {
 		return m.tooSmall()
 	}
-	parts := []string{m.header.View(), m.gauges.View()}
+	parts := []string{m.header.View(m.paused, m.interval), m.gauges.View()}
 	if m.sim != nil && w >= 120 {
 		right := m.simp.View() + "\n" + m.events.View()
 		sep := strings.TrimSuffix(strings.Repeat(m.st.Dim.Render("│")+"\n", m.table.height), "\n")

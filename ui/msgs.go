@@ -21,10 +21,9 @@ type SnapshotMsg struct {
 // armed before the interval changed or a refresh was forced.
 type tickMsg struct{ seq int }
 
-// simMsg carries the simulator's status and the pools' state.
+// simMsg carries the simulator's status.
 type simMsg struct {
 	status model.SimStatus
-	pools  []model.PoolStats
 }
 
 // eventsMsg is a batch of simulator events; closed reports that the
@@ -55,20 +54,9 @@ func pollCmd(ctx context.Context, src Source) tea.Cmd {
 	}
 }
 
-// simCmd reads the simulator's status and the pools.
-func simCmd(sim Simulator, pools func() []model.PoolStats) tea.Cmd {
-	return func() tea.Msg {
-		m := simMsg{status: sim.Status()}
-		if pools != nil {
-			m.pools = pools()
-		}
-		return m
-	}
-}
-
-// poolsCmd reads the pools alone (no simulator).
-func poolsCmd(pools func() []model.PoolStats) tea.Cmd {
-	return func() tea.Msg { return simMsg{pools: pools()} }
+// simCmd reads the simulator's status.
+func simCmd(sim Simulator) tea.Cmd {
+	return func() tea.Msg { return simMsg{status: sim.Status()} }
 }
 
 // Event batching: a busy simulator sends thousands of events a second; the

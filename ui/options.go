@@ -23,12 +23,9 @@ type Source interface {
 type Options struct {
 	// Source supplies the lock snapshots.
 	Source Source
-	// Simulator, when not nil, adds the simulator panel and its controls.
+	// Simulator, when not nil, adds the simulator panel and its controls;
+	// the gauges show the pools in its status.
 	Simulator Simulator
-	// Pools, when not nil, reports the connection pools for the gauges
-	// (the simulator's lock and work pools). Without it the pools in the
-	// simulator's status are used, if any.
-	Pools func() []model.PoolStats
 	// Terminate, when not nil, enables the confirmed "terminate backend"
 	// action (the --allow-terminate flag). The dashboard is read-only
 	// without it.

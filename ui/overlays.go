@@ -79,7 +79,7 @@ func (c *chooser) View(w int) string {
 		if i == c.cursor {
 			mark = "› "
 		}
-		line := mark + it
+		line := mark + sanitize(it)
 		if it == c.current {
 			line += c.st.Dim.Render("  (current)")
 		}

@@ -13,10 +13,18 @@ type Simulator interface {
 	// SetScenario switches to the named scenario.
 	SetScenario(name string) error
 	// ScaleRates multiplies every rate of the scenario by factor (e.g. 1.25
-	// for faster, 0.8 for slower).
-	ScaleRates(factor float64)
-	// SetLocks turns the locks on or off (off shows the races).
-	SetLocks(on bool)
+	// for faster, 0.8 for slower) and returns how many rates it changed: a
+	// rate without a limit (0) stays without one.
+	ScaleRates(factor float64) int
+	// ScaleWorkers multiplies the goroutines of every worker kind by factor
+	// (at least one more or one fewer, never none), adding or removing
+	// workers while they run, and returns how many there are now.
+	ScaleWorkers(factor float64) int
+	// ToggleLocks turns the locks off if they are on and on if they are off
+	// (off shows the races), and returns the new state. Two toggles cancel
+	// out whichever runs first, so quick presses never depend on what the
+	// screen showed.
+	ToggleLocks() bool
 	// Faults lists the fault names InjectFault accepts.
 	Faults() []string
 	// InjectFault injects the named fault once.

@@ -10,7 +10,7 @@ import (
 // The palette is the terminal's own 16 colours, so the dashboard follows the
 // user's theme on light and dark backgrounds alike. Bubble Tea downsamples
 // them away when NO_COLOR is set; what colour says is then also said with
-// bold text or a marker (see Styles.marks).
+// bold text or a marker (see Styles.Marks).
 var (
 	colRed     = lipgloss.Color("1")
 	colGreen   = lipgloss.Color("2")
@@ -49,6 +49,10 @@ type Styles struct {
 	Box, Dialog lipgloss.Style // overlays: help, details, chooser; confirm
 
 	Help help.Styles
+
+	// Marks says that colour is not shown (NO_COLOR, or a terminal without
+	// colour): what colour says is then said with a marker too.
+	Marks bool
 }
 
 // DefaultStyles returns the dashboard's styles.

@@ -447,7 +447,7 @@ func TestSimulatorControls(t *testing.T) {
 	for _, e := range h.m.events.last(10) {
 		notes = append(notes, e.Detail)
 	}
-	if want := []string{"scenario burst", "rates ×1.25", "rates ×0.8", "locks off: the races are allowed", "injected fault pool-drain"}; !slices.Equal(notes, want) {
+	if want := []string{"scenario burst", "rates ×1.25 (3 rates)", "rates ×0.8 (3 rates)", "locks off: the races are allowed", "injected fault pool-drain"}; !slices.Equal(notes, want) {
 		t.Errorf("event log %q, want %q", notes, want)
 	}
 	// A failed action is an error in the footer, not a crash.
@@ -458,10 +458,62 @@ func TestSimulatorControls(t *testing.T) {
 	}
 }
 
+// Two presses of l before the screen shows the first one's effect: the
+// locks end as they were, whichever of the two commands runs first.
+func TestLocksKeyToggles(t *testing.T) {
+	sim := &fakeSim{status: simStatus()}
+	h := newHarness(t, Options{Simulator: sim})
+	h.start(100, 30)
+	first, second := h.send(press("l")), h.send(press("l"))
+	h.run(second)
+	h.run(first)
+	if !sim.Status().LocksEnabled {
+		t.Errorf("locks off after two presses; calls %q", sim.Calls())
+	}
+}
+
+// + and - say how many rates they changed, and that there was nothing to
+// change when every rate is without a limit.
+func TestRatesKeysSayWhatChanged(t *testing.T) {
+	st := simStatus()
+	st.Rates = []model.Rate{{Name: "hooks/s", Value: 0}, {Name: "reaper/s", Value: 2}}
+	sim := &fakeSim{status: st}
+	h := newHarness(t, Options{Simulator: sim})
+	h.start(100, 30)
+	h.keys("+")
+	if h.m.statusErr || h.m.status != "rates ×1.25 (1 rate)" {
+		t.Errorf("status %q (error %v)", h.m.status, h.m.statusErr)
+	}
+	if !strings.Contains(ansi.Strip(h.view()), "hooks/s max") {
+		t.Error("a rate without a limit is not shown as max")
+	}
+	sim.mu.Lock()
+	sim.status.Rates = sim.status.Rates[:1]
+	sim.mu.Unlock()
+	h.keys("-")
+	if !h.m.statusErr || !strings.Contains(h.m.status, "no rate to scale") {
+		t.Errorf("status %q (error %v)", h.m.status, h.m.statusErr)
+	}
+}
+
+// ] and [ add and remove simulator workers.
+func TestWorkersKeys(t *testing.T) {
+	sim := &fakeSim{status: simStatus()}
+	h := newHarness(t, Options{Simulator: sim})
+	h.start(100, 30)
+	h.keys("]", "[")
+	if got, want := sim.Calls(), []string{"workers 1.2", "workers 0.8"}; !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+	if h.m.status != "workers ×0.8: 42 goroutines" {
+		t.Errorf("status %q", h.m.status)
+	}
+}
+
 func TestSimulatorKeysWithoutSimulator(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.start(80, 24)
-	for _, k := range []string{"s", "+", "-", "l", "i"} {
+	for _, k := range []string{"s", "+", "-", "]", "[", "l", "i"} {
 		h.m.status = ""
 		h.keys(k)
 		if !strings.Contains(h.m.status, "no simulator") || h.m.chooser != nil {

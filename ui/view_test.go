@@ -17,16 +17,16 @@ import (
 
 func TestGoldenHeader(t *testing.T) {
 	st := DefaultStyles()
-	h := header{st: &st, width: 80, info: info, mode: "read-only", interval: time.Second, conn: connOK,
+	h := header{st: &st, width: 80, info: info, mode: "read-only", conn: connOK,
 		latency: 3 * time.Millisecond, taken: t0}
-	golden(t, "header_80", h.View())
+	golden(t, "header_80", h.View(false, time.Second))
 	h.width = 120
-	golden(t, "header_120", h.View())
+	golden(t, "header_120", h.View(false, time.Second))
 
-	h.width, h.paused = 80, true
+	h.width = 80
 	h.conn, h.lastErr, h.attempt, h.retryIn = connLost, errLost.Error(), 3, 4*time.Second
 	h.info.Warning = `role "monitor" lacks pg_monitor: other roles' queries, application names and states are hidden (GRANT pg_monitor TO monitor)`
-	golden(t, "header_lost_80", h.View())
+	golden(t, "header_lost_80", h.View(true, time.Second))
 	if h.Height() != 3 {
 		t.Errorf("height with two banners: %d", h.Height())
 	}
@@ -238,5 +238,50 @@ func TestNoColorMarksWaits(t *testing.T) {
 	v := ansi.Strip(hs.view())
 	if !strings.Contains(v, "6.0s !!") || !strings.Contains(v, "1.5s !") {
 		t.Errorf("no severity marks without colour:\n%s", v)
+	}
+}
+
+// Strings from the server reach the screen without their control
+// characters: an ESC or a BEL in a user, database, application name or
+// query cannot start the terminal's own sequences or break the frame.
+func TestServerStringsAreSanitized(t *testing.T) {
+	nasty := []string{"evil\x1b]0;pwned\x07", "db\x1b[2J\x1b[H", "\u202eRTL\u202c", "tab\there\nnew\r\nline", "\x00\x08\x7f\u0085\u009b31m"}
+	snap := sample()
+	for i := range snap.Locks {
+		l := &snap.Locks[i]
+		l.User = nasty[i%len(nasty)]
+		l.Database = nasty[(i+1)%len(nasty)]
+		l.ApplicationName = nasty[(i+2)%len(nasty)]
+		l.Query = nasty[(i+3)%len(nasty)]
+		l.State = nasty[(i+4)%len(nasty)]
+	}
+	st := simStatus()
+	st.Scenario = nasty[0]
+	st.Invariants[1].Violations, st.Invariants[1].Last = 2, nasty[1]
+	srv := info
+	srv.User, srv.Database, srv.Warning = nasty[0], nasty[1], nasty[4]
+	ev := model.Event{Time: t0, Worker: nasty[2], Outcome: model.OutcomeError, Key: nasty[3], Detail: nasty[0]}
+	for _, w := range []int{80, 140} {
+		h := newHarness(t, Options{Simulator: &fakeSim{status: st},
+			Source:    &fakeSource{info: srv, results: []SnapshotMsg{{Snapshot: snap}}},
+			Terminate: func(context.Context, int32) error { return nil }})
+		h.start(w, 40)
+		h.send(eventsMsg{events: []model.Event{ev}})
+		for _, k := range []string{"", "enter", "T"} {
+			if k != "" {
+				h.keys(k)
+			}
+			v := h.view()
+			checkFrame(t, v, w, 40)
+			for _, bad := range []string{"\x1b]0;", "\x1b[2J", "\x07", "\u202e", "\x00", "\x08", "\u009b"} {
+				if strings.Contains(v, bad) {
+					t.Errorf("%d cells, %q: the screen carries %q", w, k, bad)
+				}
+			}
+			h.keys("esc")
+		}
+		if title := h.m.View().WindowTitle; strings.ContainsAny(title, "\x1b\x07") {
+			t.Errorf("window title %q", title)
+		}
 	}
 }

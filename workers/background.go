@@ -17,30 +17,20 @@ import (
 // connection and one work connection are used at a time. It returns the
 // first error and carries on past it.
 func (e *Env) Reap(ctx context.Context, agents []int32) error {
-	var first error
-	for _, a := range agents {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	return e.each(ctx, KindReaper, agents, func(ctx context.Context, a int32) error {
+		var state string
+		if err := e.DB.Get(ctx, "SELECT state FROM agents WHERE id = $1", []any{a}, &state); err != nil {
+			return err
 		}
-		_, err := e.tryAgent(ctx, KindReaper, a, func(ctx context.Context) error {
-			var state string
-			if err := e.DB.Get(ctx, "SELECT state FROM agents WHERE id = $1", []any{a}, &state); err != nil {
-				return err
-			}
-			if _, err := e.bump(ctx, KindReaper, a, "reaps"); err != nil {
-				return err
-			}
-			if state == "ended" {
-				_, err := e.DB.Exec(ctx, "UPDATE agents SET state = 'reaped' WHERE id = $1 AND state = 'ended'", a)
-				return err
-			}
-			return nil
-		})
-		if first == nil {
-			first = err
+		if _, err := e.bump(ctx, KindReaper, a, "reaps"); err != nil {
+			return err
 		}
-	}
-	return first
+		if state == "ended" {
+			_, err := e.DB.Exec(ctx, "UPDATE agents SET state = 'reaped' WHERE id = $1 AND state = 'ended'", a)
+			return err
+		}
+		return nil
+	})
 }
 
 // Poll is one cycle of the context poller: per agent, try the lock, skip if
@@ -65,6 +55,9 @@ func (e *Env) Watch(ctx context.Context, agents []int32) error {
 	})
 }
 
+// each runs fn for every agent under a try-lock, one agent at a time,
+// skipping agents that are held. It returns the first error and carries on
+// past it.
 func (e *Env) each(ctx context.Context, kind Kind, agents []int32, fn func(context.Context, int32) error) error {
 	var first error
 	for _, a := range agents {

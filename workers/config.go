@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,11 +43,15 @@ func (e *Env) EditConfig(ctx context.Context, key, value string) error {
 		defer unlock()
 	}
 	attempt(model.OutcomeAcquired, nil, false)
+	e.configKeys.begin(key)
 	if err := e.editConfig(ctx, key, value); err != nil {
+		e.configKeys.drop(key)
 		attempt(classify(ctx, err), err, true)
 		return err
 	}
-	e.configKeys.add(key)
+	// Still under the flock: the next editor reads a file with the key in
+	// it and knows the key is followed, so it does not prune it.
+	e.configKeys.saved(key, time.Now())
 	e.Rec.Section(KindConfigEditor)
 	return nil
 }
@@ -68,6 +74,7 @@ func (e *Env) editConfig(ctx context.Context, key, value string) error {
 	if err := sleep(ctx, e.Timing().ConfigEdit); err != nil {
 		return err
 	}
+	e.configKeys.prune(cfg, e.Proc+".")
 	cfg[key] = value
 	out, err := json.Marshal(cfg)
 	if err != nil {
@@ -134,10 +141,85 @@ func flock(ctx context.Context, path string, timeout time.Duration) (func(), err
 	}
 }
 
-// auditConfig checks that every key whose edit completed in this process is
-// in the config file.
-func (e *Env) auditConfig() error {
-	keys := e.configKeys.list()
+// configSettle is how long after it was saved a key must still be in the
+// file before the check stops following it: an editor that read the file
+// before the key was saved writes back well within that (its read-modify-
+// write takes Timing.ConfigEdit), so a key it loses is missing by then.
+const configSettle = time.Second
+
+// configBook follows this Env's config keys from the start of their edit
+// until a check has found them in the file configSettle after they were
+// saved, or found them lost. Keys that begin with the Env's Proc and a dot
+// and are no longer followed are pruned from the file by the next edit, so
+// the file and the book stay small however long the run (as long as the
+// check runs now and then: see AuditConfig).
+type configBook struct {
+	mu   sync.Mutex
+	keys map[string]time.Time // zero while the edit is under way, then when it was saved
+}
+
+func (b *configBook) begin(k string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.keys == nil {
+		b.keys = map[string]time.Time{}
+	}
+	b.keys[k] = time.Time{}
+}
+
+func (b *configBook) saved(k string, at time.Time) {
+	b.mu.Lock()
+	b.keys[k] = at
+	b.mu.Unlock()
+}
+
+func (b *configBook) drop(k string) {
+	b.mu.Lock()
+	delete(b.keys, k)
+	b.mu.Unlock()
+}
+
+// prune deletes from cfg the keys that begin with own and are not followed.
+func (b *configBook) prune(cfg map[string]string, own string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k := range cfg {
+		if _, ok := b.keys[k]; !ok && strings.HasPrefix(k, own) {
+			delete(cfg, k)
+		}
+	}
+}
+
+// savedKeys returns the keys saved and still followed, with when.
+func (b *configBook) savedKeys() map[string]time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]time.Time, len(b.keys))
+	for k, at := range b.keys {
+		if !at.IsZero() {
+			out[k] = at
+		}
+	}
+	return out
+}
+
+// retire stops following keys, unless an edit of one began again.
+func (b *configBook) retire(keys map[string]time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, at := range keys {
+		if b.keys[k].Equal(at) {
+			delete(b.keys, k)
+		}
+	}
+}
+
+// auditConfig checks that every key this Env saved and still follows is in
+// the config file. A missing key is reported and no longer followed; a key
+// found is no longer followed once it has been in the file for
+// configSettle, or at once when final.
+func (e *Env) auditConfig(final bool) error {
+	keys := e.configKeys.savedKeys()
 	if len(keys) == 0 {
 		return nil
 	}
@@ -151,10 +233,16 @@ func (e *Env) auditConfig() error {
 			return fmt.Errorf("config audit: %s: %w", e.ConfigPath, err)
 		}
 	}
-	for _, k := range keys {
-		if _, ok := cfg[k]; !ok {
+	now := time.Now()
+	for k, at := range keys {
+		_, ok := cfg[k]
+		switch {
+		case !ok:
 			e.Rec.Violation(InvConfigKeys, "config:"+k, fmt.Sprintf("config key %s was saved and is gone: a concurrent edit overwrote it", k))
+		case !final && now.Sub(at) < configSettle:
+			delete(keys, k) // keep following it
 		}
 	}
+	e.configKeys.retire(keys)
 	return nil
 }

@@ -35,7 +35,9 @@
 //
 //   - every critical section registers itself on entry (a row, counted under
 //     a row lock of the agent) and leaves on exit: finding another section of
-//     the same agent inside is an overlap;
+//     the same agent inside is an overlap. Another process's sections count
+//     only while its live session is connected (Env.Join), so a process
+//     killed inside a section leaves no false overlap behind;
 //   - events go to a transcript first and are applied to a ledger by the hook
 //     or, later, the reconciler: an event in the ledger twice, or never, was
 //     not applied exactly once;
@@ -43,11 +45,15 @@
 //     the same value to one counter are a lost update;
 //   - summary calls, skill injections, command completions, handoffs and
 //     remote sends are claims on a subject: two claims on one subject break
-//     "at most once";
-//   - config keys whose edit completed must all be in the file.
+//     "at most once" (claims are numbered under a unique key, so a claim
+//     inside an open transaction is counted by the next one at once);
+//   - config keys whose edit completed must all be in the file (AuditConfig,
+//     run every second or so while the workloads run).
 //
-// Live detections go to the Recorder as they happen; Audit repeats the
-// checks over the database at the end of a run.
+// Live detections go to the Recorder as they happen, and the database marks
+// what they reported; Audit repeats the checks over the database at the end
+// of a run and reports what the live checks could not see (two statements
+// at the same instant, events never applied, sections left behind).
 //
 // Cancellation: every workload takes a context; cancelling it stops the
 // workload at its next statement or sleep and releases whatever it holds.

@@ -3,8 +3,11 @@ package workers
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
@@ -94,8 +97,10 @@ type Recorder interface {
 	// Section reports a critical section that ran to its end.
 	Section(kind Kind)
 	// Violation reports a broken invariant. subject identifies what broke
-	// (a section, an event, a counter value, a claim) so that a live
-	// detection and the final audit of the same thing count once.
+	// (a section, an event, a counter value, a claim). Each broken subject
+	// is reported once: the database marks what the live checks reported,
+	// and Audit reports only the rest, so a recorder need not remember
+	// subjects.
 	Violation(inv Invariant, subject, detail string)
 	// Note reports something worth showing that is neither (e.g. "command
 	// already COMPLETE, skipped").
@@ -111,6 +116,7 @@ const (
 	PointEntered         Point = "entered"          // inside a section, after its entry was registered
 	PointApplyChecked    Point = "apply.checked"    // an event found unapplied and the counter read, before the writes
 	PointSummaryChecked  Point = "summary.checked"  // a turn found without a summary, before the call
+	PointSummaryClaimed  Point = "summary.claimed"  // the call claimed, inside the turn's transaction, before it is made
 	PointInjectChecked   Point = "inject.checked"   // prompt_injected_at found empty, before injecting
 	PointCompleteChecked Point = "complete.checked" // a command found RUNNING, before completing it
 	PointConfigRead      Point = "config.read"      // the config file read, before writing it back
@@ -138,6 +144,13 @@ type Timing struct {
 	ConfigEdit     time.Duration // between reading and writing the config
 	ReconcileGrace time.Duration // how old a transcript entry must be before the reconciler applies it
 	SlowBody       time.Duration // extra time of a slow body (fault or scenario)
+	// SlowCapture is how long a hook's progress capture takes when it
+	// stalls (the seed's capture waits on the transcript): between finding
+	// its event unapplied and applying it. Longer than ReconcileGrace, it
+	// is the window of seed 001's "progress capture vs reconciler" race.
+	SlowCapture time.Duration
+	// SlowCaptureShare is the share of hook captures that stall (0: none).
+	SlowCaptureShare float64
 }
 
 // Faults are pending one-shot faults; the next hook section takes one.
@@ -193,7 +206,8 @@ type Env struct {
 	Faults Faults
 
 	// Spawn runs follow-up work (deferred stops, summarisation) that a hook
-	// schedules. nil runs it on a new goroutine the caller does not track.
+	// schedules, on a goroutine the caller tracks. When it is nil the
+	// follow-up work is dropped.
 	Spawn func(kind Kind, fn func(ctx context.Context))
 
 	// ConfigPath is the JSON file the config editor edits; its lock file is
@@ -204,8 +218,12 @@ type Env struct {
 	timing       atomic.Pointer[Timing]
 	lockTimeout  atomic.Int64
 	horizon      time.Duration
-	configKeys   keySet
+	configKeys   configBook
+	audited      keySet // subjects Audit reported, so a second Audit does not again
 	eventCounter atomic.Int64
+
+	liveMu sync.Mutex
+	live   *pgx.Conn // the live session (Join)
 }
 
 // NewEnv returns an Env with locking on.
@@ -220,6 +238,18 @@ func NewEnv(db *DB, locks *lockcore.Service, rec Recorder, proc string) *Env {
 // SetLocking turns every lock of the workloads on or off: advisory locks,
 // the summariser's row lock and the config editor's flock.
 func (e *Env) SetLocking(on bool) { e.locking.Store(on) }
+
+// ToggleLocking turns the locks off if they are on and on if they are off,
+// in one step (two toggles at once leave them as they were), and returns
+// the new state.
+func (e *Env) ToggleLocking() bool {
+	for {
+		on := e.locking.Load()
+		if e.locking.CompareAndSwap(on, !on) {
+			return !on
+		}
+	}
+}
 
 // Locking reports whether locks are on.
 func (e *Env) Locking() bool { return e.locking.Load() }
@@ -273,7 +303,5 @@ func Pause(ctx context.Context, d time.Duration) error {
 func (e *Env) spawn(kind Kind, fn func(ctx context.Context)) {
 	if e.Spawn != nil {
 		e.Spawn(kind, fn)
-		return
 	}
-	go fn(context.Background())
 }

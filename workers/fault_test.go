@@ -61,20 +61,20 @@ func TestReentrantRefused(t *testing.T) {
 }
 
 // A body that outlasts the lock timeout: the waiter times out, its event
-// stays unapplied, and the final reconcile applies it exactly once.
+// stays unapplied, and the final reconcile applies it exactly once. The
+// holder stays inside until the waiter has timed out, whatever the timing.
 func TestTimeoutThenReconcile(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := context.Background()
 	w.env.SetLockTimeout(200 * time.Millisecond)
-	w.env.Faults.Add(workers.FaultSlowBody, 1)
 	b := w.hooks.stop(t, workers.PointEntered, 1)
-	slow := goErr(func() error { return w.env.Hook(ctx, workers.RouteNotification, 1) })
+	holder := goErr(func() error { return w.env.Hook(ctx, workers.RouteNotification, 1) })
 	b.wait(t)
-	b.release() // the slow-body fault now holds the lock for 1.5 × the timeout
 	if err := w.env.Hook(ctx, workers.RoutePreToolUse, 1); !errors.Is(err, lockcore.ErrTimeout) {
-		t.Fatalf("waiter behind a slow body: %v, want ErrTimeout", err)
+		t.Fatalf("waiter behind a held section: %v, want ErrTimeout", err)
 	}
-	if err := recv(t, slow); err != nil {
+	b.release()
+	if err := recv(t, holder); err != nil {
 		t.Fatal(err)
 	}
 	n, err := w.env.Drain(ctx)
@@ -88,6 +88,105 @@ func TestTimeoutThenReconcile(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.rec.clean(t)
+	if n := w.rec.count(workers.KindHook, model.OutcomeTimeout); n != 1 {
+		t.Errorf("%d timeouts recorded, want 1", n)
+	}
+}
+
+// The slow-body fault holds the lock past the timeout: the waiter behind it
+// times out.
+func TestSlowBodyOutlastsTheTimeout(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := context.Background()
+	w.env.SetLockTimeout(100 * time.Millisecond)
+	w.env.SetTiming(workers.Timing{SlowBody: time.Hour}) // ends when the test cancels it
+	w.env.Faults.Add(workers.FaultSlowBody, 1)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slow := goErr(func() error { return w.env.Hook(sctx, workers.RouteNotification, 1) })
+	eventually(t, "the slow body is inside", func() bool { return w.rec.hasNote("slow body") })
+	if err := w.env.Hook(ctx, workers.RoutePreToolUse, 1); !errors.Is(err, lockcore.ErrTimeout) {
+		t.Fatalf("waiter behind a slow body: %v, want ErrTimeout", err)
+	}
+	cancel()
+	if err := recv(t, slow); !errors.Is(err, context.Canceled) {
+		t.Errorf("slow body: %v, want it cancelled", err)
+	}
+}
+
+// A section left behind by a process that died inside it (kill -9: no
+// exit ran) is not an overlap for the living; a section of a process that
+// lives is.
+func TestDeadProcessSectionsIgnored(t *testing.T) {
+	w := newWorld(t, 2)
+	ctx := context.Background()
+	if _, err := w.work.Exec(ctx, "INSERT INTO sections (agent_id, worker, proc) VALUES (1, 'hook', 'p1-dead')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.env.Hook(ctx, workers.RouteNotification, 1); err != nil {
+		t.Fatal(err)
+	}
+	w.rec.clean(t)
+
+	// Another process, joined: its section counts, until its live session
+	// ends as a killed process's does.
+	other := workers.NewEnv(w.env.DB, w.locks, &rec{}, "p2-other")
+	other.ConfigPath = w.env.ConfigPath
+	other.Hooks = &workers.Hooks{At: w.hooks.at}
+	if err := other.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer other.Leave()
+	w.env.SetLocking(false)
+	other.SetLocking(false)
+	b := w.hooks.stop(t, workers.PointEntered, 2)
+	inside := goErr(func() error { return other.Hook(ctx, workers.RouteNotification, 2) })
+	b.wait(t)
+	if err := w.env.Hook(ctx, workers.RoutePreToolUse, 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.rec.broken(workers.InvNoOverlap); n != 1 {
+		t.Errorf("overlap with a living process's section caught %d times, want 1", n)
+	}
+	var pid int32
+	if err := w.work.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
+		workers.LiveAppPrefix+other.Proc).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.work.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the other process's live session is gone", func() bool {
+		var n int
+		if err := w.work.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
+	if err := w.env.Hook(ctx, workers.RouteSubagentStop, 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.rec.broken(workers.InvNoOverlap); n != 1 {
+		t.Errorf("a dead process's section counted as an overlap (%d caught, want still 1)", n)
+	}
+	b.release()
+	if err := recv(t, inside); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A hook that fails before its lock (here the agent does not exist) is a
+// failed attempt, not the failure of a body that ran under the lock.
+func TestHookFailureBeforeTheLock(t *testing.T) {
+	w := newWorld(t, 1)
+	if err := w.env.Hook(context.Background(), workers.RouteNotification, 99); err == nil {
+		t.Fatal("a hook for a missing agent succeeded")
+	}
+	w.rec.mu.Lock()
+	defer w.rec.mu.Unlock()
+	if len(w.rec.attempts) != 1 || w.rec.attempts[0].Body || w.rec.attempts[0].Outcome != model.OutcomeError {
+		t.Errorf("attempts %+v, want one failed attempt that is not a body's", w.rec.attempts)
+	}
 }
 
 // Background workers skip a held agent and process the others.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -53,8 +54,10 @@ func (e *Env) Hook(ctx context.Context, route Route, agent int32) error {
 		return fmt.Errorf("%w %q", ErrUnknownRoute, route)
 	}
 	key := lockcore.AgentKey(agent)
+	// A failure before the lock is this hook's attempt, failed: no attempt
+	// was recorded for it yet.
 	fail := func(err error) error {
-		e.Rec.Attempt(Attempt{Kind: KindHook, Route: string(route), Key: key, Outcome: classify(ctx, err), Err: err, Body: true})
+		e.Rec.Attempt(Attempt{Kind: KindHook, Route: string(route), Key: key, Outcome: classify(ctx, err), Err: err})
 		return err
 	}
 	// Session correlation: find the agent the event is for.
@@ -123,6 +126,8 @@ func (e *Env) routeBody(r Route) (func(context.Context, int32) error, bool) {
 // counter, append the event to the ledger and mark it applied (commit),
 // write the counter back (commit). It reports false when the event was
 // already applied (by the reconciler, while the hook waited for the lock).
+// A hook's capture stalls now and then (Timing.SlowCapture), long enough
+// for the reconciler to find the event due.
 func (e *Env) apply(ctx context.Context, kind Kind, ev, route string, agent int32) (bool, error) {
 	var done bool
 	if err := e.DB.Get(ctx, "SELECT applied FROM transcript WHERE event_id = $1", []any{ev}, &done); err != nil {
@@ -136,18 +141,26 @@ func (e *Env) apply(ctx context.Context, kind Kind, ev, route string, agent int3
 		return false, err
 	}
 	e.at(ctx, PointApplyChecked, agent)
-	if err := sleep(ctx, e.Timing().Step); err != nil {
+	t := e.Timing()
+	d := t.Step
+	if kind == KindHook && t.SlowCaptureShare > 0 && rand.Float64() < t.SlowCaptureShare {
+		d = t.SlowCapture
+	}
+	if err := sleep(ctx, d); err != nil {
 		return false, err
 	}
+	// The first repeat of an event is reported, and its ledger row marked
+	// so that Audit does not report it again.
 	var before int64
 	err = e.DB.Get(ctx, `
-		WITH l AS (INSERT INTO ledger (event_id, agent_id, route, applied_by) VALUES ($1, $2, $3, $4)),
+		WITH b AS (SELECT count(*) AS n FROM ledger WHERE event_id = $1),
+		     l AS (INSERT INTO ledger (event_id, agent_id, route, applied_by, reported) SELECT $1, $2, $3, $4, n = 1 FROM b),
 		     t AS (UPDATE transcript SET applied = true WHERE event_id = $1)
-		SELECT count(*) FROM ledger WHERE event_id = $1`, []any{ev, agent, route, string(kind)}, &before)
+		SELECT n FROM b`, []any{ev, agent, route, string(kind)}, &before)
 	if err != nil {
 		return false, fmt.Errorf("applying event %s: %w", ev, err)
 	}
-	if before > 0 {
+	if before == 1 {
 		e.Rec.Violation(InvExactlyOnce, "event:"+ev,
 			fmt.Sprintf("AGENT %d: event %s (%s) applied %d times; the last by %s", agent, ev, route, before+1, kind))
 	}

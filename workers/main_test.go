@@ -97,7 +97,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 type rec struct {
 	mu         sync.Mutex
 	attempts   []workers.Attempt
-	violations map[workers.Invariant][]string
+	violations map[workers.Invariant][]string // one per subject
+	calls      map[workers.Invariant]int      // every report
 	seen       map[string]bool
 	notes      []string
 	sections   int
@@ -115,8 +116,9 @@ func (r *rec) Violation(inv workers.Invariant, subject, detail string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.seen == nil {
-		r.seen, r.violations = map[string]bool{}, map[workers.Invariant][]string{}
+		r.seen, r.violations, r.calls = map[string]bool{}, map[workers.Invariant][]string{}, map[workers.Invariant]int{}
 	}
+	r.calls[inv]++
 	if r.seen[string(inv)+subject] {
 		return
 	}
@@ -140,6 +142,14 @@ func (r *rec) count(kind workers.Kind, out model.Outcome) int {
 		}
 	}
 	return n
+}
+
+// violationCount is how often inv was reported, repeats of a subject
+// included.
+func (r *rec) violationCount(inv workers.Invariant) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[inv]
 }
 
 func (r *rec) broken(inv workers.Invariant) int {

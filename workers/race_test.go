@@ -2,7 +2,10 @@ package workers_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -103,6 +106,11 @@ func TestRacesWithoutLocksAreCaught(t *testing.T) {
 			}
 			if w.rec.broken(rc.inv) == 0 {
 				t.Errorf("%s not caught without locks", rc.inv)
+			}
+			// Caught live, and not reported again by the audit, which finds
+			// it marked in the database: a recorder need not remember it.
+			if n := w.rec.violationCount(rc.inv); n != 1 {
+				t.Errorf("%s reported %d times, want once", rc.inv, n)
 			}
 			if w.rec.broken(workers.InvNoOverlap) == 0 {
 				t.Errorf("the overlapping sections were not caught")
@@ -326,4 +334,97 @@ func TestConfigEditorFlock(t *testing.T) {
 	if n := w.rec.count(workers.KindConfigEditor, model.OutcomeTimeout); n != 1 {
 		t.Errorf("%d timeouts recorded, want 1", n)
 	}
+}
+
+// Two summarisers without the row lock, both inside their call at once:
+// the second's claim is counted live, though the first's is not committed
+// yet (it is made inside the transaction that holds the turn).
+func TestSummaryClaimsSeeEachOtherLive(t *testing.T) {
+	w := newWorld(t, 2)
+	ctx := context.Background()
+	if err := w.env.Hook(ctx, workers.RoutePromptSubmit, 1); err != nil {
+		t.Fatal(err)
+	}
+	var turn int64
+	if err := w.work.QueryRow(ctx, "SELECT current_turn FROM agents WHERE id = 1").Scan(&turn); err != nil {
+		t.Fatal(err)
+	}
+	w.env.SetLocking(false)
+	claimed := w.hooks.stop(t, workers.PointSummaryClaimed, 1)
+	first := goErr(func() error { _, err := w.env.Summarise(ctx, turn); return err })
+	claimed.wait(t) // the first has claimed the call, uncommitted
+	second := goErr(func() error { _, err := w.env.Summarise(ctx, turn); return err })
+	// The second found no summary (the first has not stored one) and now
+	// waits, in its claim, for the first's transaction.
+	eventually(t, "the second summariser's claim waits for the first's transaction", func() bool {
+		var n int
+		err := w.work.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted").Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
+	claimed.release()
+	for _, ch := range []<-chan error{first, second} {
+		if err := recv(t, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := w.rec.broken(workers.InvSummaryOnce); n != 1 {
+		t.Errorf("two summary calls on one turn reported %d times live, want 1", n)
+	}
+	// The audit finds the same thing and does not report it again.
+	if err := w.env.Audit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.rec.violationCount(workers.InvSummaryOnce); n != 1 {
+		t.Errorf("reported %d times after the audit, want 1", n)
+	}
+}
+
+// A session_start hook injects the skills inline, inside its own section:
+// with the locks off that is still one section, not an overlap.
+func TestSessionStartInjectsInsideItsSection(t *testing.T) {
+	for _, locking := range []bool{true, false} {
+		t.Run(map[bool]string{false: "no locks", true: "locks"}[locking], func(t *testing.T) {
+			w := newWorld(t, 1)
+			w.env.SetLocking(locking)
+			if err := w.env.Hook(context.Background(), workers.RouteSessionStart, 1); err != nil {
+				t.Fatal(err)
+			}
+			w.rec.clean(t)
+			if n := w.rec.count(workers.KindSkillInjector, model.OutcomeAcquired); n != 0 {
+				t.Errorf("the injection took a section of its own %d time(s)", n)
+			}
+		})
+	}
+}
+
+// Config editor: the file holds the keys saved since about the last check,
+// not every key ever saved: the editor prunes its own checked keys.
+func TestConfigFileStaysSmall(t *testing.T) {
+	w := newWorld(t, 1)
+	ctx := context.Background()
+	for i := range 300 {
+		if err := w.env.EditConfig(ctx, fmt.Sprintf("%s.%d", w.env.Proc, i), "v"); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 49 {
+			if err := w.env.Audit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b, err := os.ReadFile(w.env.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := map[string]string{}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg) > 51 {
+		t.Errorf("the config file holds %d keys after 300 edits checked every 50", len(cfg))
+	}
+	w.rec.clean(t)
 }

@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS rmw_log (
 	proc     text NOT NULL,
 	at       timestamptz NOT NULL DEFAULT now()
 );
+ALTER TABLE rmw_log ADD COLUMN IF NOT EXISTS reported bool NOT NULL DEFAULT false;
 CREATE INDEX IF NOT EXISTS rmw_log_value ON rmw_log (agent_id, field, after);
 CREATE INDEX IF NOT EXISTS rmw_log_proc ON rmw_log (proc);
 CREATE TABLE IF NOT EXISTS sections (
@@ -86,6 +87,7 @@ CREATE TABLE IF NOT EXISTS ledger (
 	applied_by text NOT NULL,
 	at         timestamptz NOT NULL DEFAULT now()
 );
+ALTER TABLE ledger ADD COLUMN IF NOT EXISTS reported bool NOT NULL DEFAULT false;
 CREATE INDEX IF NOT EXISTS ledger_event ON ledger (event_id);
 CREATE TABLE IF NOT EXISTS commands (
 	id           bigserial PRIMARY KEY,
@@ -108,22 +110,37 @@ CREATE TABLE IF NOT EXISTS claims (
 	proc    text NOT NULL,
 	at      timestamptz NOT NULL DEFAULT now()
 );
+ALTER TABLE claims ADD COLUMN IF NOT EXISTS n int NOT NULL DEFAULT 1;
 CREATE INDEX IF NOT EXISTS claims_subject ON claims (kind, subject);
 CREATE INDEX IF NOT EXISTS claims_proc ON claims (proc);
+-- claim_counts numbers the claims on a subject. Its primary key makes a
+-- second claim wait for the first one's transaction, so the count is exact
+-- even when the first claim is not committed yet (a summariser claims its
+-- call inside the transaction that holds the turn).
+CREATE TABLE IF NOT EXISTS claim_counts (
+	kind    text NOT NULL,
+	subject text NOT NULL,
+	n       int NOT NULL,
+	PRIMARY KEY (kind, subject)
+);
 
 -- enter_section registers a critical section of an agent and counts the
 -- other sections inside. The row lock on the agent serialises concurrent
 -- entries (each statement of a volatile function sees what committed before
--- it), so two overlapping sections never miss each other.
+-- it), so two overlapping sections never miss each other. A section of
+-- another process counts only while that process's live session (see
+-- Env.Join) is connected: a process killed inside a section leaves its row
+-- behind, and the row must not pass for a section still inside.
 CREATE OR REPLACE FUNCTION enter_section(p_agent int, p_worker text, p_proc text, p_horizon interval,
 	OUT section_id bigint, OUT others bigint, OUT who text)
 LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM 1 FROM agents WHERE id = p_agent FOR UPDATE;
 	INSERT INTO sections (agent_id, worker, proc) VALUES (p_agent, p_worker, p_proc) RETURNING id INTO section_id;
-	SELECT count(*), coalesce(string_agg(worker, ','), '') INTO others, who
-	FROM sections
-	WHERE agent_id = p_agent AND id <> section_id AND NOT lost AND entered > clock_timestamp() - p_horizon;
+	SELECT count(*), coalesce(string_agg(s.worker, ','), '') INTO others, who
+	FROM sections s
+	WHERE s.agent_id = p_agent AND s.id <> section_id AND NOT s.lost AND s.entered > clock_timestamp() - p_horizon
+		AND (s.proc = p_proc OR EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = '` + LiveAppPrefix + `' || s.proc));
 END $$;
 `
 

@@ -77,6 +77,15 @@ func classify(ctx context.Context, err error) model.Outcome {
 	return model.OutcomeError
 }
 
+// sectionOf is the context key that marks a body as inside a critical
+// section of an agent, locked or not.
+type sectionOf struct{ agent int32 }
+
+// inSection reports whether ctx is inside a critical section of agent:
+// work that ctx's holder does inline then belongs to that section, with
+// locking on or off.
+func inSection(ctx context.Context, agent int32) bool { return ctx.Value(sectionOf{agent}) != nil }
+
 // runSection registers the section (the overlap check), runs body, applies
 // any pending fault to a hook's section, and deregisters it.
 func (e *Env) runSection(ctx context.Context, kind Kind, agent int32, body func(context.Context) error) (err error) {
@@ -84,6 +93,7 @@ func (e *Env) runSection(ctx context.Context, kind Kind, agent int32, body func(
 	if err != nil {
 		return err
 	}
+	ctx = context.WithValue(ctx, sectionOf{agent}, true)
 	defer func() {
 		e.exit(ctx, id)
 		if err == nil {
@@ -200,18 +210,21 @@ func (e *Env) readCounter(ctx context.Context, agent int32, field string) (int64
 
 // writeCounter writes a counter read earlier and logs the value. A value
 // already in the log means another read-modify-write read the same value
-// and wrote the same result: one of the two updates is lost.
+// and wrote the same result: one of the two updates is lost. The first
+// repeat of a value is reported, and its log row marked so that Audit does
+// not report it again.
 func (e *Env) writeCounter(ctx context.Context, kind Kind, agent int32, field string, v int64) error {
 	var seen int64
 	err := e.DB.Get(ctx, `
-		WITH u AS (UPDATE counters SET value = $3 WHERE agent_id = $1 AND field = $2),
-		     l AS (INSERT INTO rmw_log (agent_id, field, after, worker, proc) VALUES ($1, $2, $3, $4, $5))
-		SELECT count(*) FROM rmw_log WHERE agent_id = $1 AND field = $2 AND after = $3`,
+		WITH b AS (SELECT count(*) AS n FROM rmw_log WHERE agent_id = $1 AND field = $2 AND after = $3),
+		     u AS (UPDATE counters SET value = $3 WHERE agent_id = $1 AND field = $2),
+		     l AS (INSERT INTO rmw_log (agent_id, field, after, worker, proc, reported) SELECT $1, $2, $3, $4, $5, n = 1 FROM b)
+		SELECT n FROM b`,
 		[]any{agent, field, v, string(kind), e.Proc}, &seen)
 	if err != nil {
 		return fmt.Errorf("writing %s of agent %d: %w", field, agent, err)
 	}
-	if seen > 0 {
+	if seen == 1 {
 		e.Rec.Violation(InvNoLostUpdate, counterSubject(agent, field, v),
 			fmt.Sprintf("AGENT %d: %s wrote %s=%d, a value already written: a concurrent update was lost", agent, kind, field, v))
 	}
@@ -239,30 +252,41 @@ func (e *Env) bump(ctx context.Context, kind Kind, agent int32, field string) (i
 // claim records that kind did a once-only thing (ck) to subject. A claim
 // already there breaks the invariant.
 func (e *Env) claim(ctx context.Context, kind Kind, ck, subject, what string) error {
-	var seen int64
-	err := e.DB.Get(ctx, claimSQL, []any{ck, subject, string(kind), e.Proc}, &seen)
-	return e.claimed(kind, ck, subject, what, seen, err)
+	var n int64
+	err := e.DB.Get(ctx, claimSQL, []any{ck, subject, string(kind), e.Proc}, &n)
+	return e.claimed(kind, ck, subject, what, n, err)
 }
 
 // claimTx is claim inside tx, for a workload that already holds a
 // connection: taking a second one from the pool while holding the first
-// could exhaust it.
+// could exhaust it. The claim is seen by other transactions at once: a
+// second claim on subject waits for tx to end (claim_counts' key), then
+// counts it.
 func (e *Env) claimTx(ctx context.Context, tx pgx.Tx, kind Kind, ck, subject, what string) error {
-	var seen int64
-	err := tx.QueryRow(ctx, claimSQL, ck, subject, string(kind), e.Proc).Scan(&seen)
-	return e.claimed(kind, ck, subject, what, seen, err)
+	var n int64
+	err := tx.QueryRow(ctx, claimSQL, ck, subject, string(kind), e.Proc).Scan(&n)
+	return e.claimed(kind, ck, subject, what, n, err)
 }
 
+// claimSQL numbers the claim on its subject and logs it with its number;
+// the number comes from claim_counts, whose key serialises the claims on
+// one subject even across open transactions.
 const claimSQL = `
-	WITH c AS (INSERT INTO claims (kind, subject, worker, proc) VALUES ($1, $2, $3, $4))
-	SELECT count(*) FROM claims WHERE kind = $1 AND subject = $2`
+	WITH c AS (
+		INSERT INTO claim_counts AS cc (kind, subject, n) VALUES ($1, $2, 1)
+		ON CONFLICT (kind, subject) DO UPDATE SET n = cc.n + 1
+		RETURNING n)
+	INSERT INTO claims (kind, subject, worker, proc, n) SELECT $1, $2, $3, $4, n FROM c
+	RETURNING n`
 
-func (e *Env) claimed(kind Kind, ck, subject, what string, seen int64, err error) error {
+// claimed reports the second claim on a subject (later ones are the same
+// broken subject); Audit skips subjects with a second claim.
+func (e *Env) claimed(kind Kind, ck, subject, what string, n int64, err error) error {
 	if err != nil {
 		return fmt.Errorf("recording %s %s: %w", ck, subject, err)
 	}
-	if seen > 0 {
-		e.Rec.Violation(claimInvariant[ck], ck+":"+subject, fmt.Sprintf("%s: %s done %d times (%s)", subject, ck, seen+1, what))
+	if n == 2 {
+		e.Rec.Violation(claimInvariant[ck], ck+":"+subject, fmt.Sprintf("%s: %s done twice (%s)", subject, ck, what))
 	}
 	return nil
 }
@@ -273,21 +297,16 @@ type keySet struct {
 	m  map[string]struct{}
 }
 
-func (s *keySet) add(k string) {
+// add adds k and reports whether it was new.
+func (s *keySet) add(k string) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.m == nil {
 		s.m = map[string]struct{}{}
 	}
-	s.m[k] = struct{}{}
-	s.mu.Unlock()
-}
-
-func (s *keySet) list() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.m))
-	for k := range s.m {
-		out = append(out, k)
+	if _, ok := s.m[k]; ok {
+		return false
 	}
-	return out
+	s.m[k] = struct{}{}
+	return true
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 )
 
@@ -47,6 +46,7 @@ func (e *Env) Summarise(ctx context.Context, turn int64) (string, error) {
 		if err := e.claimTx(ctx, tx, KindSummariser, claimSummary, "turn "+strconv.FormatInt(turn, 10), "summary call"); err != nil {
 			return err
 		}
+		e.at(ctx, PointSummaryClaimed, agent)
 		if err := sleep(ctx, e.Timing().LLM); err != nil {
 			return err
 		}
@@ -68,8 +68,8 @@ func (e *Env) Summarise(ctx context.Context, turn int64) (string, error) {
 }
 
 // InjectSkills injects the persona skills into agent's session once. Under
-// the agent lock (taken here unless ctx already holds it, as the
-// session_start hook's does) it re-reads the agent before checking
+// the agent lock (taken here unless ctx is already inside a section of the
+// agent, as the session_start hook's is) it re-reads the agent before checking
 // prompt_injected_at, the seed's defence against a stale read; if it is
 // set, injection is skipped.
 func (e *Env) InjectSkills(ctx context.Context, agent int32) error {
@@ -94,8 +94,8 @@ func (e *Env) InjectSkills(ctx context.Context, agent int32) error {
 		_, err := e.DB.Exec(ctx, "UPDATE agents SET prompt_injected_at = now() WHERE id = $1", agent)
 		return err
 	}
-	if lockcore.Holds(ctx, lockcore.AgentKey(agent)) {
-		return body(ctx)
+	if inSection(ctx, agent) {
+		return body(ctx) // part of the section ctx is in (session_start's), locked or not
 	}
 	_, err := e.withAgent(ctx, KindSkillInjector, "", agent, body)
 	return err
