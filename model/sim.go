@@ -28,7 +28,8 @@ type SimStatus struct {
 
 // Rate is one adjustable rate of a scenario.
 type Rate struct {
-	Name  string
+	Name string
+	// Value is per second; 0 means no limit (back to back).
 	Value float64
 }
 

@@ -76,7 +76,7 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 	if sel.Granted {
 		held := "held"
 		if !sel.HeldSince.IsZero() {
-			held = "held ≥" + fmtDur(sel.Held) + " (first seen " + sel.HeldSince.Format("15:04:05") +
+			held = "held ≥" + fmtDur(sel.Held) + " (known held since " + sel.HeldSince.Format("15:04:05") +
 				"; the server does not record grant times)"
 		}
 		line("state", held)

@@ -470,9 +470,8 @@ func (s severity) mark() string {
 }
 
 // lockTime is the time cell: how long a waiter has waited (graded), how
-// long at least a holder has held (the server does not record grant times,
-// so it is counted from when the monitor first saw the grant), or the lease
-// left.
+// long at least a holder has held (the server does not record grant times:
+// see model.Lock.HeldSince), or the lease left.
 func lockTime(l *model.Lock) (string, severity) {
 	switch {
 	case l.Kind == model.KindLeasePG || l.Kind == model.KindLeaseRedis:

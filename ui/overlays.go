@@ -36,7 +36,7 @@ func (o *helpOverlay) View(k KeyMap) string {
 		o.st.Section.Render("Reading the table"),
 		"Each key shows its holder first, then its waiters in queue order",
 		"(by pg_locks.waitstart). BLOCKED BY names the holders only.",
-		"Held times are \"≥\": counted from when locktop first saw the grant.",
+		"Held times are \"≥\": PostgreSQL does not record when a lock was granted.",
 		"Waits turn " + o.st.TimeWarn.Render("yellow from "+fmtDur(waitWarn)) + " and " +
 			o.st.TimeCrit.Render("red from "+fmtDur(waitCrit)) + " (! and !! without colour).",
 		"Filter: text matches key, application or pid; ns:, app:, pid: narrow",
