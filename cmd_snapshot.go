@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/httpapi"
+	"github.com/locktop/locktop/ui"
 )
 
 func init() {
@@ -72,13 +73,14 @@ func writeTable(w io.Writer, doc httpapi.Document) error {
 		for i, p := range l.BlockedBy {
 			blocked[i] = strconv.Itoa(int(p))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Key, l.Database, l.Holder, state,
-			strings.TrimSuffix(l.Mode, "Lock"), waited, strings.Join(blocked, ","), l.ApplicationName, clip(oneLineQuery(l.Query), 60))
+		// Server strings go through the dashboard's sanitizer: a query or
+		// name with a newline or an escape sequence must not reach the
+		// terminal as one.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ui.Sanitize(l.Key), ui.Sanitize(l.Database), ui.Sanitize(l.Holder), state,
+			ui.Sanitize(strings.TrimSuffix(l.Mode, "Lock")), waited, strings.Join(blocked, ","), ui.Sanitize(l.ApplicationName), clip(ui.Sanitize(l.Query), 60))
 	}
 	return tw.Flush()
 }
-
-func oneLineQuery(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // clip shortens s to n runes, marking the cut.
 func clip(s string, n int) string {

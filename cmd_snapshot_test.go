@@ -118,3 +118,23 @@ func TestSnapshotBadInput(t *testing.T) {
 		})
 	}
 }
+
+// Server strings reach the terminal without their control characters: a
+// query (or a name) cannot start an escape sequence or break a row.
+func TestSnapshotTextSanitizes(t *testing.T) {
+	doc := httpapi.Document{Total: 1, Held: 1, Locks: []httpapi.Lock{{
+		Key: "AGENT 7", Database: "app\x1b[2J", Holder: "42", Mode: "ExclusiveLock", Granted: true,
+		ApplicationName: "evil\x1b]0;title\x07", Query: "SELECT 1;\n\x1b[31mDROP\x1b[0m", BlockedBy: []int32{},
+	}}}
+	var b strings.Builder
+	if err := writeTable(&b, doc); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.ContainsAny(out, "\x1b\x07") {
+		t.Errorf("control characters reached the output: %q", out)
+	}
+	if n := strings.Count(out, "\n"); n != 4 { // summary, blank, header, one row
+		t.Errorf("%d lines, want 4 (one row): %q", n, out)
+	}
+}

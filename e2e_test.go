@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,8 +30,11 @@ import (
 func buildLocktop(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
+	if err != nil && os.Getenv("GOROOT") != "" {
+		goBin, err = filepath.Join(os.Getenv("GOROOT"), "bin", "go"), nil
+	}
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("no go command to build locktop with (not on PATH, no GOROOT): %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "locktop")
 	cmd := exec.Command(goBin, "build", "-o", bin, ".")

@@ -51,7 +51,7 @@ func TestSameKeySerialises(t *testing.T) {
 	}()
 	<-firstIn
 	go func() { errs <- s.With(context.Background(), key, body("second", nil)) }()
-	eventually(t, "the second acquirer waits on the server", func() bool {
+	pgtest.Eventually(t, "the second acquirer waits on the server", func() bool {
 		g, w := countGranted(rowsFor(t, mon, key))
 		return g == 1 && w == 1
 	})
@@ -180,7 +180,7 @@ func TestDeferredStopSeesComplete(t *testing.T) {
 		})
 	}()
 	<-endHolds
-	eventually(t, "the deferred stop waits for the lock", func() bool {
+	pgtest.Eventually(t, "the deferred stop waits for the lock", func() bool {
 		_, w := countGranted(rowsFor(t, mon, key))
 		return w == 1
 	})

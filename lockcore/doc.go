@@ -29,7 +29,7 @@
 //     work too: then every lock statement sets lock_timeout for itself and
 //     the session is left alone.
 //   - Cancelling ctx while waiting sends a cancel request to the server, so
-//     the wait stops promptly (within about a second even if the server does
+//     the wait stops promptly (within two seconds even if the server does
 //     not answer); the call returns an error wrapping ctx.Err() and nothing
 //     stays held. A server that stops answering ends in ErrTimeout a couple
 //     of seconds after the timeout (a deadline on the socket), not a hang.

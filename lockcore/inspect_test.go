@@ -50,7 +50,7 @@ func waitOn(t *testing.T, mon *pgx.Conn, key lockcore.Key, fn string) (pid int32
 		_, _ = c.Exec(ctx, "SELECT "+fn+"($1::int4, $2::int4)", key.Space(), key.ID())
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	eventually(t, "the waiter is queued", func() bool { return len(rowsFor(t, mon, key)) == before+1 })
+	pgtest.Eventually(t, "the waiter is queued", func() bool { return len(rowsFor(t, mon, key)) == before+1 })
 	return pid
 }
 

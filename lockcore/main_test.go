@@ -112,18 +112,6 @@ func countGranted(rows []lockRow) (granted, waiting int) {
 	return
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // holdElsewhere takes key on a connection of its own and returns a function
 // that releases it.
 func holdElsewhere(t *testing.T, key lockcore.Key) (release func()) {

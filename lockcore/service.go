@@ -472,13 +472,15 @@ func (s *Service) cleanupFailed(conn *pgxpool.Conn, key Key) {
 	}
 }
 
-// destroy closes a pooled connection so the pool drops it instead of
-// handing it out again.
+// destroy takes a connection out of the pool and closes it, so it is never
+// handed out again. Hijacking, rather than closing and releasing, leaves
+// the pool's counts right at once (pgxpool destroys a released closed
+// connection in the background), so callers that check for leaks after a
+// lost lock see none.
 func destroy(conn *pgxpool.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	_ = conn.Conn().Close(ctx)
-	conn.Release()
+	_ = conn.Hijack().Close(ctx)
 }
 
 // Lock is a held session lock. Release it exactly once; further calls do

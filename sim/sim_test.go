@@ -70,17 +70,6 @@ func newBareSim(t *testing.T, opts sim.Options) *sim.Sim {
 	return s
 }
 
-// runFor runs s for d and returns its report.
-func runFor(t *testing.T, s *sim.Sim, d time.Duration) sim.Report {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	if err := s.Run(ctx); err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	return s.Report()
-}
-
 func broken(r sim.Report) string {
 	var b []string
 	for _, inv := range r.Invariants {

@@ -38,7 +38,7 @@ func (d *details) SetSize(w, h int) {
 
 // Open fills the overlay for lock sel of snap.
 func (d *details) Open(snap *model.Snapshot, sel *model.Lock, db string) {
-	d.title = sanitize(sel.KeyLabel()) + " · pid " + sanitize(sel.Holder()) + " · as of " + snap.Taken.Format("15:04:05")
+	d.title = Sanitize(sel.KeyLabel()) + " · pid " + Sanitize(sel.Holder()) + " · as of " + snap.Taken.Format("15:04:05")
 	d.vp.SetContent(describeLock(d.st, snap, sel, db))
 	d.vp.GotoTop()
 }
@@ -62,7 +62,7 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 	var b strings.Builder
 	line := func(label, value string) {
 		b.WriteString(st.Bold.Render(cell(label, 10)))
-		b.WriteString(sanitize(value))
+		b.WriteString(Sanitize(value))
 		b.WriteByte('\n')
 	}
 	where := string(sel.Kind)
@@ -127,7 +127,7 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 	}
 
 	b.WriteString("\n")
-	b.WriteString(st.Section.Render("Queue of " + sanitize(sel.KeyLabel())))
+	b.WriteString(st.Section.Render("Queue of " + Sanitize(sel.KeyLabel())))
 	b.WriteString("\n")
 	key := sel.KeyID()
 	for i := range snap.Locks {
@@ -144,8 +144,8 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 			state = "waits #" + strconv.Itoa(l.QueuePos)
 		}
 		t, _ := lockTime(l)
-		b.WriteString(mark + cell(state, 10) + " " + rcell(sanitize(l.Holder()), 7) + "  " + cell(sanitize(modeText(l.Mode)), 5) + " " +
-			cell(t, 8) + " " + sanitize(l.ApplicationName) + "\n")
+		b.WriteString(mark + cell(state, 10) + " " + rcell(Sanitize(l.Holder()), 7) + "  " + cell(Sanitize(modeText(l.Mode)), 5) + " " +
+			cell(t, 8) + " " + Sanitize(l.ApplicationName) + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
@@ -154,7 +154,7 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 // indentation stays.
 func keepIndent(s string) string {
 	body := strings.TrimLeft(s, " ")
-	return s[:len(s)-len(body)] + sanitize(body)
+	return s[:len(s)-len(body)] + Sanitize(body)
 }
 
 func orDash(s string) string {
@@ -230,7 +230,7 @@ func blockingChain(snap *model.Snapshot, sel *model.Lock) []string {
 			more = " and " + strconv.Itoa(n) + " more"
 		}
 		if h := holder(cur.KeyID(), next); h != nil {
-			desc := "└ held by " + strconv.Itoa(int(next)) + more + " · " + orDash(sanitize(h.ApplicationName)) + " · " + orDash(h.State)
+			desc := "└ held by " + strconv.Itoa(int(next)) + more + " · " + orDash(Sanitize(h.ApplicationName)) + " · " + orDash(h.State)
 			if !h.HeldSince.IsZero() {
 				desc += " · held ≥" + fmtDur(h.Held)
 			}

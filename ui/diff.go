@@ -188,7 +188,7 @@ func (r rowIndex) find(l *model.Lock, granted bool) int {
 
 func appLabel(l *model.Lock) string {
 	if l.ApplicationName != "" {
-		return sanitize(l.ApplicationName)
+		return Sanitize(l.ApplicationName)
 	}
 	if l.Owner != "" {
 		return l.Owner

@@ -83,13 +83,13 @@ func (e *eventLog) render(ev *model.Event) string {
 	var b strings.Builder
 	b.WriteString(e.st.Dim.Render(ev.Time.Format("15:04:05")))
 	b.WriteByte(' ')
-	b.WriteString(cell(sanitize(ev.Worker), 9))
+	b.WriteString(cell(Sanitize(ev.Worker), 9))
 	b.WriteByte(' ')
 	b.WriteString(e.outcomeStyle(ev.Outcome).Render(cell(string(ev.Outcome), 9)))
 	b.WriteByte(' ')
 	var parts []string
 	if ev.Key != "" {
-		parts = append(parts, sanitize(ev.Key))
+		parts = append(parts, Sanitize(ev.Key))
 	}
 	if ev.Wait > 0 {
 		parts = append(parts, "after "+fmtDur(ev.Wait))
@@ -98,7 +98,7 @@ func (e *eventLog) render(ev *model.Event) string {
 		parts = append(parts, "pid "+strconv.Itoa(int(ev.PID)))
 	}
 	if ev.Detail != "" {
-		parts = append(parts, sanitize(ev.Detail))
+		parts = append(parts, Sanitize(ev.Detail))
 	}
 	b.WriteString(strings.Join(parts, " · "))
 	return b.String()

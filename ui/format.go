@@ -135,7 +135,7 @@ func fitBlock(lines []string, w, h int) string {
 	return b.String()
 }
 
-// sanitize makes text from elsewhere (the server, the simulator, an error)
+// Sanitize makes text from elsewhere (the server, the simulator, an error)
 // safe to draw in one line of the frame: control characters are dropped
 // (C0, DEL and C1: an ESC would start one of the terminal's own escape
 // sequences, a BEL ring it), and so are the bidirectional controls that
@@ -143,7 +143,7 @@ func fitBlock(lines []string, w, h int) string {
 // one space, and leading and trailing whitespace goes. Every string that
 // does not come from the dashboard itself passes through it before it is
 // drawn.
-func sanitize(s string) string {
+func Sanitize(s string) string {
 	if plain(s) {
 		return s
 	}

@@ -62,10 +62,10 @@ func (h *header) View(paused bool, interval time.Duration) string {
 			msg += " · showing " + h.taken.Format("15:04:05")
 		}
 		msg += " · " + h.lastErr
-		lines = append(lines, h.st.Banner.Render(cell(" ⚠ "+sanitize(msg), h.width)))
+		lines = append(lines, h.st.Banner.Render(cell(" ⚠ "+Sanitize(msg), h.width)))
 	}
 	if h.info.Warning != "" {
-		lines = append(lines, h.st.Warning.Render(fitLine(" ⚠ "+sanitize(h.info.Warning), h.width)))
+		lines = append(lines, h.st.Warning.Render(fitLine(" ⚠ "+Sanitize(h.info.Warning), h.width)))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -75,9 +75,9 @@ func (h *header) View(paused bool, interval time.Duration) string {
 func (h *header) line(paused bool, interval time.Duration) string {
 	st := h.st
 	// server_version may carry the packager's suffix: "15.18 (Debian 15.18-0+deb12u1)".
-	version, _, _ := strings.Cut(sanitize(h.info.Version), " ")
+	version, _, _ := strings.Cut(Sanitize(h.info.Version), " ")
 	server := strings.TrimSpace("PostgreSQL " + version)
-	who := sanitize(h.info.User + "@" + h.info.Database)
+	who := Sanitize(h.info.User + "@" + h.info.Database)
 	var live string
 	if paused {
 		live = st.Paused.Render(" PAUSED ")

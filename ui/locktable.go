@@ -279,7 +279,7 @@ func (t *lockTable) columns() []column {
 				if l.Database != "" && t.db != "" && l.Database != t.db {
 					s += " @" + l.Database
 				}
-				return sanitize(s), p.key
+				return Sanitize(s), p.key
 			case r.last:
 				return " └─", p.tree
 			}
@@ -296,15 +296,15 @@ func (t *lockTable) columns() []column {
 			return s, st
 		}},
 		{title: "PID", width: 7, right: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return sanitize(l.Holder()), plain // a lease's owner comes from elsewhere
+			return Sanitize(l.Holder()), plain // a lease's owner comes from elsewhere
 		}},
 		{title: "APPLICATION", cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return sanitize(l.ApplicationName), plain
+			return Sanitize(l.ApplicationName), plain
 		}},
 	}
 	if !narrow {
 		cols = append(cols, column{title: "MODE", width: 5, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return sanitize(modeText(l.Mode)), plain
+			return Sanitize(modeText(l.Mode)), plain
 		}})
 	} else {
 		cols[0].width, cols[1].width = 19, 11
@@ -331,13 +331,13 @@ func (t *lockTable) columns() []column {
 	rest -= app.width
 	if rest >= 40 {
 		cols = append(cols, column{title: "USER", width: 12, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return sanitize(l.User), plain
+			return Sanitize(l.User), plain
 		}})
 		rest -= 13
 	}
 	if rest >= 13 {
 		cols = append(cols, column{title: "QUERY", width: rest - 1, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return sanitize(l.Query), p.dim
+			return Sanitize(l.Query), p.dim
 		}})
 	}
 	return cols

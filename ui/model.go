@@ -231,7 +231,7 @@ func (m *Model) onSnapshot(msg SnapshotMsg) tea.Cmd {
 	}
 	if msg.Err != nil {
 		m.failures++
-		text := sanitize(msg.Err.Error())
+		text := Sanitize(msg.Err.Error())
 		delay := backoff(m.failures)
 		if m.header.conn != connLost || text != m.header.lastErr {
 			m.log.Warn("poll failed", "err", text, "attempt", m.failures, "retry_in", delay)
@@ -296,7 +296,7 @@ func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
 
 func (m *Model) onAction(msg actionMsg) tea.Cmd {
 	if msg.err != nil {
-		text := sanitize(msg.err.Error())
+		text := Sanitize(msg.err.Error())
 		m.log.Warn("action failed", "action", msg.note, "err", text)
 		m.setStatus(msg.note+": "+text, true)
 		return nil
@@ -587,7 +587,7 @@ func (m *Model) askTerminate() {
 		what = "waits for"
 	}
 	m.confirm.pid = sel.PID
-	m.confirm.question = "Terminate backend " + strconv.Itoa(int(sel.PID)) + " (" + orDash(sanitize(sel.ApplicationName)) +
+	m.confirm.question = "Terminate backend " + strconv.Itoa(int(sel.PID)) + " (" + orDash(Sanitize(sel.ApplicationName)) +
 		", " + what + " " + sel.KeyLabel() + ")?\nIts session ends and every lock it holds is released."
 	m.confirm.open = true
 }
@@ -662,7 +662,7 @@ func (m *Model) View() tea.View {
 	v.AltScreen = true
 	v.WindowTitle = "locktop"
 	if m.header.info.Database != "" {
-		v.WindowTitle = "locktop · " + sanitize(m.header.info.User+"@"+m.header.info.Database)
+		v.WindowTitle = "locktop · " + Sanitize(m.header.info.User+"@"+m.header.info.Database)
 	}
 	return v
 }

@@ -79,7 +79,7 @@ func (c *chooser) View(w int) string {
 		if i == c.cursor {
 			mark = "› "
 		}
-		line := mark + sanitize(it)
+		line := mark + Sanitize(it)
 		if it == c.current {
 			line += c.st.Dim.Render("  (current)")
 		}

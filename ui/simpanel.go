@@ -82,11 +82,11 @@ func (p *simPanel) View() string {
 	if s.SharedPool {
 		pool = " · one shared pool"
 	}
-	lines = append(lines, rule(st, "Simulator", sanitize(s.Scenario)+" · "+fmtCount(int64(s.Agents))+" agents"+run+pool, p.width))
+	lines = append(lines, rule(st, "Simulator", Sanitize(s.Scenario)+" · "+fmtCount(int64(s.Agents))+" agents"+run+pool, p.width))
 
 	rates := make([]string, 0, len(s.Rates))
 	for _, r := range s.Rates {
-		rates = append(rates, sanitize(r.Name)+" "+simRate(r.Value))
+		rates = append(rates, Sanitize(r.Name)+" "+simRate(r.Value))
 	}
 	lines = append(lines, locks+st.Dim.Render(" · rates: ")+strings.Join(rates, st.Dim.Render(" · ")))
 
@@ -120,9 +120,9 @@ func (p *simPanel) View() string {
 		lines = append(lines, "throughput "+st.Note.Render(spark)+" "+now, inv)
 	}
 	if broken > 0 {
-		detail := "  ✗ " + sanitize(worst.Name) + " ×" + fmtCount(worst.Violations)
+		detail := "  ✗ " + Sanitize(worst.Name) + " ×" + fmtCount(worst.Violations)
 		if worst.Last != "" {
-			detail += ": " + sanitize(worst.Last)
+			detail += ": " + Sanitize(worst.Last)
 		}
 		lines = append(lines, st.Bad.Render(fitLine(detail, p.width)))
 	}
@@ -171,7 +171,7 @@ func simRate(r float64) string {
 
 func counterRow(st *Styles, name string, c model.Counters, kw, nw int) string {
 	var b strings.Builder
-	b.WriteString(cell(sanitize(name), kw))
+	b.WriteString(cell(Sanitize(name), kw))
 	b.WriteString(rcell(fmtCount(c.Acquired), nw))
 	b.WriteString(rcell(fmtCount(c.Skipped), nw))
 	num := func(n int64, bad bool) {

@@ -70,7 +70,7 @@ func newWorld(t *testing.T, agents int) *world {
 // waitQueued polls pg_locks until n sessions wait for agent's key.
 func (w *world) waitQueued(t *testing.T, agent int32, n int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d waiter(s) queue on AGENT %d", n, agent), func() bool {
+	pgtest.Eventually(t, fmt.Sprintf("%d waiter(s) queue on AGENT %d", n, agent), func() bool {
 		var waiting int
 		err := w.work.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
 			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -80,17 +80,6 @@ func (w *world) waitQueued(t *testing.T, agent int32, n int) {
 		}
 		return waiting >= n
 	})
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // rec is a workers.Recorder that keeps everything.

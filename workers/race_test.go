@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktop/locktop/internal/pgtest"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/workers"
@@ -356,7 +357,7 @@ func TestSummaryClaimsSeeEachOtherLive(t *testing.T) {
 	second := goErr(func() error { _, err := w.env.Summarise(ctx, turn); return err })
 	// The second found no summary (the first has not stored one) and now
 	// waits, in its claim, for the first's transaction.
-	eventually(t, "the second summariser's claim waits for the first's transaction", func() bool {
+	pgtest.Eventually(t, "the second summariser's claim waits for the first's transaction", func() bool {
 		var n int
 		err := w.work.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted").Scan(&n)
 		if err != nil {

@@ -6,8 +6,8 @@
 //	                         within a second, else 503 with the reason
 //
 // New builds the handler from its dependencies (Deps), so the same handler
-// serves `locktop serve` and the dashboard's --http. Serve, or Listen and
-// ServeListener, run it on an address (DefaultAddr, loopback only, unless
+// serves `locktop serve` and the dashboard's --http. Listen and
+// ServeListener run it on an address (DefaultAddr, loopback only, unless
 // told otherwise) and shut down gracefully when the context ends: the
 // listener closes at once, requests in flight get ShutdownTimeout to finish.
 //

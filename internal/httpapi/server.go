@@ -62,16 +62,6 @@ func IsLoopback(a net.Addr) bool {
 	return ok && ta.IP.IsLoopback()
 }
 
-// Serve listens on addr ("" means DefaultAddr) and serves h until ctx ends,
-// then shuts down gracefully (see ServeListener).
-func Serve(ctx context.Context, addr string, h http.Handler) error {
-	ln, err := Listen(addr)
-	if err != nil {
-		return err
-	}
-	return ServeListener(ctx, ln, h)
-}
-
 // ServeListener serves h on ln until ctx ends, and closes ln. When ctx ends
 // it stops accepting at once and gives requests in flight ShutdownTimeout to
 // finish before closing their connections; it returns nil after a clean

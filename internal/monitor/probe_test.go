@@ -96,7 +96,7 @@ func TestProbeAfterBackendTerminated(t *testing.T) {
 	if err != nil || n == 0 {
 		t.Fatalf("terminated %d monitor backends: %v", n, err)
 	}
-	waitFor(t, "the backends to end", func() bool {
+	pgtest.Eventually(t, "the backends to end", func() bool {
 		var left int
 		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE application_name = $1 AND datname = current_database()`, monitor.ApplicationName).Scan(&left)
@@ -144,7 +144,7 @@ func TestProbeCallerCancels(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- m.Probe(cctx) }()
-	waitFor(t, "the probe to queue for its lock", func() bool { return len(probeRows(t)) == 2 })
+	pgtest.Eventually(t, "the probe to queue for its lock", func() bool { return len(probeRows(t)) == 2 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled probe: %v, want context.Canceled", err)
@@ -181,16 +181,5 @@ func TestProbeServerStopsAnswering(t *testing.T) {
 		t.Errorf("gave up after %s, before its timeout", took)
 	}
 	p.Thaw()
-	waitFor(t, "the probe to pass again", func() bool { return m.Probe(ctx) == nil })
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	pgtest.Eventually(t, "the probe to pass again", func() bool { return m.Probe(ctx) == nil })
 }

@@ -237,9 +237,6 @@ func (c *Cluster) SocketDir() string { return c.socket }
 // Dir returns the cluster's temporary directory.
 func (c *Cluster) Dir() string { return c.root }
 
-// BinDir returns the directory of the server binaries used.
-func (c *Cluster) BinDir() string { return c.bin }
-
 // Stop shuts the server down (fast shutdown: clients are disconnected) and
 // deletes the cluster's directory. It is safe to call more than once.
 func (c *Cluster) Stop() error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -94,18 +93,27 @@ func TestFindBinMissing(t *testing.T) {
 // A start-up that fails (here: a setting the server rejects) leaves no
 // server running and no directory behind.
 func TestFailedStartCleansUp(t *testing.T) {
+	// A temporary directory of its own: other test packages start clusters
+	// in the shared one meanwhile. The postgres user must reach into it.
+	tmp := t.TempDir() // $TMPDIR/TestName.../001, both made 0700
+	for _, d := range []string{filepath.Dir(tmp), tmp} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("TMPDIR", tmp)
+	if tempBase() != tmp {
+		t.Fatalf("clusters would go to %s, not the test's %s", tempBase(), tmp)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	before, _ := filepath.Glob(filepath.Join(tempBase(), "locktop-pg-*"))
 	c, err := Start(ctx, Options{Settings: map[string]string{"no_such_setting_here": "1"}})
 	if err == nil {
 		c.Stop()
 		t.Fatal("Start with a bad setting succeeded")
 	}
-	after, _ := filepath.Glob(filepath.Join(tempBase(), "locktop-pg-*"))
-	for _, d := range after {
-		if !slices.Contains(before, d) {
-			t.Errorf("failed start left %s behind", d)
-		}
+	left, _ := filepath.Glob(filepath.Join(tmp, "locktop-pg-*"))
+	if len(left) != 0 {
+		t.Errorf("failed start left %v behind", left)
 	}
 }

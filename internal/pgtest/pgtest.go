@@ -122,10 +122,6 @@ func AdminDSN(t testing.TB) string {
 	return adminDSN
 }
 
-// Cluster returns the throw-away cluster, or nil when the tests run against
-// LOCKTOP_TEST_DSN.
-func Cluster() *pgcluster.Cluster { return cluster }
-
 // Pool returns a pool on the test database, closed when the test ends.
 // configure, if not nil, adjusts the configuration first.
 func Pool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
@@ -234,4 +230,17 @@ func Role(t testing.TB, name, password string, grants ...string) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// Eventually polls cond every 10ms until it holds, and fails t (saying what
+// it waited for) if it has not within 20 seconds.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
