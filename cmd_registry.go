@@ -5,11 +5,11 @@ import (
 	"flag"
 	"io"
 
-	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 )
 
 func init() {
-	register(command{name: "registry", summary: "print the registry of advisory lock keys as a markdown table", run: runRegistry})
+	register(command{name: "registry", summary: "print the registry of every lock key (advisory, Redis, lease) as a markdown table", run: runRegistry})
 }
 
 func runRegistry(_ context.Context, args []string, stdout, stderr io.Writer) error {
@@ -17,10 +17,10 @@ func runRegistry(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := lockcore.CheckRegistry(); err != nil {
+	if err := registry.Check(); err != nil {
 		return err
 	}
-	return lockcore.WriteRegistryMarkdown(stdout)
+	return registry.WriteMarkdown(stdout)
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
@@ -169,7 +170,7 @@ func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
 		return cmp.Compare(a.pid, b.pid)
 	})
 	snap.Locks = make([]model.Lock, len(locks))
-	names := map[int32]string{} // unregistered spaces, formatted once per poll
+	names := map[int32]string{} // spaces, named once per poll
 	var none backend
 	for i := range locks {
 		r := &locks[i]
@@ -177,16 +178,16 @@ func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
 		if b == nil {
 			b = &none // a prepared transaction's lock, or a backend that just ended
 		}
-		ns := ""
+		var ns string
 		if r.key.pair {
-			if e, ok := lookupSpace(r.key.hi); ok {
-				ns = e.Name
-			} else if ns, ok = names[r.key.hi]; !ok {
-				ns = strconv.Itoa(int(r.key.hi))
+			// Unregistered spaces are formatted once per poll, not per row.
+			var ok bool
+			if ns, ok = names[r.key.hi]; !ok {
+				ns = registry.AdvisoryNamespace(true, r.key.hi, 0)
 				names[r.key.hi] = ns
 			}
-		} else if e, ok := lookupFixed(r.key.Int64()); ok {
-			ns = e.Name
+		} else {
+			ns = registry.AdvisoryNamespace(false, 0, r.key.Int64())
 		}
 		l := &snap.Locks[i]
 		*l = model.Lock{

@@ -1,13 +1,6 @@
 package lockcore
 
-import (
-	"strconv"
-	"unicode/utf16"
-)
-
-// SpaceAgent is the space of the AGENT namespace: one lock per agent, taken
-// by every mutating hook route and every background worker (seed 001).
-const SpaceAgent int32 = 1
+import "github.com/locktop/locktop/lockcore/registry"
 
 // Key is an advisory lock key: either two int32s or one int64. Keys are
 // comparable and can be used as map keys.
@@ -23,32 +16,11 @@ func Pair(space, id int32) Key { return Key{hi: space, lo: id, pair: true} }
 func Int64(v int64) Key { return Key{hi: int32(v >> 32), lo: int32(v)} }
 
 // AgentKey returns the AGENT namespace key of one agent.
-func AgentKey(agentID int32) Key { return Pair(SpaceAgent, agentID) }
+func AgentKey(agentID int32) Key { return Pair(registry.SpaceAgent, agentID) }
 
-// FNV1a32 hashes s exactly as seed 003's TypeScript hashString does: 32-bit
-// FNV-1a over the UTF-16 code units of s (not its UTF-8 bytes), returned as a
-// signed integer. Invalid UTF-8 in s hashes as U+FFFD, as a JavaScript string
-// decoded from those bytes would hold.
-func FNV1a32(s string) int32 {
-	const (
-		offset = 2166136261
-		prime  = 16777619
-	)
-	h := uint32(offset)
-	for _, r := range s {
-		if r < 0x10000 {
-			h ^= uint32(r)
-			h *= prime
-			continue
-		}
-		a, b := utf16.EncodeRune(r)
-		h ^= uint32(a)
-		h *= prime
-		h ^= uint32(b)
-		h *= prime
-	}
-	return int32(h)
-}
+// FNV1a32 hashes s exactly as seed 003's TypeScript hashString does (see
+// registry.FNV1a32).
+func FNV1a32(s string) int32 { return registry.FNV1a32(s) }
 
 // HashKey returns the one-bigint key seed 003's service takes for s:
 // pg_advisory_xact_lock(hashString(s)), the signed hash widened to bigint.
@@ -76,18 +48,7 @@ func (k Key) Int64() int64 { return int64(k.hi)<<32 | int64(uint32(k.lo)) }
 // Namespace returns the name of the key's namespace as the monitor shows it:
 // the registered name of a two-int key's space, or the space in decimal; for
 // a one-bigint key the registered name of that fixed id, or "".
-func (k Key) Namespace() string {
-	if k.pair {
-		if e, ok := lookupSpace(k.hi); ok {
-			return e.Name
-		}
-		return strconv.Itoa(int(k.hi))
-	}
-	if e, ok := lookupFixed(k.Int64()); ok {
-		return e.Name
-	}
-	return ""
-}
+func (k Key) Namespace() string { return registry.AdvisoryNamespace(k.pair, k.hi, k.Int64()) }
 
 // EntityID returns the signed id of a two-int key or the signed value of a
 // one-bigint key.
@@ -99,19 +60,8 @@ func (k Key) EntityID() int64 {
 }
 
 // String renders the key for people and logs: "AGENT 7", "5 -3",
-// "IDEMPOTENCY_CLEANUP" or "-2128831035".
-func (k Key) String() string {
-	ns := k.Namespace()
-	id := strconv.FormatInt(k.EntityID(), 10)
-	switch {
-	case k.pair:
-		return ns + " " + id
-	case ns != "":
-		return ns
-	default:
-		return id
-	}
-}
+// "IDEMPOTENCY_CLEANUP" or "-2128831035" (registry.AdvisoryLabel).
+func (k Key) String() string { return registry.AdvisoryLabel(k.Namespace(), k.EntityID(), k.pair) }
 
 // keyFromLockRow decodes pg_locks' classid, objid and objsubid for an advisory
 // lock. classid and objid are unsigned oids; a negative int32 shows up as a

@@ -3,6 +3,8 @@ package model
 import (
 	"strconv"
 	"time"
+
+	"github.com/locktop/locktop/lockcore/registry"
 )
 
 // Kind says what sort of lock a Lock row describes. Only advisory locks exist
@@ -91,18 +93,9 @@ func (l *Lock) KeyID() KeyID {
 }
 
 // KeyLabel renders the key for people: "AGENT 7", "IDEMPOTENCY_CLEANUP",
-// "5 -3" for an unregistered pair, or the bare number for a one-bigint key.
-func (l *Lock) KeyLabel() string {
-	id := strconv.FormatInt(l.EntityID, 10)
-	switch {
-	case l.Pair:
-		return l.Namespace + " " + id
-	case l.Namespace != "":
-		return l.Namespace
-	default:
-		return id
-	}
-}
+// "5 -3" for an unregistered pair, or the bare number for a one-bigint key
+// (registry.AdvisoryLabel, the one key formatter).
+func (l *Lock) KeyLabel() string { return registry.AdvisoryLabel(l.Namespace, l.EntityID, l.Pair) }
 
 // Holder names who has the lock: the pid, or a lease's owner.
 func (l *Lock) Holder() string {

@@ -1,0 +1,189 @@
+package registry
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Kind says how an entry maps onto keys.
+type Kind int
+
+// Entry kinds, one per way a lock is named.
+const (
+	// Space is a two-int advisory namespace: every key (ID, id).
+	Space Kind = iota + 1
+	// Fixed is one fixed one-bigint advisory key, ID.
+	Fixed
+	// Hashed is a pattern of strings hashed with FNV1a32 into one-bigint
+	// advisory keys; its keys spread over the int32 range and cannot be
+	// named back from the number alone.
+	Hashed
+	// RedisKey is a pattern of Redis keys (seed 002's session mutex), its
+	// placeholders in braces: "sesslock:{tenant}:{agent}:{customer}:{channel}".
+	RedisKey
+	// LeaseLevel is a level of lease resources (seed 004): Pattern is the
+	// lock_id form, "map:{mapId}", and ID the level's place in the global
+	// lock order (1 first).
+	LeaseLevel
+)
+
+var kindNames = [...]string{
+	Space: "namespace", Fixed: "fixed id", Hashed: "FNV-1a hash",
+	RedisKey: "Redis key", LeaseLevel: "lease level",
+}
+
+func (k Kind) String() string {
+	if k > 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Entry is one registered use of lock keys, as seed 003's table records it.
+type Entry struct {
+	Name     string
+	Kind     Kind
+	ID       int64  // the space (Space), the key (Fixed), the order (LeaseLevel)
+	Pattern  string // the key pattern (Hashed, RedisKey, LeaseLevel)
+	Owner    string // component that takes the lock
+	Purpose  string
+	Scope    string
+	LockType string // "Session (pg_advisory_lock)", "Redis SET NX PX", ...
+	FileRef  string
+}
+
+// Prefix returns the literal text of Pattern before its first placeholder:
+// "sesslock:" for "sesslock:{tenant}:…", "map:" for "map:{mapId}".
+func (e Entry) Prefix() string {
+	p, _, _ := strings.Cut(e.Pattern, "{")
+	return p
+}
+
+var (
+	spaces   = map[int32]Entry{}
+	fixed    = map[int64]Entry{}
+	checkErr = validate(entries)
+)
+
+func init() {
+	for _, e := range entries {
+		switch e.Kind {
+		case Space:
+			if _, dup := spaces[int32(e.ID)]; !dup {
+				spaces[int32(e.ID)] = e
+			}
+		case Fixed:
+			if _, dup := fixed[e.ID]; !dup {
+				fixed[e.ID] = e
+			}
+		}
+	}
+}
+
+// Entries returns every entry, in table order. The slice is a copy.
+func Entries() []Entry { return append([]Entry(nil), entries...) }
+
+// Of returns the entries of one kind, in table order.
+func Of(k Kind) []Entry {
+	var out []Entry
+	for _, e := range entries {
+		if e.Kind == k {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Lookup returns the entry named name.
+func Lookup(name string) (Entry, bool) {
+	for _, e := range entries {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// SpaceOf returns the entry of a two-int advisory namespace.
+func SpaceOf(space int32) (Entry, bool) { e, ok := spaces[space]; return e, ok }
+
+// FixedOf returns the entry of a fixed one-bigint advisory key.
+func FixedOf(id int64) (Entry, bool) { e, ok := fixed[id]; return e, ok }
+
+// Check reports a duplicate or malformed entry in the table. Lookups use the
+// first of any duplicates.
+func Check() error { return checkErr }
+
+// validate reports entries without a name, duplicate names, spaces, fixed
+// ids and patterns, and spaces that do not fit in an int32.
+func validate(list []Entry) error {
+	names := map[string]bool{}
+	ids := map[Kind]map[int64]string{}
+	patterns := map[string]string{}
+	for _, e := range list {
+		if e.Name == "" {
+			return fmt.Errorf("registry: entry without a name")
+		}
+		if names[e.Name] {
+			return fmt.Errorf("registry: duplicate name %q", e.Name)
+		}
+		names[e.Name] = true
+		switch e.Kind {
+		case Space, Fixed, LeaseLevel:
+			if e.Kind == Space && e.ID != int64(int32(e.ID)) {
+				return fmt.Errorf("registry: %s: space %d does not fit in int4", e.Name, e.ID)
+			}
+			if ids[e.Kind] == nil {
+				ids[e.Kind] = map[int64]string{}
+			}
+			if prev, ok := ids[e.Kind][e.ID]; ok {
+				return fmt.Errorf("registry: %s %d used by both %s and %s", e.Kind, e.ID, prev, e.Name)
+			}
+			ids[e.Kind][e.ID] = e.Name
+		case Hashed, RedisKey:
+		default:
+			return fmt.Errorf("registry: %s: unknown kind %d", e.Name, e.Kind)
+		}
+		if e.Kind == Hashed || e.Kind == RedisKey || e.Kind == LeaseLevel {
+			if e.Pattern == "" {
+				return fmt.Errorf("registry: %s: a %s needs a pattern", e.Name, e.Kind)
+			}
+			if prev, ok := patterns[e.Pattern]; ok {
+				return fmt.Errorf("registry: pattern %q used by both %s and %s", e.Pattern, prev, e.Name)
+			}
+			patterns[e.Pattern] = e.Name
+		}
+	}
+	return nil
+}
+
+// WriteMarkdown writes the table as the markdown seed 003 keeps by hand,
+// every kind in one table.
+func WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| Name | Key | Component | Purpose | Scope | Lock Type | File Reference |\n")
+	b.WriteString("|------|-----|-----------|---------|-------|-----------|----------------|\n")
+	for _, e := range entries {
+		var key string
+		switch e.Kind {
+		case Space:
+			key = fmt.Sprintf("`(%d, id)`", e.ID)
+		case Fixed:
+			key = fmt.Sprintf("`%d`", e.ID)
+		case Hashed:
+			key = fmt.Sprintf("FNV-1a of `%s`", e.Pattern)
+		case RedisKey:
+			key = fmt.Sprintf("Redis `%s`", e.Pattern)
+		case LeaseLevel:
+			key = fmt.Sprintf("lease `%s` (order %d)", e.Pattern, e.ID)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | `%s` |\n",
+			e.Name, key, mdCell(e.Owner), mdCell(e.Purpose), mdCell(e.Scope), mdCell(e.LockType), e.FileRef)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func mdCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
