@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locktop/locktop/internal/scratch"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/workers"
@@ -256,7 +257,7 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 	s.env.Spawn = s.spawn
 	s.env.ConfigPath = opts.ConfigPath
 	if s.env.ConfigPath == "" {
-		dir, err := os.MkdirTemp("", "locktop-sim-")
+		dir, err := scratch.New("", "locktop-sim-") // also sweeps what a killed simulator left
 		if err != nil {
 			return nil, fmt.Errorf("sim: the config editor's file: %w", err)
 		}

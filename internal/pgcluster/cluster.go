@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/locktop/locktop/internal/scratch"
 )
 
 // ErrNoServer means the PostgreSQL server binaries could not be found.
@@ -92,9 +94,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := tempBase()
-	sweepStale(base)
-	root, err := os.MkdirTemp(base, "locktop-pg-")
+	// scratch.New sweeps first: a directory whose locktop died (kill -9)
+	// goes at once, unless its server still runs.
+	root, err := scratch.New(tempBase(), dirPrefix, "data/postmaster.pid")
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
@@ -287,6 +289,9 @@ func (c *Cluster) logTail() string {
 	return lastLines(b, 5)
 }
 
+// dirPrefix begins the name of every cluster directory.
+const dirPrefix = "locktop-pg-"
+
 // binGlob is where Debian-style packages put the server binaries.
 var binGlob = "/usr/lib/postgresql/*/bin"
 
@@ -348,26 +353,4 @@ func lastLines(b []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
-}
-
-// sweepStale removes cluster directories under base left by a process that
-// died without calling Stop (kill -9): those whose server is not running and
-// that have not changed for a while, so a cluster still in initdb is spared.
-func sweepStale(base string) {
-	dirs, _ := filepath.Glob(filepath.Join(base, "locktop-pg-*"))
-	for _, d := range dirs {
-		st, err := os.Stat(d)
-		if err != nil || !st.IsDir() || time.Since(st.ModTime()) < 2*time.Minute {
-			continue
-		}
-		if b, err := os.ReadFile(filepath.Join(d, "data", "postmaster.pid")); err == nil {
-			first, _, _ := strings.Cut(string(b), "\n")
-			if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil {
-				if err := syscall.Kill(pid, 0); err == nil || err == syscall.EPERM {
-					continue // its server still runs (perhaps as another user)
-				}
-			}
-		}
-		_ = os.RemoveAll(d)
-	}
 }

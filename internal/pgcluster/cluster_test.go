@@ -3,7 +3,9 @@ package pgcluster
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -115,5 +117,36 @@ func TestFailedStartCleansUp(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(tmp, "locktop-pg-*"))
 	if len(left) != 0 {
 		t.Errorf("failed start left %v behind", left)
+	}
+}
+
+// A cluster directory whose locktop was killed (kill -9: no Stop ran) is
+// removed by the next Start at once, not once it is minutes old.
+func TestStartSweepsDirectoryOfKilledOwner(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	owner := cmd.Process.Pid
+	left := filepath.Join(tempBase(), dirPrefix+"killed-owner-test")
+	if err := os.MkdirAll(filepath.Join(left, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(left)
+	if err := os.WriteFile(filepath.Join(left, ".locktop-owner"), []byte(strconv.Itoa(owner)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Kill() // kill -9 of the owner
+	_ = cmd.Wait()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := Start(ctx, Options{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer c.Stop()
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Fatalf("the killed owner's directory %s is still there (%v)", left, err)
 	}
 }
