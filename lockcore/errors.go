@@ -17,6 +17,10 @@ var (
 	// backend was terminated or the connection broke), so the critical
 	// section may not have been exclusive to the end.
 	ErrLost = errors.New("lock lost: its database session ended while it was held")
+	// ErrReleased is what Lock.Err reports once the lock has been released.
+	ErrReleased = errors.New("lock released")
+	// ErrLocked means a try found the key held by another session.
+	ErrLocked = errors.New("lock held by another session")
 )
 
 // AdvisoryLockError is the error of every failed lock operation. Unwrap gives

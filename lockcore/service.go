@@ -502,6 +502,32 @@ type Lock struct {
 // Key returns the key held.
 func (l *Lock) Key() Key { return l.key }
 
+// Fence returns the lock's fencing token: strictly greater than the fence
+// of every earlier grant of the same key in the same database, or 0 when
+// fencing is off. (Stub: minted by the loss-detection work of issue 9.)
+func (l *Lock) Fence() int64 { return 0 }
+
+// Done is closed once the lock is released or lost.
+func (l *Lock) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err is nil while the lock is held, wraps ErrLost once it is lost, and is
+// ErrReleased after Release.
+func (l *Lock) Err() error {
+	if l.ctx.Err() != nil {
+		return ErrReleased
+	}
+	return nil
+}
+
+// FenceOf returns the fence of key as held in ctx (a body's context or
+// Lock.Context), if ctx holds it.
+func FenceOf(ctx context.Context, key Key) (int64, bool) {
+	if h := held(ctx, "", key); h != nil {
+		return 0, true
+	}
+	return 0, false
+}
+
 // PID returns the process id of the backend whose session holds the lock.
 func (l *Lock) PID() uint32 { return l.pid }
 
