@@ -55,6 +55,7 @@ type Cluster struct {
 	bin     string
 	cred    *syscall.Credential
 	cmd     *exec.Cmd
+	args    []string // the server's command line
 	exited  chan struct{}
 	exitErr error
 	logPath string
@@ -102,7 +103,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	c := &Cluster{
 		root: root, data: filepath.Join(root, "data"), socket: root, bin: bin, cred: cred,
-		exited: make(chan struct{}), logPath: filepath.Join(root, "server.log"),
+		logPath: filepath.Join(root, "server.log"),
 	}
 	// Until start-up succeeds, any failure stops the server (if it runs)
 	// and removes the directory.
@@ -134,30 +135,47 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	for k, v := range opts.Settings {
 		settings[k] = v
 	}
-	args := []string{"-D", c.data, "-k", c.socket}
+	c.args = []string{"-D", c.data, "-k", c.socket}
 	for _, k := range slices.Sorted(maps.Keys(settings)) {
-		args = append(args, "-c", k+"="+settings[k])
+		c.args = append(c.args, "-c", k+"="+settings[k])
 	}
-	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("pgcluster: %w", err)
-	}
-	defer logFile.Close()
-	// Not CommandContext: the server must outlive the start-up context.
-	c.cmd = c.command(context.Background(), "postgres", args...)
-	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("pgcluster: starting postgres: %w", err)
-	}
-	go func() {
-		c.exitErr = c.cmd.Wait()
-		close(c.exited)
-	}()
-	if err := c.waitReady(ctx); err != nil {
+	if err := c.launch(ctx); err != nil {
 		return nil, err
 	}
 	ok = true
 	return c, nil
+}
+
+// launch starts the server process on the cluster's data directory and
+// waits until it accepts connections.
+func (c *Cluster) launch(ctx context.Context) error {
+	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("pgcluster: %w", err)
+	}
+	defer logFile.Close()
+	// Not CommandContext: the server must outlive the start-up context.
+	cmd := c.command(context.Background(), "postgres", c.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pgcluster: starting postgres: %w", err)
+	}
+	exited := make(chan struct{})
+	c.cmd, c.exited = cmd, exited
+	go func() {
+		c.exitErr = cmd.Wait()
+		close(exited)
+	}()
+	return c.waitReady(ctx)
+}
+
+// Restart stops the server with a fast shutdown (every session is ended, as
+// `pg_ctl restart -m fast` does) and starts it again on the same data and
+// socket, for tests of what clients do when their server goes away and comes
+// back. It must not run concurrently with Stop.
+func (c *Cluster) Restart(ctx context.Context) error {
+	c.shutdown()
+	return c.launch(ctx)
 }
 
 // command builds an exec.Cmd for one of the server binaries, run as the
@@ -245,24 +263,7 @@ func (c *Cluster) Stop() error {
 	if c == nil {
 		return nil
 	}
-	if c.cmd != nil && c.cmd.Process != nil {
-		select {
-		case <-c.exited:
-		default:
-			_ = c.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
-			select {
-			case <-c.exited:
-			case <-time.After(15 * time.Second):
-				_ = c.cmd.Process.Signal(syscall.SIGQUIT) // immediate shutdown
-				select {
-				case <-c.exited:
-				case <-time.After(5 * time.Second):
-					_ = c.cmd.Process.Kill()
-					<-c.exited
-				}
-			}
-		}
-	}
+	c.shutdown()
 	if c.root == "" {
 		return nil
 	}
@@ -272,6 +273,31 @@ func (c *Cluster) Stop() error {
 	}
 	c.root = ""
 	return nil
+}
+
+// shutdown stops the server process, if it runs: a fast shutdown, then an
+// immediate one, then SIGKILL.
+func (c *Cluster) shutdown() {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-c.exited:
+		return
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
+	select {
+	case <-c.exited:
+	case <-time.After(15 * time.Second):
+		_ = c.cmd.Process.Signal(syscall.SIGQUIT) // immediate shutdown
+		select {
+		case <-c.exited:
+		case <-time.After(5 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+		}
+	}
 }
 
 // Running reports whether the server process is still alive.

@@ -150,3 +150,40 @@ func TestStartSweepsDirectoryOfKilledOwner(t *testing.T) {
 		t.Fatalf("the killed owner's directory %s is still there (%v)", left, err)
 	}
 }
+
+// Restart ends every session (a fast shutdown) and brings the server back
+// on the same socket and data.
+func TestRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := Start(ctx, Options{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer c.Stop()
+	before, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer before.Close(ctx)
+	if _, err := before.Exec(ctx, "CREATE TABLE kept (x int)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(ctx); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if err := before.Ping(ctx); err == nil {
+		t.Fatal("a session from before the restart still answers")
+	}
+	after, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatalf("connect after restart: %v", err)
+	}
+	defer after.Close(ctx)
+	if _, err := after.Exec(ctx, "SELECT * FROM kept"); err != nil {
+		t.Fatalf("data from before the restart: %v", err)
+	}
+	if !c.Running() {
+		t.Fatal("Running is false after Restart")
+	}
+}
