@@ -19,15 +19,15 @@ func init() {
 }
 
 func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("snapshot", stderr)
-	dsnFlag := fs.String("dsn", "", "PostgreSQL URL or key=value DSN (default: DATABASE_URL, then the PG* variables)")
+	fs := newFlagSet("snapshot")
+	conn := addConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print the JSON document GET /api/advisory-locks serves")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	dsn, given := resolveDSN(*dsnFlag)
+	dsn, given := conn.resolve()
 	if !given {
-		return usagef("snapshot needs a database: give --dsn URL, or set DATABASE_URL or the PG* variables")
+		return usagef("snapshot needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
 	}
 	mon, err := openMonitor(ctx, dsn)
 	if err != nil {
