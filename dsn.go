@@ -7,7 +7,10 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/pflag"
+
+	"github.com/locktop/locktop/internal/monitor"
 )
 
 // pgEnv are the libpq variables that name a server; any of them set means
@@ -69,8 +72,8 @@ func isConnString(s string) bool {
 // than pick one silently (psql lets the string win), say it.
 func (c *connFlags) check() error {
 	conn := c.conninfo()
-	if conn == "" {
-		return nil
+	if conn == "" || len(c.options()) == 0 {
+		return nil // a bad string alone is reported when it is used
 	}
 	has, err := connKeys(conn)
 	if err != nil {
@@ -169,7 +172,10 @@ func connKeys(conn string) (map[string]bool, error) {
 	if strings.HasPrefix(conn, "postgres://") || strings.HasPrefix(conn, "postgresql://") {
 		u, ok := parseURL(conn)
 		if !ok {
-			return nil, fmt.Errorf("the connection string is not a valid URL")
+			if _, err := pgconn.ParseConfig(conn); err != nil {
+				return nil, monitor.Describe(err) // "bad DSN: ...", without the DSN
+			}
+			return nil, fmt.Errorf("cannot add options to the connection string: not a URL Go can parse")
 		}
 		q := u.Query()
 		has["host"] = u.Hostname() != "" || q.Has("host") || q.Has("hostaddr")

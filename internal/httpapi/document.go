@@ -40,8 +40,10 @@ type Lock struct {
 	// PID is the backend that holds or waits; null when there is none (a
 	// prepared transaction's lock, a lease lock).
 	PID *int32 `json:"pid"`
-	// Holder is the pid as a string, or a lease's owner.
-	Holder          string     `json:"holder"`
+	// Holder names who holds the lock on a holding row: its pid as a
+	// string, or a lease's owner. It is null on a waiting row, whose own
+	// pid is PID and whose holders are BlockedBy.
+	Holder          *string    `json:"holder"`
 	Database        string     `json:"database"`
 	User            string     `json:"user"`
 	ApplicationName string     `json:"application_name"`
@@ -104,7 +106,6 @@ func newLock(l *model.Lock, taken time.Time) Lock {
 		Key:             l.KeyLabel(),
 		Namespace:       l.Namespace,
 		EntityID:        l.EntityID,
-		Holder:          l.Holder(),
 		Database:        l.Database,
 		User:            l.User,
 		ApplicationName: l.ApplicationName,
@@ -128,6 +129,8 @@ func newLock(l *model.Lock, taken time.Time) Lock {
 	}
 	if l.Granted {
 		out.WaitStart = nil
+		holder := l.Holder()
+		out.Holder = &holder
 	}
 	// Seed 000's duration: now() - query_start. For a lock connection, whose
 	// last statement is the lock itself, that is the wait plus the hold so

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktop/locktop/internal/termsafe"
 	"github.com/locktop/locktop/model"
 )
 
@@ -120,6 +121,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 		http.Error(w, fmt.Sprintf("encoding the response: %v", err), http.StatusInternalServerError)
 		return
 	}
+	body = termsafe.EscapeJSON(body) // `curl` prints it to a terminal
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
