@@ -118,11 +118,11 @@ func newMonitoring(mon *monitor.Monitor, maxAge time.Duration, log *slog.Logger)
 	})
 	mo.latest = httpapi.NewLatest(mo.poll, maxAge)
 	mo.handler = httpapi.New(httpapi.Deps{
-		Snapshot: mo.latest.Snapshot,
-		Info:     mon.Info,
-		Health:   mon.Probe,
-		Metrics:  mo.met.Handler(),
-		Log:      log,
+		Latest:  mo.latest,
+		Info:    mon.Info,
+		Health:  mon.Probe,
+		Metrics: mo.met.Handler(),
+		Log:     log,
 	})
 	return mo
 }

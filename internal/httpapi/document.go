@@ -22,6 +22,15 @@ type Document struct {
 	Warning string `json:"warning,omitempty"`
 	// Locks are grouped by key, holders first, then waiters in queue order.
 	Locks []Lock `json:"locks"`
+	// Age is how old the lock table is as served, in seconds, by the
+	// serving process's clock: the time since its poll finished (0 for
+	// `locktop snapshot`, which polls once).
+	Age float64 `json:"age"`
+	// Stale is true when a newer lock table was due but the database did
+	// not deliver it (it failed, or did not answer within StaleWait): the
+	// table is the newest there is, Age old. StaleReason says why.
+	Stale       bool   `json:"stale"`
+	StaleReason string `json:"stale_reason,omitempty"`
 }
 
 // Lock is one holder or waiter. Times are RFC 3339, durations are seconds as
