@@ -79,10 +79,14 @@ func TestConnectionOptionConflicts(t *testing.T) {
 		{[]string{"snapshot", "mydb"}, "-d"},
 		{[]string{"snapshot", "-dsn", "postgres:///x"}, "--dsn"},
 		{[]string{"serve", "-help"}, "--help"},
+		// A password in a mistyped argument is not echoed.
+		{[]string{"snapshot", "postgres://u:hunter7@h/db", "postgres://u:hunter7@h/db2"}, "unexpected"},
+		{[]string{"snapshot", "-dsn=postgres://u:hunter7@h/db"}, "--dsn"},
+		{[]string{"snapshot", "--dsn", "postgres://u:hunter7@h/db", "host=x password=hunter7"}, "twice"},
 	} {
 		code, stdout, stderr := runCmd(t, tc.args...)
-		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
-			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and one line with %q", tc.args, code, stdout, stderr, tc.want)
+		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "hunter7") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and one line with %q, no password", tc.args, code, stdout, stderr, tc.want)
 		}
 	}
 }

@@ -90,10 +90,19 @@ func listenHTTP(addr string, stderr io.Writer) (net.Listener, error) {
 		// operator's to fix, as a bad address is.
 		return nil, exitError{code: exitUsage, err: fmt.Errorf("cannot listen on %s: %w", addr, err)}
 	}
-	if !httpapi.IsLoopback(ln.Addr()) {
-		fmt.Fprintf(stderr, "locktop: warning: %s is reachable from other machines, and /api/advisory-locks shows other sessions' queries\n", ln.Addr())
+	if w := exposureWarning(ln.Addr()); w != "" {
+		fmt.Fprintln(stderr, "locktop: warning:", w)
 	}
 	return ln, nil
+}
+
+// exposureWarning is the warning an address reachable from other machines
+// gets ("" for loopback), for stderr and for the dashboard's screen.
+func exposureWarning(a net.Addr) string {
+	if httpapi.IsLoopback(a) {
+		return ""
+	}
+	return fmt.Sprintf("%s is reachable from other machines, and /api/advisory-locks shows other sessions' queries", a)
 }
 
 // monitoring is the HTTP surface over one monitor: its metrics, the newest

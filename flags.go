@@ -58,7 +58,7 @@ func parseFlags(fs *flagSet, args []string) error {
 		// pflag would read -dsn as -d sn (the database "sn"), -help as
 		// -h elp: catch the Go spelling of a long flag instead.
 		if m := goFlag.FindStringSubmatch(a); m != nil && (m[1] == "help" || fs.Lookup(m[1]) != nil) {
-			return fs.usageErr(fmt.Errorf("%s: long flags take two dashes: --%s", a, strings.TrimPrefix(a, "-")))
+			return fs.usageErr(fmt.Errorf("-%s: long flags take two dashes: --%s", m[1], m[1]))
 		}
 	}
 	err := fs.Parse(args)
@@ -79,6 +79,10 @@ func parseFlags(fs *flagSet, args []string) error {
 		rest = rest[1:]
 	}
 	if len(rest) > 0 {
+		if isConnString(rest[0]) {
+			// Not echoed: it may carry a password.
+			return fs.usageErr(errors.New("unexpected argument: a second connection string"))
+		}
 		return fs.usageErr(fmt.Errorf("unexpected argument %q", rest[0]))
 	}
 	if fs.conn != nil {
