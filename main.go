@@ -116,7 +116,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runHelp is "locktop help [COMMAND]".
 func runHelp(args []string, stdout io.Writer) error {
 	switch {
-	case len(args) == 0 || args[0] == "dashboard":
+	case len(args) == 0 || args[0] == "dashboard" || strings.HasPrefix(args[0], "-"):
 		fmt.Fprint(stdout, topHelp())
 		return nil
 	case len(args) > 1:
