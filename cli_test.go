@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -247,4 +248,37 @@ func TestReadmeCommandsMatchHelp(t *testing.T) {
 	if block != stdout.String() {
 		t.Errorf("README's Commands block differs from locktop --help; paste this:\n%s", stdout.String())
 	}
+}
+
+// In a real terminal the dashboard exits 2, as every other command does,
+// for a server it cannot use and for a listen address it cannot use.
+func TestDashboardExitCodesInTerminal(t *testing.T) {
+	bin := buildLocktop(t)
+	good := pgtest.Role(t, "term_pw", "right-pw-3318")
+	wrong := strings.Replace(good, "right-pw-3318", "wrong-pw-3318", 1)
+	log := t.TempDir() + "/l.log"
+	for name, argv := range map[string][]string{
+		"wrong password": {bin, "--log", log, wrong},
+		"unreachable":    {bin, "--log", log, "-h", t.TempDir(), "-U", "x"},
+		"foreign --http": {bin, "--log", log, "--http", "192.0.2.1:9753", pgtest.DSN(t)},
+		"busy --http":    {bin, "--log", log, "--http", busyAddr(t), pgtest.DSN(t)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tm := startTerminal(t, termOptions{Width: 100, Height: 30, Secrets: []string{"wrong-pw-3318"}}, argv...)
+			if code := tm.AwaitExit(30 * time.Second); code != exitUsage {
+				t.Errorf("exit %d, want %d", code, exitUsage)
+			}
+		})
+	}
+}
+
+// busyAddr is a loopback address something listens on until the test ends.
+func busyAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
 }
