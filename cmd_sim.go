@@ -34,7 +34,7 @@ func init() {
 // runSim is "locktop sim": with --headless it runs a scenario for a while
 // and reports; the interactive simulator is the dashboard's.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sim", stderr)
+	fs := newFlagSet("sim")
 	headless := fs.Bool("headless", false, "run without the dashboard and print a report (required for now)")
 	scenario := fs.String("scenario", "steady", "scenario: "+strings.Join(sim.Scenarios(), ", "))
 	list := fs.Bool("list", false, "list the scenarios and exit")
@@ -49,7 +49,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	schema := fs.String("schema", "locktop_sim", "the simulator's schema (created if missing; no other table is touched)")
 	reset := fs.Bool("reset", false, "drop the simulator's schema first (never while another simulator uses it)")
 	jsonPath := fs.String("json", "", "write the report as JSON to this file (- for stdout)")
-	dsnFlag := fs.String("dsn", "", "PostgreSQL URL or DSN (default: DATABASE_URL, the PG* variables, else a throw-away PostgreSQL)")
+	conn := addConnFlags(fs) // with none given: DATABASE_URL, the PG* variables, else a throw-away PostgreSQL
 	logPath := fs.String("log", "", "write warnings (worker errors, violations, lost locks) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -89,7 +89,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		logger = slog.New(slog.NewTextHandler(f, nil))
 	}
 
-	dsn, given := resolveDSN(*dsnFlag)
+	dsn, given := conn.resolve()
 	if !given {
 		fmt.Fprintln(stderr, "starting a throw-away PostgreSQL...")
 		c, err := pgcluster.Start(ctx, pgcluster.Options{})
