@@ -245,6 +245,9 @@ func TestFilterExactAndHashedKeys(t *testing.T) {
 			t.Errorf("filter %q matches %d rows, want %d", f, got, want)
 		}
 	}
+	if d := parseFilter("tenant-a:2025-01-15").describe(); !strings.Contains(d, "BOOKING_DATE") {
+		t.Errorf("the title does not name the hashed pattern: %s", d)
+	}
 }
 
 // Without colour the severity marker of the longest waits is whole.
