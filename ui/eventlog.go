@@ -174,12 +174,12 @@ func (e *eventLog) addRare(ev *model.Event) {
 	e.rare = append(e.rare, g)
 }
 
-// groups returns the common groups, oldest first.
-func (e *eventLog) groups() []evGroup {
+// group returns the common group i, oldest first.
+func (e *eventLog) group(i int) *evGroup {
 	if len(e.ring) < eventCapacity {
-		return e.ring
+		return &e.ring[i]
 	}
-	return append(append([]evGroup(nil), e.ring[e.next:]...), e.ring[:e.next]...)
+	return &e.ring[(e.next+i)%eventCapacity]
 }
 
 // rate is the events per second over the last full seconds.
@@ -273,21 +273,20 @@ func (e *eventLog) outOf(lines []evLine) []evLine {
 // and its common groups folded to the per-second budget.
 func (e *eventLog) stream(room int) []evLine {
 	budget := max(room/5, 2)
-	groups := e.groups()
-	gi, ri := len(groups)-1, len(e.rare)-1
+	gi, ri := len(e.ring)-1, len(e.rare)-1
 	var out [][]evLine // per second, newest second first
 	total := 0
 	for total < room && (gi >= 0 || ri >= 0) {
 		sec := int64(-1 << 62)
 		if gi >= 0 {
-			sec = groups[gi].sec
+			sec = e.group(gi).sec
 		}
 		if ri >= 0 {
 			sec = max(sec, e.rare[ri].sec)
 		}
 		var common []*evGroup
-		for ; gi >= 0 && groups[gi].sec == sec; gi-- {
-			common = append(common, &groups[gi])
+		for ; gi >= 0 && e.group(gi).sec == sec; gi-- {
+			common = append(common, e.group(gi))
 		}
 		var lines []evLine
 		for ; ri >= 0 && e.rare[ri].sec == sec; ri-- {

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -324,4 +325,21 @@ func hasLine(screen string, parts ...string) bool {
 		}
 	}
 	return false
+}
+
+// The demo at the common sizes, and its details overlay at the two that
+// had it leak, as goldens.
+func TestGoldenDemo(t *testing.T) {
+	for _, sz := range commonSizes {
+		hs := demo(t, sz[0], sz[1])
+		for s := 1; s <= 3; s++ {
+			hs.send(eventsMsg{events: demoEvents(t0.Add(-time.Duration(s) * time.Second))})
+		}
+		name := "demo_" + strconv.Itoa(sz[0]) + "x" + strconv.Itoa(sz[1])
+		golden(t, name, hs.view())
+		if sz[0] <= 120 {
+			hs.keys("enter")
+			golden(t, name+"_details", hs.view())
+		}
+	}
 }
