@@ -90,3 +90,20 @@ func compose(st *Styles, base, box string, x, y, w, h int) string {
 func centre(bw, bh, w, h int) (x, y int) {
 	return max((w-bw)/2, 0), max((h-bh)/2, 0)
 }
+
+// Every part of the screen keeps the contract; every overlay is one.
+var (
+	_ component = (*header)(nil)
+	_ component = (*gauges)(nil)
+	_ component = (*lockTable)(nil)
+	_ component = (*simPanel)(nil)
+	_ component = (*eventLog)(nil)
+	_ component = (*footer)(nil)
+
+	_ overlay = (*helpOverlay)(nil)
+	_ overlay = (*details)(nil)
+	_ overlay = (*filterInput)(nil)
+	_ overlay = (*confirm)(nil)
+	_ overlay = (*chooser)(nil)
+	_ typist  = (*filterInput)(nil)
+)

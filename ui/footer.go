@@ -15,6 +15,7 @@ type footer struct {
 	noKeys
 	st    *Styles
 	width int
+	keys  []key.Binding // the keys of what has them now
 
 	status string
 	isErr  bool
@@ -39,8 +40,8 @@ func (f *footer) expire(now time.Time) {
 	}
 }
 
-// render renders the footer for the keys given.
-func (f *footer) render(keys []key.Binding) string {
+// View renders the keys and the status.
+func (f *footer) View() string {
 	status := ""
 	if f.status != "" {
 		st := f.st.Status
@@ -50,7 +51,7 @@ func (f *footer) render(keys []key.Binding) string {
 		status = st.Render(f.status)
 	}
 	sw := ansi.StringWidth(status)
-	hints := shortHelp(f.st, keys, f.width-sw-2)
+	hints := shortHelp(f.st, f.keys, f.width-sw-2)
 	gap := max(f.width-ansi.StringWidth(hints)-sw, 1)
 	return fitLine(hints+spaces(gap)+status, f.width)
 }

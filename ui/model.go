@@ -343,13 +343,14 @@ func (m *Model) render() string {
 // else the keys of what has them (the overlay, or the screen) and the
 // status.
 func (m *Model) footerView() string {
+	m.footer.keys = m.keys.ShortHelp()
 	if o := m.overlay; o != nil {
 		if o.Place() == placeFooter {
 			return o.View()
 		}
-		return m.footer.render(o.ShortHelp())
+		m.footer.keys = o.ShortHelp()
 	}
-	return m.footer.render(m.keys.ShortHelp())
+	return m.footer.View()
 }
 
 func (m *Model) tooSmall() string {
