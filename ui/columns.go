@@ -77,7 +77,7 @@ func (t *lockTable) measure(first, end int, cols []column) tableLayout {
 	for i := first; i < end; i++ {
 		r := t.rows[i]
 		l := &t.locks[r.lock]
-		cells := make([]cellText, len(cols))
+		cells := make([]cellText, len(cols), len(cols)+2) // room for USER and QUERY
 		for ci := range cols {
 			text, p := cols[ci].cell(t, r, l)
 			cells[ci] = cellText{text, p}

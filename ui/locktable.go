@@ -176,7 +176,7 @@ func (t *lockTable) SetLocks(locks []model.Lock) {
 			kinds[t.kinds] = locks[i].Kind
 			t.kinds++
 		}
-		for ; i < len(locks) && (i == g.start || locks[i].KeyID() == id); i++ {
+		for ; i < len(locks) && (i == g.start || isKey(&locks[i], id)); i++ {
 			l := &locks[i]
 			if l.Granted {
 				t.held++
@@ -238,7 +238,7 @@ func (t *lockTable) rebuild() {
 	// Keep the selection on the same row, else at the same place.
 	if t.hasSelection {
 		for i, r := range t.rows {
-			if idOf(&t.locks[r.lock]) == t.selected {
+			if l := &t.locks[r.lock]; l.PID == t.selected.pid && idOf(l) == t.selected {
 				t.cursor = i
 				break
 			}
