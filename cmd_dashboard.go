@@ -100,11 +100,15 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 
 	opts := ui.Options{Interval: *interval, Logger: logger}
+	if ln != nil {
+		if w := exposureWarning(ln.Addr()); w != "" {
+			opts.Warnings = append(opts.Warnings, "--http "+w)
+		}
+	}
 	red := newRedactor(dsn)
 	runSim := *withSim
 	if given {
 		logger.Info("dashboard starting", "server", red.target(), "sim", *withSim, "allow_terminate", *allowTerminate)
-		opts.Mode = "read-only"
 	} else {
 		fmt.Fprintln(stderr, "locktop: starting a throw-away PostgreSQL…")
 		c, err := pgcluster.Start(ctx, pgcluster.Options{})
@@ -119,9 +123,10 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}()
 		dsn, red, runSim = c.DSN("postgres"), newRedactor(""), true
 		logger.Info("dashboard starting", "server", "throw-away cluster", "dir", c.Dir())
-		opts.Mode = "throw-away server"
+		opts.ThrowAway = true
 	}
 
+	opts.Server = newRedactor(dsn).target() // the header names the server, never its password
 	mon, err := openMonitor(ctx, dsn)
 	if err != nil {
 		return red.err(err)
@@ -149,7 +154,6 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	opts.Source = redactingSource{src, red}
 	if *allowTerminate {
 		opts.Terminate = red.terminate(mon.Terminate)
-		opts.Mode = "terminate allowed"
 	}
 	if runSim {
 		s, pools, stop, err := startEmbeddedSim(ctx, dsn, *scenario, logger, observers...)
@@ -160,9 +164,6 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		opts.Simulator = s // its status carries its pools for the gauges
 		if mo != nil {
 			mo.met.AddPools(pools)
-		}
-		if given {
-			opts.Mode = "simulator attached"
 		}
 	}
 	return ui.Run(ctx, opts)
