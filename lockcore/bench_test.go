@@ -33,6 +33,24 @@ func BenchmarkWithUncontended(b *testing.B) {
 	}
 }
 
+// BenchmarkWithUncontendedNoFencing is BenchmarkWithUncontended with
+// fencing off (the bare pg_advisory_lock): what minting the fence costs.
+func BenchmarkWithUncontendedNoFencing(b *testing.B) {
+	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	s := lockcore.New(pool, lockcore.NoFencing())
+	ctx := context.Background()
+	if err := s.With(ctx, lockcore.AgentKey(1), noop); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := s.With(ctx, lockcore.AgentKey(rand.Int32N(1_000_000)+1), noop); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkWithContended8 is 8 goroutines taking AGENT 42 (pg_advisory_lock(1,
 // 42)) in turn: ns per acquire + release, the Go side of
 // ../shared/bench/contended.sql with 8 clients.

@@ -3,7 +3,10 @@ package lockcore
 import (
 	"context"
 	"errors"
+	"net"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -101,5 +104,66 @@ func TestKeyFromLockRow(t *testing.T) {
 	}
 	if _, ok := keyFromLockRow(1, 2, 0); ok {
 		t.Error("objsubid 0 decoded as an advisory key")
+	}
+}
+
+// Lock connections over TCP get keepalive probes (a silent network is then
+// noticed within Idle + Interval*Count); Unix sockets are left alone.
+func TestSetKeepAlive(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if peer := <-accepted; peer != nil {
+		defer peer.Close()
+	}
+	k := net.KeepAliveConfig{Enable: true, Idle: 7 * time.Second, Interval: 3 * time.Second, Count: 4}
+	if err := setKeepAlive(c, k); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	err = raw.Control(func(fd uintptr) {
+		for name, opt := range map[string][2]int{
+			"SO_KEEPALIVE":  {syscall.SOL_SOCKET, syscall.SO_KEEPALIVE},
+			"TCP_KEEPIDLE":  {syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE},
+			"TCP_KEEPINTVL": {syscall.IPPROTO_TCP, syscall.TCP_KEEPINTVL},
+			"TCP_KEEPCNT":   {syscall.IPPROTO_TCP, syscall.TCP_KEEPCNT},
+		} {
+			v, err := syscall.GetsockoptInt(int(fd), opt[0], opt[1])
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			got[name] = v
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"SO_KEEPALIVE": 1, "TCP_KEEPIDLE": 7, "TCP_KEEPINTVL": 3, "TCP_KEEPCNT": 4}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("%s = %d, want %d", name, got[name], v)
+		}
+	}
+	a, b := net.Pipe() // neither TCP nor Unix: nothing to set, no error
+	defer a.Close()
+	defer b.Close()
+	if err := setKeepAlive(a, k); err != nil {
+		t.Errorf("setKeepAlive on a pipe: %v", err)
 	}
 }

@@ -86,7 +86,7 @@ func (l *Lock) Key() Key { return l.key }
 func (l *Lock) PID() uint32 { return l.pid }
 
 // Fence returns the lock's fencing token: strictly greater than the fence
-// of every earlier grant of any key in the same database by a Service
+// of every earlier grant of the same key in the same database by a Service
 // drawing from the same sequence, or 0 when fencing is off. Storage that
 // accepts a write only with a fence at least as high as the last one it
 // saw refuses a holder that lost its lock to a later grant.

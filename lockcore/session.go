@@ -178,9 +178,8 @@ func (s *Service) fenceErr(err error) error {
 		if pgErr.Code == "42P01" || pgErr.Code == "3F000" {
 			s.seqReady.Store(false) // dropped since: the next acquire creates it again
 		}
-		return fmt.Errorf("%w: fencing draws tokens from sequence %s, created on first use (CREATE on the database) and read with nextval (USAGE on schema and sequence): %w; "+
-			"create it once as an owner (CREATE SCHEMA %s; CREATE SEQUENCE %s) and grant USAGE, or turn fencing off with lockcore.NoFencing()",
-			ErrFencing, s.seq, err, s.seqSchema, s.seq)
+		return fmt.Errorf("%w: %w: fences come from sequence %s, made on first use (needs CREATE on the database) and read with nextval (needs USAGE on its schema and on it); "+
+			"create it once as an owner and grant USAGE, or turn fencing off with lockcore.NoFencing()", ErrFencing, err, s.seq)
 	}
 	return err
 }
