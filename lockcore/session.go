@@ -62,7 +62,9 @@ func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadli
 	}
 	if needKA {
 		if err := setKeepAlive(pc.Conn(), s.keepAlive); err != nil {
-			return err
+			// Not fatal: the lock works, only a silent network is noticed
+			// later (the pool's dialer keepalive, 15s probes by default).
+			s.log.Warn("lockcore: TCP keepalive not set on a lock connection", "err", err)
 		}
 		st.keepAlive = true
 		cd[sessionStateKey] = st
