@@ -102,7 +102,9 @@
 // BENCHMARKS.md). A network that goes silent without closing the
 // connection is noticed through TCP keepalive, which lock connections get
 // (the KeepAlive option; DefaultKeepAlive detects it within 10 seconds);
-// Unix sockets need none. Messages a live session may send while idle
+// Unix sockets need none. The server frees the lock when it notices the
+// dead connection itself (its tcp_keepalives_* settings); until then
+// nobody else is granted the key. Messages a live session may send while idle
 // (parameter changes, notices, notifications) are not a loss. No round trip
 // is added: the watch only reads, and Release stops it with a read deadline.
 //

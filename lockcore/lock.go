@@ -18,12 +18,12 @@ import (
 // Lock is a held session lock. Release it exactly once; further calls
 // return what the first returned.
 //
-// While it is held, a goroutine watches its connection, which is idle (the
-// body works on other connections): when the server ends the session (a
-// terminated backend, a restart or crash) or the connection breaks, the lock
-// is lost at once: its Context is cancelled with an error wrapping ErrLost
-// as the cause, Done is closed, Err reports the loss, and observers get
-// EventLost, all before any Release.
+// From a millisecond into the hold, a goroutine watches its connection,
+// which is idle (the body works on other connections): when the server ends
+// the session (a terminated backend, a restart or crash) or the connection
+// breaks, the lock is lost at once: its Context is cancelled with an error
+// wrapping ErrLost as the cause, Done is closed, Err reports the loss, and
+// observers get EventLost, all before any Release.
 type Lock struct {
 	s        *Service
 	key      Key
