@@ -179,19 +179,20 @@ func (l *Lock) lostErr() *AdvisoryLockError {
 	return l.lost
 }
 
-// end records the lock's last state and tells its context and Done.
+// end records the lock's last state, then tells Done and its context (so
+// whoever sees either finds Err already set).
 func (l *Lock) end(st lockState, lost *AdvisoryLockError) {
-	if lost != nil {
-		l.cancel(lost)
-	} else {
-		l.cancel(ErrReleased)
-	}
 	l.mu.Lock()
 	l.state, l.lost = st, lost
 	if l.done != nil {
 		close(l.done)
 	}
 	l.mu.Unlock()
+	if lost != nil {
+		l.cancel(lost)
+	} else {
+		l.cancel(ErrReleased)
+	}
 }
 
 // watch waits on the idle lock connection for what only a session's end
