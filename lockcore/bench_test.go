@@ -54,10 +54,16 @@ func BenchmarkWithUncontendedNoFencing(b *testing.B) {
 // BenchmarkWithContended8 is 8 goroutines taking AGENT 42 (pg_advisory_lock(1,
 // 42)) in turn: ns per acquire + release, the Go side of
 // ../shared/bench/contended.sql with 8 clients.
-func BenchmarkWithContended8(b *testing.B) {
+func BenchmarkWithContended8(b *testing.B) { benchContended(b) }
+
+// BenchmarkWithContended8NoFencing is BenchmarkWithContended8 with fencing
+// off.
+func BenchmarkWithContended8NoFencing(b *testing.B) { benchContended(b, lockcore.NoFencing()) }
+
+func benchContended(b *testing.B, opts ...lockcore.Option) {
 	const workers = 8
 	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = workers; c.MinConns = workers })
-	s := lockcore.New(pool)
+	s := lockcore.New(pool, opts...)
 	ctx := context.Background()
 	key := lockcore.AgentKey(42)
 	var warm sync.WaitGroup
