@@ -36,9 +36,9 @@ type Lock struct {
 	at       time.Time
 	blocking bool
 
-	watchStart *time.Timer    // starts the watch (watchDelay into the hold)
-	watching   sync.WaitGroup // the watch, once it has started
-	stopping   atomic.Bool    // Release has begun: a read deadline ends the watch cleanly
+	watch    atomic.Int32   // watchPending, watchStarted or watchCanceled
+	watching sync.WaitGroup // the watch, once it has started
+	stopping atomic.Bool    // Release has begun: a read deadline ends the watch cleanly
 
 	mu    sync.Mutex
 	state lockState
@@ -59,10 +59,76 @@ const (
 
 // watchDelay is how far into a hold the watch of its connection starts.
 // A hold that ends sooner never starts one, which keeps a short critical
-// section (most of them) at two round trips and no goroutine; a loss in
-// the first moment of a longer hold is seen as soon as the watch starts,
-// since the server's farewell waits on the socket.
+// section (most of them) at two round trips, no goroutine and no timer of
+// its own; a loss in the first moment of a longer hold is seen as soon as
+// the watch starts, since the server's farewell waits on the socket.
 const watchDelay = time.Millisecond
+
+// The states of a Lock's watch. Release and the Service's starter race to
+// move it from watchPending with a compare-and-swap; exactly one wins.
+const (
+	watchPending  int32 = iota // not started yet
+	watchStarted               // the starter started it: Release must stop it
+	watchCanceled              // Release came first: it never starts
+)
+
+// starter starts the watches of a Service's locks once they have been
+// held for watchDelay. One timer per Service, armed only while a lock
+// waits for its watch, serves every lock: a timer per lock would make the
+// runtime wake its network poller at every grant, which costs a short
+// critical section more than the whole watch.
+type starter struct {
+	mu      sync.Mutex
+	pending []*Lock // in grant order; released ones are dropped as found
+	armed   bool
+	timer   *time.Timer
+}
+
+func newStarter() *starter {
+	st := &starter{}
+	st.timer = time.AfterFunc(time.Hour, st.run)
+	st.timer.Stop()
+	return st
+}
+
+// add queues l's watch to start at l.at + watchDelay.
+func (st *starter) add(l *Lock) {
+	st.mu.Lock()
+	st.pending = append(st.pending, l)
+	if !st.armed {
+		st.armed = true
+		st.timer.Reset(watchDelay)
+	}
+	st.mu.Unlock()
+}
+
+// run starts the watches that are due, forgets the locks released
+// meanwhile, and re-arms for the next one.
+func (st *starter) run() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := time.Now()
+	i := 0
+	for ; i < len(st.pending); i++ {
+		l := st.pending[i]
+		if l.watch.Load() != watchPending {
+			continue // released before its watch was due
+		}
+		if due := l.at.Add(watchDelay); due.After(now) {
+			st.timer.Reset(due.Sub(now))
+			break
+		}
+		if l.watch.CompareAndSwap(watchPending, watchStarted) {
+			go l.watchConn()
+		}
+	}
+	clear(st.pending[:i]) // no references to released locks
+	st.pending = st.pending[i:]
+	if len(st.pending) == 0 {
+		st.pending = st.pending[:0:0]
+		st.armed = false
+	}
+}
 
 // closed is a closed channel, the Done of a lock that ended before anyone
 // asked for it.
@@ -75,7 +141,7 @@ func (s *Service) newLock(ctx context.Context, conn *pgxpool.Conn, key Key, fenc
 	l := &Lock{s: s, key: key, conn: conn, nc: pc.Conn(), pid: pc.PID(), fence: fence, at: time.Now(), blocking: !try}
 	l.ctx, l.cancel = context.WithCancelCause(withHeld(ctx, &heldKey{db: s.db, key: key, pid: l.pid, fence: fence}))
 	l.watching.Add(1)
-	l.watchStart = time.AfterFunc(watchDelay, l.watch)
+	s.starter.add(l)
 	return l
 }
 
@@ -142,7 +208,7 @@ func (l *Lock) release(ctx context.Context) error {
 	// past wakes its read at once. pgproto3 keeps a message cut short by
 	// the deadline, so nothing the server sent is lost to the unlock's read.
 	l.stopping.Store(true)
-	if l.watchStart.Stop() {
+	if l.watch.CompareAndSwap(watchPending, watchCanceled) {
 		l.watching.Done() // it never started
 	} else {
 		_ = l.nc.SetReadDeadline(time.Unix(1, 0))
@@ -182,8 +248,21 @@ func (l *Lock) lostErr() *AdvisoryLockError {
 // end records the lock's last state, then tells Done and its context (so
 // whoever sees either finds Err already set).
 func (l *Lock) end(st lockState, lost *AdvisoryLockError) {
+	l.record(st, lost)
+	l.signal(lost)
+}
+
+// record sets the lock's final state: Err says so from here on.
+func (l *Lock) record(st lockState, lost *AdvisoryLockError) {
 	l.mu.Lock()
 	l.state, l.lost = st, lost
+	l.mu.Unlock()
+}
+
+// signal closes Done and cancels the lock's context, with cause lost, or
+// ErrReleased when lost is nil.
+func (l *Lock) signal(lost *AdvisoryLockError) {
+	l.mu.Lock()
 	if l.done != nil {
 		close(l.done)
 	}
@@ -195,13 +274,13 @@ func (l *Lock) end(st lockState, lost *AdvisoryLockError) {
 	}
 }
 
-// watch waits on the idle lock connection for what only a session's end
+// watchConn waits on the idle lock connection for what only a session's end
 // sends: a FATAL error (57P01 terminated, a shutdown, a crash) or the
 // connection closing. It blocks in pgconn's ReceiveMessage with
 // context.Background, so pgx runs no context watcher; Release ends it with a
 // read deadline. Asynchronous messages of a live session (ParameterStatus,
 // notices, notifications) are handled by pgconn as usual and ignored here.
-func (l *Lock) watch() {
+func (l *Lock) watchConn() {
 	defer l.watching.Done()
 	pc := l.conn.Conn().PgConn()
 	for {
@@ -227,11 +306,14 @@ func (l *Lock) watch() {
 func (l *Lock) lose(cause error) *AdvisoryLockError {
 	held := time.Since(l.at)
 	lost := &AdvisoryLockError{Key: l.key, Op: OpHold, Err: fmt.Errorf("%w: %w", ErrLost, cause)}
-	l.end(stateLost, lost)
+	l.record(stateLost, lost)
 	_ = l.nc.Close() // the session is over for us: make sure of it, so the server frees the lock too
 	destroy(l.conn)
 	l.s.held.Add(-1)
+	// Observers hear of the loss before the holder's context says so, so
+	// that a holder counting losses sees its own.
 	l.s.emit(Event{Kind: EventLost, Key: l.key, Blocking: l.blocking, Held: held, PID: l.pid, Err: lost})
+	l.signal(lost)
 	l.s.log.Warn("advisory lock lost while held", "key", l.key.String(), "pid", l.pid, "fence", l.fence, "err", cause)
 	return lost
 }

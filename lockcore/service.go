@@ -43,7 +43,8 @@ type Service struct {
 	keepAlive      net.KeepAliveConfig
 	observers      []Observer
 	log            *slog.Logger
-	maxAttempts    int // connections one acquire may try when pooled ones turn out dead
+	maxAttempts    int      // connections one acquire may try when pooled ones turn out dead
+	starter        *starter // starts the watches of held locks
 
 	// Fencing: seq is the quoted sequence name, "" when fencing is off.
 	seq, seqSchema string
@@ -167,7 +168,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Service {
 	s := &Service{
 		pool: pool, db: databaseID(pool), timeout: c.timeout, appName: c.appName, shared: c.shared,
 		keepAlive: c.keepAlive, observers: c.observers, log: c.log,
-		maxAttempts: int(max(pool.Config().MaxConns, 1)) + 1,
+		maxAttempts: int(max(pool.Config().MaxConns, 1)) + 1, starter: newStarter(),
 	}
 	if !s.shared {
 		s.sessionTimeout = (s.timeout - min(s.timeout/100, sessionMargin)).Milliseconds()
