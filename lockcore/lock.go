@@ -259,19 +259,20 @@ func (l *Lock) record(st lockState, lost *AdvisoryLockError) {
 	l.mu.Unlock()
 }
 
-// signal closes Done and cancels the lock's context, with cause lost, or
-// ErrReleased when lost is nil.
+// signal cancels the lock's context, with cause lost, or ErrReleased when
+// lost is nil, and closes Done.
 func (l *Lock) signal(lost *AdvisoryLockError) {
-	l.mu.Lock()
-	if l.done != nil {
-		close(l.done)
-	}
-	l.mu.Unlock()
+	// The context first: whoever sees Done closed finds its cause set.
 	if lost != nil {
 		l.cancel(lost)
 	} else {
 		l.cancel(ErrReleased)
 	}
+	l.mu.Lock()
+	if l.done != nil {
+		close(l.done)
+	}
+	l.mu.Unlock()
 }
 
 // watchConn waits on the idle lock connection for what only a session's end
