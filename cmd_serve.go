@@ -14,7 +14,7 @@ import (
 	"github.com/locktop/locktop/internal/httpapi"
 	"github.com/locktop/locktop/internal/metrics"
 	"github.com/locktop/locktop/internal/monitor"
-	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/internal/poolstats"
 	"github.com/locktop/locktop/model"
 )
 
@@ -123,7 +123,7 @@ type monitoring struct {
 func newMonitoring(mon *monitor.Monitor, maxAge time.Duration, log *slog.Logger) *monitoring {
 	mo := &monitoring{mon: mon, met: metrics.New(), log: log}
 	mo.met.AddPools(func() []model.PoolStats {
-		return []model.PoolStats{lockcore.PoolStats("monitor", mon.Pool())}
+		return []model.PoolStats{poolstats.Of("monitor", mon.Pool(), 0)}
 	})
 	mo.latest = httpapi.NewLatest(mo.poll, maxAge)
 	mo.handler = httpapi.New(httpapi.Deps{

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgcluster"
 	"github.com/locktop/locktop/internal/pgtest"
 	"github.com/locktop/locktop/lockcore"
@@ -226,7 +227,7 @@ func awaitLocks(t *testing.T, q lockcore.Querier, key lockcore.Key, what string,
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		snap, err := lockcore.Inspect(context.Background(), q)
+		snap, err := monitor.Inspect(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
 		}

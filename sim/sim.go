@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locktop/locktop/internal/poolstats"
 	"github.com/locktop/locktop/internal/scratch"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
@@ -773,13 +774,9 @@ func (s *Sim) Pools() []model.PoolStats { return s.pools() }
 
 func (s *Sim) pools() []model.PoolStats {
 	if s.opts.SharedPool {
-		ps := lockcore.PoolStats("shared", s.workPool)
-		ps.Waiting = s.locks.PoolStats("shared").Waiting + s.db.Waiting()
-		return []model.PoolStats{ps}
+		return []model.PoolStats{poolstats.Of("shared", s.workPool, s.locks.Waiting()+s.db.Waiting())}
 	}
-	work := lockcore.PoolStats("work", s.workPool)
-	work.Waiting = s.db.Waiting()
-	return []model.PoolStats{s.locks.PoolStats("lock"), work}
+	return []model.PoolStats{poolstats.Of("lock", s.locks.Pool(), s.locks.Waiting()), poolstats.Of("work", s.workPool, s.db.Waiting())}
 }
 
 // Status returns the simulator's state. It is cheap: counters are atomics

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgtest"
-	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/sim"
 	"github.com/locktop/locktop/workers"
@@ -105,7 +105,7 @@ func TestSteadyShowsQueuedWaiters(t *testing.T) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		snap, err := lockcore.Inspect(context.Background(), mon)
+		snap, err := monitor.Inspect(context.Background(), mon)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 )
 
 // DefaultSchema is the PostgreSQL schema the workloads own.
@@ -152,7 +153,7 @@ func Setup(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		return err
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := lockcore.XactLock(ctx, tx, lockcore.Int64(lockcore.SimSchemaID)); err != nil {
+		if err := lockcore.XactLock(ctx, tx, lockcore.Int64(registry.SimSchemaID)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
@@ -176,7 +177,7 @@ func Drop(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		return err
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := lockcore.XactLock(ctx, tx, lockcore.Int64(lockcore.SimSchemaID)); err != nil {
+		if err := lockcore.XactLock(ctx, tx, lockcore.Int64(registry.SimSchemaID)); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")

@@ -78,8 +78,9 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 	}
 	m := &Monitor{pool: pool, pollTimeout: st + pollGrace, polling: make(chan struct{}, 1),
 		firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID]struct{}{},
-		probeLocks: lockcore.New(pool, lockcore.WithSharedPool(), lockcore.WithApplicationName(""),
-			lockcore.WithDefaultTimeout(ProbeTimeout))}
+		// The connection is read-only: no fencing sequence to create or draw from.
+		probeLocks: lockcore.New(pool, lockcore.SharedPool(), lockcore.ApplicationName(""),
+			lockcore.Timeout(ProbeTimeout), lockcore.NoFencing())}
 	if err := m.readInfo(cctx); err != nil {
 		pool.Close()
 		return nil, Describe(err)
@@ -185,7 +186,7 @@ func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.pollTimeout)
 	defer cancel()
 	start := time.Now()
-	snap, err := lockcore.Inspect(ctx, m.pool)
+	snap, err := Inspect(ctx, m.pool)
 	snap.Latency = time.Since(start)
 	return snap, err
 }

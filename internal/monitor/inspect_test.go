@@ -1,17 +1,42 @@
-package lockcore_test
+package monitor_test
 
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgtest"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
+
+// nextID hands every test its own agent ids.
+var nextID atomic.Int32
+
+func freshAgent() lockcore.Key { return lockcore.Pair(registry.SpaceAgent, 7000+nextID.Add(1)) }
+
+// locks returns a lock Service on a pool of its own.
+func locks(t *testing.T, maxConns int32) *lockcore.Service {
+	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = maxConns })
+	return lockcore.New(pool)
+}
+
+// queued counts the rows of key in the test database.
+func queued(t *testing.T, mon *pgx.Conn, db string, key lockcore.Key) int {
+	t.Helper()
+	snap, err := monitor.Inspect(context.Background(), mon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(rowsOfKey(snap, db, key))
+}
 
 // rowsOfKey filters a snapshot to the rows of one key in the test database.
 func rowsOfKey(snap model.Snapshot, db string, key lockcore.Key) []model.Lock {
@@ -40,7 +65,8 @@ func waitOn(t *testing.T, mon *pgx.Conn, key lockcore.Key, fn string) (pid int32
 	if err := c.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	before := len(rowsFor(t, mon, key))
+	db := currentDB(t, mon)
+	before := queued(t, mon, db, key)
 	// The wait ends when the holder lets go or when cleanup cancels it;
 	// cleanup waits for it before c is closed (cleanups run last-in first).
 	ctx, cancel := context.WithCancel(context.Background())
@@ -50,12 +76,12 @@ func waitOn(t *testing.T, mon *pgx.Conn, key lockcore.Key, fn string) (pid int32
 		_, _ = c.Exec(ctx, "SELECT "+fn+"($1::int4, $2::int4)", key.Space(), key.ID())
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	pgtest.Eventually(t, "the waiter is queued", func() bool { return len(rowsFor(t, mon, key)) == before+1 })
+	pgtest.Eventually(t, "the waiter is queued", func() bool { return queued(t, mon, db, key) == before+1 })
 	return pid
 }
 
 func TestInspectQueue(t *testing.T) {
-	s, _ := newService(t, 2)
+	s := locks(t, 2)
 	mon := pgtest.Conn(t)
 	db := currentDB(t, mon)
 	key := freshAgent()
@@ -67,7 +93,7 @@ func TestInspectQueue(t *testing.T) {
 	for range 3 {
 		waiters = append(waiters, waitOn(t, mon, key, "pg_advisory_lock"))
 	}
-	snap, err := lockcore.Inspect(context.Background(), mon)
+	snap, err := monitor.Inspect(context.Background(), mon)
 	if err != nil {
 		t.Fatalf("Inspect: %v", err)
 	}
@@ -98,10 +124,10 @@ func TestInspectQueue(t *testing.T) {
 func TestInspectDecodesKeys(t *testing.T) {
 	mon := pgtest.Conn(t)
 	db := currentDB(t, mon)
-	s, _ := newService(t, 5)
+	s := locks(t, 5)
 	keys := []lockcore.Key{
 		lockcore.Pair(-77, -3), lockcore.Int64(42424242), lockcore.HashKey("tenant-1:2025-01-15"),
-		lockcore.Int64(-5_000_000_000), lockcore.AgentKey(-9),
+		lockcore.Int64(-5_000_000_000), lockcore.Pair(registry.SpaceAgent, -9),
 	}
 	want := map[lockcore.Key][2]any{
 		keys[0]: {"-77", int64(-3)}, keys[1]: {"IDEMPOTENCY_CLEANUP", int64(42424242)},
@@ -115,7 +141,7 @@ func TestInspectDecodesKeys(t *testing.T) {
 		}
 		held = append(held, l)
 	}
-	snap, err := lockcore.Inspect(context.Background(), mon)
+	snap, err := monitor.Inspect(context.Background(), mon)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +175,7 @@ func TestInspectShareModes(t *testing.T) {
 	}
 	ex := waitOn(t, mon, key, "pg_advisory_lock")
 	sh := waitOn(t, mon, key, "pg_advisory_lock_shared")
-	snap, err := lockcore.Inspect(context.Background(), mon)
+	snap, err := monitor.Inspect(context.Background(), mon)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +205,7 @@ func TestArrangeSeparatesDatabases(t *testing.T) {
 		{PID: 21, Database: "a", Pair: true, Namespace: "AGENT", EntityID: 1, Mode: model.ModeExclusive, WaitStart: t0.Add(time.Second)},
 		{PID: 20, Database: "a", Pair: true, Namespace: "AGENT", EntityID: 1, Mode: model.ModeExclusive, WaitStart: t0},
 	}
-	lockcore.Arrange(rows)
+	monitor.Arrange(rows)
 	var got []int32
 	for _, r := range rows {
 		got = append(got, r.PID)
