@@ -39,14 +39,23 @@ type world struct {
 // think time.
 func newWorld(t *testing.T, agents int) *world {
 	t.Helper()
+	return newWorldWith(t, agents, func(t *testing.T, configure func(*pgxpool.Config)) *pgxpool.Pool {
+		return pgtest.Pool(t, configure)
+	})
+}
+
+// newWorldWith is newWorld with pools from pool (given the configuration
+// the world needs); the work pool is the first one asked for.
+func newWorldWith(t *testing.T, agents int, pool func(*testing.T, func(*pgxpool.Config)) *pgxpool.Pool) *world {
+	t.Helper()
 	schema := fmt.Sprintf("wt_%d", schemaSeq.Add(1))
 	cfg := func(c *pgxpool.Config) {
 		c.MaxConns = 8
 		c.ConnConfig.RuntimeParams["search_path"] = schema
 	}
 	w := &world{schema: schema, rec: &rec{}, hooks: &hooks{}}
-	w.work = pgtest.Pool(t, cfg)
-	w.lock = pgtest.Pool(t, cfg)
+	w.work = pool(t, cfg)
+	w.lock = pool(t, cfg)
 	ctx := context.Background()
 	if err := workers.Setup(ctx, w.work, schema); err != nil {
 		t.Fatal(err)
