@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locktop/locktop/internal/connect"
 	"github.com/locktop/locktop/internal/scratch"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
@@ -64,11 +65,6 @@ var ErrUnusable = errors.New("database unusable")
 // live session down) for longer than the lock timeout: the run was stopped
 // without its final checks.
 var ErrServerGone = errors.New("the server did not come back")
-
-// connectTimeout bounds each connection attempt when the DSN sets no
-// connect_timeout, as the monitor's does: a server that accepts
-// connections and never answers must not hang the simulator.
-const connectTimeout = 5 * time.Second
 
 // watchEvery is how often a run checks whether the server is still out of
 // reach.
@@ -312,12 +308,12 @@ func newProc() string {
 // opens its minimum of connections in the background, and closing it waits
 // for them, so a server that does not answer must be found out before.
 func (s *Sim) connect(ctx context.Context) error {
-	base, err := pgxpool.ParseConfig(s.opts.DSN)
+	// Each attempt is bounded (connect.Bound), as every command's is: a
+	// server that accepts connections and never answers must not hang the
+	// simulator.
+	base, err := connect.PoolConfig(s.opts.DSN)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnusable, err)
-	}
-	if base.ConnConfig.ConnectTimeout == 0 {
-		base.ConnConfig.ConnectTimeout = connectTimeout
 	}
 	pc := base.ConnConfig.Copy()
 	pc.RuntimeParams["application_name"] = AppWork
