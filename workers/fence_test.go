@@ -94,7 +94,7 @@ func TestStaleHolderIsFencedNotAnOverlap(t *testing.T) {
 	defer workers.MintFences()()
 	w := newWorld(t, 1)
 	ctx := context.Background()
-	b := w.hooks.stop(t, workers.PointApplyChecked, 1)
+	b := w.hooks.hold(t, workers.PointApplyChecked, 1)
 	stale := goErr(func() error { return w.env.Hook(ctx, workers.RouteNotification, 1) })
 	b.wait(t)
 	terminate(t, w, 1)
@@ -142,7 +142,7 @@ func TestStaleHolderIsFencedNotAnOverlap(t *testing.T) {
 func TestOutsideKillIsALossNotAnOverlap(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := context.Background()
-	b := w.hooks.stop(t, workers.PointEntered, 1)
+	b := w.hooks.hold(t, workers.PointEntered, 1)
 	victim := goErr(func() error { return w.env.Hook(ctx, workers.RouteNotification, 1) })
 	b.wait(t)
 	terminate(t, w, 1)
