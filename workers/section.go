@@ -165,6 +165,11 @@ func (e *Env) enter(ctx context.Context, kind Kind, sec *section) error {
 		pid = &p
 	}
 	horizon := strconv.FormatInt(e.horizon.Milliseconds(), 10) + " milliseconds"
+	// Not cancelled with the body: a statement cut short by a lost lock
+	// may still have registered the section, and a row whose id we never
+	// learnt could not be removed. One statement, bounded.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
 	err := e.DB.Get(ctx, "SELECT section_id, others, who, lost_who, stale FROM enter_section($1, $2, $3, $4::interval, $5, $6, $7)",
 		[]any{sec.agent, string(kind), e.Proc, horizon, registry.SpaceAgent, pid, sec.fence},
 		&sec.id, &others, &who, &lostWho, &stale)
