@@ -72,7 +72,13 @@ const watchEvery = 100 * time.Millisecond
 
 // finishProbe bounds the check that the server answers before the final
 // checks, so that a stop against a server that stopped answering is quick.
-const finishProbe = 5 * time.Second
+const finishProbe = 2 * time.Second
+
+// closeWait bounds how long Close waits for the pools to close. Against a
+// server that stopped answering, pgxpool waits up to a minute for the
+// connections it is opening and 15 s for each cancelled one to be
+// acknowledged; Close leaves them to finish in the background instead.
+const closeWait = 3 * time.Second
 
 // ErrUnknownScenario and ErrUnknownFault are returned for names the
 // simulator does not know.
@@ -369,10 +375,21 @@ func (s *Sim) release() {
 	if s.env != nil {
 		s.env.Leave()
 	}
-	s.workPool.Close()
-	if s.lockPool != s.workPool {
-		s.lockPool.Close()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		s.workPool.Close()
+		if s.lockPool != s.workPool {
+			s.lockPool.Close()
+		}
+	}()
+	t := time.NewTimer(closeWait)
+	select {
+	case <-closed:
+	case <-t.C:
+		s.log.Warn("the server does not answer: the pools' connections are left to close in the background")
 	}
+	t.Stop()
 	if s.configDir != "" {
 		if err := os.RemoveAll(s.configDir); err != nil {
 			s.log.Warn("removing the config editor's directory", "err", err)

@@ -15,8 +15,13 @@ import (
 )
 
 // cleanupTimeout bounds the bookkeeping that runs after a section, on a
-// fresh context.
+// fresh context: long enough to ride out a server restart.
 const cleanupTimeout = 5 * time.Second
+
+// stopExitTimeout bounds a section's exit when its work was cancelled
+// (the run is stopping): a row it cannot delete by then is deleted by the
+// audit, if the server answers.
+const stopExitTimeout = time.Second
 
 // section is one critical section of an agent as it runs: its row in the
 // sections table and the lock it runs under. Its fenced writes (see write)
@@ -203,7 +208,11 @@ func (e *Env) enter(ctx context.Context, kind Kind, sec *section) error {
 // exit or the audit; until then enter_section does not count it (it is
 // older than the server's start, or its lock is gone).
 func (e *Env) exit(ctx context.Context, id int64) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	bound := cleanupTimeout
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), lockcore.ErrLost) {
+		bound = stopExitTimeout // the work is being abandoned: do not hold the stop up
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	ids := append(e.unexited.list(), id)
 	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
