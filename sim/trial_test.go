@@ -135,11 +135,11 @@ func TestLossTrials(t *testing.T) {
 			from := s.Report().Sections
 			return func(model.SimStatus) bool { return s.Report().Sections >= from+n }
 		}
-		waitStatus(t, "sections complete before the restart", s, progress(100))
+		waitStatus(t, "sections complete before the restart", s, progress(50))
 		if err := c.Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
-		waitStatus(t, "sections complete after the restart", s, progress(300))
+		waitStatus(t, "sections complete after the restart", s, progress(150))
 		if st := s.Status(); !st.Running {
 			t.Error("the simulator stopped with the server")
 		}
