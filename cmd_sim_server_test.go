@@ -108,14 +108,16 @@ func TestSimAndTheServerGoingAway(t *testing.T) {
 }
 
 // mute listens where a PostgreSQL server would and accepts connections,
-// but never answers. It returns a DSN for it.
-func mute(t *testing.T) string {
+// but never answers. It returns a DSN for it, and a channel that receives
+// once per connection accepted.
+func mute(t *testing.T) (string, <-chan struct{}) {
 	t.Helper()
 	dir := t.TempDir()
 	ln, err := net.Listen("unix", filepath.Join(dir, ".s.PGSQL.5432"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	accepted := make(chan struct{}, 100)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -131,17 +133,21 @@ func mute(t *testing.T) string {
 				return
 			}
 			conns = append(conns, c)
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); <-done })
-	return "postgres://nobody@/nodb?host=" + dir
+	return "postgres://nobody@/nodb?host=" + dir, accepted
 }
 
 // A server that accepts connections and never answers: locktop sim gives
 // up on its own (as snapshot does, after 5s) with exit 2, and stops at once
 // on SIGTERM.
 func TestSimMuteServer(t *testing.T) {
-	dsn := mute(t)
+	dsn, accepted := mute(t)
 	t.Run("gives up", func(t *testing.T) {
 		r := waitSim(t, runSimAsync(t, "--dsn", dsn, "--duration", "1s"), 60*time.Second)
 		if r.code != exitUsage || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
@@ -158,7 +164,16 @@ func TestSimMuteServer(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		time.Sleep(500 * time.Millisecond) // it is connecting, and waits for an answer
+		for len(accepted) > 0 { // those of the subtest before
+			<-accepted
+		}
+		select { // it has connected, and waits for an answer
+		case <-accepted:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("the child never connected; stderr %q", stderr.String())
+		}
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
