@@ -78,6 +78,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case *lockTimeout < 0:
 		return usagef("--lock-timeout must not be negative")
 	}
+	if err := workers.ValidSchema(*schema); err != nil {
+		return usagef("--schema: %q is not a plain schema name: use lower-case letters, digits and _ (at most 63)", *schema)
+	}
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if *logPath != "" {
@@ -120,6 +123,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rctx, cancel := context.WithTimeout(ctx, *duration)
 	defer cancel()
 	runErr := s.Run(rctx)
+	if errors.Is(runErr, sim.ErrServerGone) {
+		// The run was stopped without its final checks: no report to trust.
+		return exitError{code: exitUsage, err: runErr}
+	}
 	rep := s.Report()
 	if err := rep.WriteText(stdout); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -220,10 +221,17 @@ func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
 	} else {
 		m.events.Add(msg.events...)
 	}
-	if msg.closed || m.sim == nil {
-		return nil
+	var read tea.Cmd
+	if !m.poll.paused && slices.ContainsFunc(msg.events, func(e model.Event) bool { return e.Outcome == model.OutcomeViolation }) {
+		// The panel's count of broken invariants keeps up with the log
+		// that names them, whenever the next poll comes (a slow interval,
+		// a reconnect's backoff).
+		read = m.readSim()
 	}
-	return waitEvents(m.ctx, m.sim.Events())
+	if msg.closed || m.sim == nil {
+		return read
+	}
+	return tea.Batch(read, waitEvents(m.ctx, m.sim.Events()))
 }
 
 // heldCapacity is how many events a pause keeps for the resume.

@@ -265,8 +265,10 @@ func counterRow(st *Styles, name string, c model.Counters, kw, nw int) string {
 	}
 	num(c.Timeouts, true)
 	num(c.Reentrant, true)
-	if c.Errors > 0 {
-		b.WriteString(st.Bad.Render(rcell(fmtCount(c.Errors), nw)))
+	// Lost locks count apart from errors in the simulator's report; the
+	// panel has no column of their own yet, so they show here, as before.
+	if errs := c.Errors + c.Lost; errs > 0 {
+		b.WriteString(st.Bad.Render(rcell(fmtCount(errs), nw)))
 	} else {
 		b.WriteString(rcell("0", nw))
 	}

@@ -705,3 +705,32 @@ func TestViewIsAltScreen(t *testing.T) {
 		t.Errorf("view: alt %v, title %q", v.AltScreen, v.WindowTitle)
 	}
 }
+
+// A broken invariant in the event stream reads the simulator's status at
+// once, not with the next poll, which a slow interval or a reconnect's
+// backoff can put far off: the panel must not say fewer invariants are
+// broken than the event log already names.
+func TestViolationEventReadsTheSimulatorStatus(t *testing.T) {
+	ended := make(chan model.Event)
+	close(ended)
+	sim := &fakeSim{status: simStatus(), events: ended}
+	h := newHarness(t, Options{Simulator: sim})
+	h.start(100, 30)
+	sim.mu.Lock()
+	sim.status.Invariants = slices.Clone(sim.status.Invariants) // the panel holds the old slice
+	for i := range 3 {
+		sim.status.Invariants[i].Violations = 1
+	}
+	sim.mu.Unlock()
+	ev := model.Event{Time: t0, Worker: "check", Outcome: model.OutcomeViolation, Detail: "no lost update: AGENT 1"}
+	h.step(eventsMsg{events: []model.Event{ev}})
+	broken := 0
+	for _, inv := range h.m.simp.status.Invariants {
+		if inv.Violations > 0 {
+			broken++
+		}
+	}
+	if broken != 3 {
+		t.Errorf("the panel shows %d invariants broken after the event, want the simulator's 3", broken)
+	}
+}
