@@ -114,6 +114,14 @@ func (s *Server) Halt() { s.proc.shutdown() }
 // Resume starts an empty server again after Halt.
 func (s *Server) Resume(ctx context.Context) error { return s.launch(ctx) }
 
+// Freeze stops the server process with SIGSTOP: connections are accepted
+// by the kernel but nothing answers, as with a hung or partitioned Redis.
+// Thaw (or Stop) ends it.
+func (s *Server) Freeze() error { return s.proc.signal(syscall.SIGSTOP) }
+
+// Thaw continues a frozen server.
+func (s *Server) Thaw() error { return s.proc.signal(syscall.SIGCONT) }
+
 // Stop ends the server and deletes its directory. It is safe to call more
 // than once.
 func (s *Server) Stop() error {
@@ -220,6 +228,7 @@ func (p *process) shutdown() {
 		return
 	default:
 	}
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // if frozen
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
@@ -227,6 +236,13 @@ func (p *process) shutdown() {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
+}
+
+func (p *process) signal(sig syscall.Signal) error {
+	if !p.running() {
+		return errors.New("redisserver: the server is not running")
+	}
+	return p.cmd.Process.Signal(sig)
 }
 
 func (p *process) running() bool {

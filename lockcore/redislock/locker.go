@@ -119,6 +119,7 @@ type attempt struct {
 	wctx    context.Context // the caller's, bounded by the wait
 	start   time.Time
 	holder  string // the holder's owner, as last seen
+	seen    bool   // Redis answered at least once
 }
 
 // result is what acquireScript answered.
@@ -142,6 +143,7 @@ func (a *attempt) try(mode string) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	a.seen = true
 	if len(v) < 3 {
 		return result{}, fmt.Errorf("redislock: unexpected reply %v", v)
 	}
@@ -221,10 +223,20 @@ func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock 
 
 // fail turns the end of an attempt into its error, after taking back what
 // it may have left in Redis. err is nil when the key stayed held.
+//
+// "Not acquired" needs Redis to have said the key is held: when no answer
+// came within the wait, Redis is unavailable (too slow is unavailable too),
+// so FailOpen can tell the two apart (anchors: CortexReach #879).
 func (a *attempt) fail(err error) error {
 	l := a.l
-	if err == nil || a.wctx.Err() != nil || !refused(err) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), cleanupTimeout)
+	if err == nil || !refused(err) {
+		// A Redis that never answered is unlikely to answer now: do not
+		// make the caller wait long for it (the grant, if any, expires).
+		bound := cleanupTimeout
+		if !a.seen {
+			bound = cleanupTimeout / 8
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), bound)
 		_ = withdrawScript.Run(cctx, l.rdb, a.ks.all(), a.tok).Err()
 		cancel()
 	}
@@ -232,15 +244,16 @@ func (a *attempt) fail(err error) error {
 	if a.holder != "" {
 		held = " (held by " + a.holder + ")"
 	}
+	ctxErr := err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 	switch {
-	case a.ctx.Err() != nil:
+	case a.ctx.Err() != nil && (err == nil || ctxErr):
 		// The caller's context ended the wait: a deadline is a timeout, a
 		// cancellation is the caller's choice and no failure of the lock.
 		if errors.Is(a.ctx.Err(), context.DeadlineExceeded) && a.observe {
 			l.observeFailure(ReasonTimeout)
 		}
 		return fmt.Errorf("redislock: %s not acquired%s: %w", a.key, held, errors.Join(ErrNotAcquired, context.Cause(a.ctx)))
-	case err == nil || a.wctx.Err() != nil:
+	case (err == nil || ctxErr) && a.seen:
 		if a.observe {
 			l.observeFailure(ReasonTimeout)
 		}
@@ -248,6 +261,9 @@ func (a *attempt) fail(err error) error {
 			return fmt.Errorf("redislock: %s is held%s: %w", a.key, held, ErrNotAcquired)
 		}
 		return fmt.Errorf("redislock: %s not acquired within %v%s: %w", a.key, a.cfg.wait, held, ErrNotAcquired)
+	case err == nil || ctxErr:
+		l.observeFailure(ReasonRedisError)
+		return fmt.Errorf("redislock: %s: no answer from Redis within %v: %w", a.key, a.cfg.wait, ErrUnavailable)
 	}
 	l.observeFailure(ReasonRedisError)
 	return l.redisError(a.key, err)

@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -38,3 +39,11 @@ func within(t testing.TB, what string, ch <-chan struct{}, d time.Duration) {
 		t.Fatalf("timed out after %v waiting until %s", d, what)
 	}
 }
+
+// quiet drops go-redis's own log lines (failed dials while a test has
+// stopped its server).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quiet{}) }
