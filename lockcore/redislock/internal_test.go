@@ -139,10 +139,10 @@ func (replyErr) RedisError()     {}
 
 func TestUnavailableClassification(t *testing.T) {
 	for err, want := range map[error]bool{
-		replyErr("LOADING Redis is loading the dataset in memory"):       true,
-		replyErr("CLUSTERDOWN The cluster is down"):                      true,
-		replyErr("READONLY You can't write against a read only replica"): true,
-		replyErr("ERR max number of clients reached"):                    true,
+		replyErr("LOADING Redis is loading the dataset in memory"):                    true,
+		replyErr("CLUSTERDOWN The cluster is down"):                                   true,
+		replyErr("READONLY You can't write against a read only replica"):              true,
+		replyErr("ERR max number of clients reached"):                                 true,
 		replyErr("WRONGTYPE Operation against a key holding the wrong kind of value"): false,
 		&net.OpError{Op: "dial", Err: errors.New("refused")}:                          true,
 		redis.ErrPoolTimeout: true,
