@@ -45,28 +45,19 @@ func TestDeadWaiterSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registerWaiter(t, l, "k", "DEAD", time.Millisecond)
-	waitForWaiters(t, l, "k", 0) // Inspect leaves out expired registrations
-	got := make(chan *Lock, 1)
-	go func() {
-		w, err := l.Acquire(ctx, "k", Wait(30*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- w
-	}()
-	waitForWaiters(t, l, "k", 1)
+	registerWaiter(t, l, "k", "DEAD", 100*time.Millisecond)
+	registerWaiter(t, l, "k", "LIVE", 30*time.Second)
+	if ws := waiters(t, l, "k"); len(ws) != 2 {
+		t.Fatalf("waiters %+v, want DEAD then LIVE", ws)
+	}
+	waitForWaiters(t, l, "k", 1) // DEAD's registration has expired
 	if err := k.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w := <-got
-	if w == nil {
-		t.FailNow()
+	if tok := holderToken(t, l, "k"); tok != "LIVE" {
+		t.Errorf("holder after release %q, want the live waiter", tok)
 	}
-	if tok := holderToken(t, l, "k"); tok != w.Token() {
-		t.Errorf("holder after release %q, want the live waiter %q", tok, w.Token())
-	}
-	w.Release(ctx)
+	withdrawScript.Run(ctx, l.rdb, keysFor(l.prefix, "k").all(), "LIVE")
 }
 
 // A grant to a waiter that gave up at that very moment is taken back by

@@ -269,6 +269,21 @@ func TestFenceStrictlyIncreasing(t *testing.T) {
 	k.Release(ctx)
 }
 
+// waiters returns key's registered waiters now.
+func waiters(t testing.TB, l *Locker, key string) []Waiter {
+	t.Helper()
+	infos, err := l.Inspect(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		if in.Key == key {
+			return in.Waiters
+		}
+	}
+	return nil
+}
+
 // waitForWaiters polls Inspect until key has n registered waiters.
 func waitForWaiters(t testing.TB, l *Locker, key string, n int) []Waiter {
 	t.Helper()
@@ -355,7 +370,9 @@ func TestWaitZeroIsASingleTry(t *testing.T) {
 	if st := l.Stats(); st.Waited != 0 || st.Timeouts != 1 {
 		t.Errorf("stats %+v: want no wait and one timeout", st)
 	}
-	waitForWaiters(t, l, "k", 0)
+	if ws := waiters(t, l, "k"); len(ws) != 0 {
+		t.Errorf("waiters after a single try: %+v", ws)
+	}
 }
 
 // The wait ends with ErrNotAcquired (never a nil lock with a nil error),
@@ -375,7 +392,9 @@ func TestWaitTimesOut(t *testing.T) {
 	if !strings.Contains(err.Error(), "held by me") {
 		t.Errorf("error %q does not name the holder", err)
 	}
-	waitForWaiters(t, l, "k", 0)
+	if ws := waiters(t, l, "k"); len(ws) != 0 {
+		t.Errorf("waiters left after the timeout: %+v", ws)
+	}
 }
 
 // Cancelling the context of a waiting Acquire ends the wait at once with
@@ -405,7 +424,9 @@ func TestCancelWhileWaiting(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("cancelled Acquire did not return")
 	}
-	waitForWaiters(t, l, "k", 0)
+	if ws := waiters(t, l, "k"); len(ws) != 0 {
+		t.Errorf("waiters left after the cancellation: %+v", ws)
+	}
 	if err := k.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
