@@ -129,6 +129,15 @@ func URL(t testing.TB) string {
 	return url
 }
 
+// ServerURL returns the test server's URL, or "" when Main could not set it
+// up: for examples, which have no testing.TB to fail.
+func ServerURL() string {
+	if setupErr != nil {
+		return ""
+	}
+	return url
+}
+
 // Options returns client options for the test server, with
 // ContextTimeoutEnabled as the lock library asks (go-redis otherwise lets
 // a command outlive its context's deadline on a Redis that hangs).
