@@ -12,46 +12,77 @@ import (
 // concurrent use. The token is a capability: whoever has it can resume,
 // extend and release the hold.
 type Lock struct {
-	l      *Locker
-	key    string
-	ks     keyset
-	token  string
-	fence  int64
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	l     *Locker
+	key   string
+	ks    keyset
+	token string
+	fence int64
 
-	mu    sync.Mutex
-	timer *time.Timer // fires at the estimated end of the lease
-	ended bool        // released or lost
+	mu       sync.Mutex
+	deadline time.Time // estimated end of the lease, by this client's clock
+	cause    error     // nil while held here; ErrReleased or ErrLost once ended
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer // while the context is watched: fires at deadline
 }
 
-// start arms the lock's context and its lease timer: the lease ends no
-// earlier than base+ttl by Redis's clock, estimated less drift here.
+// start records a grant whose lease ends no earlier than base+ttl by
+// Redis's clock, estimated here less drift.
 func (k *Lock) start(base time.Time, ttl time.Duration) {
-	k.ctx, k.cancel = context.WithCancelCause(context.Background())
+	k.deadline = base.Add(ttl - drift(ttl))
+}
+
+// watch returns the lock's context, making it on first use: only a watched
+// lock gets a lease timer and revocation notices, so a hold that step 1 of a
+// workflow hands on by its token is not reported lost here when its TTL
+// passes elsewhere.
+func (k *Lock) watch() context.Context {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.timer = time.AfterFunc(time.Until(base.Add(ttl-drift(ttl))), func() { k.lose("its TTL passed") })
+	if k.ctx != nil {
+		return k.ctx
+	}
+	k.ctx, k.cancel = context.WithCancelCause(context.Background())
+	if k.cause != nil {
+		k.cancel(k.cause)
+		return k.ctx
+	}
+	k.timer = time.AfterFunc(time.Until(k.deadline), func() { k.lose("its TTL passed") })
 	k.l.mu.Lock()
 	k.l.holds[k.token] = k
 	k.l.mu.Unlock()
+	return k.ctx
 }
 
 // end marks the lock ended with cause; it reports false if it already was.
 func (k *Lock) end(cause error) bool {
 	k.mu.Lock()
-	if k.ended {
+	if k.cause != nil {
 		k.mu.Unlock()
 		return false
 	}
-	k.ended = true
-	k.timer.Stop()
+	k.cause = cause
+	watched := k.ctx != nil
+	if watched {
+		k.timer.Stop()
+		k.cancel(cause)
+	}
 	k.mu.Unlock()
-	k.l.mu.Lock()
-	delete(k.l.holds, k.token)
-	k.l.mu.Unlock()
-	k.cancel(cause)
+	if watched {
+		k.l.mu.Lock()
+		if k.l.holds[k.token] == k {
+			delete(k.l.holds, k.token)
+		}
+		k.l.mu.Unlock()
+	}
 	return true
+}
+
+// ended returns the cause the lock ended with, or nil.
+func (k *Lock) ended() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cause
 }
 
 // lose ends the lock as lost: its context is cancelled with cause ErrLost.
@@ -79,12 +110,15 @@ func (k *Lock) Fence() int64 { return k.fence }
 
 // Context returns a context that is cancelled when the hold ends: with
 // cause ErrLost when it is found lost (its TTL passed without an extension,
-// an extend found the key gone or taken, a force release was announced),
-// with cause ErrReleased by Release. Use context.Cause to tell them apart.
-func (k *Lock) Context() context.Context { return k.ctx }
+// by this client's estimate; an extend, TTL or release found the key gone or
+// taken; a force release was announced to this Locker), with cause
+// ErrReleased by Release. Use context.Cause to tell them apart. The lease
+// timer and the revocation notices start with the first call of Context
+// or Done.
+func (k *Lock) Context() context.Context { return k.watch() }
 
 // Done is closed when the hold ends; see Context.
-func (k *Lock) Done() <-chan struct{} { return k.ctx.Done() }
+func (k *Lock) Done() <-chan struct{} { return k.watch().Done() }
 
 // TTL returns the time left before Redis releases the hold by itself, or
 // ErrNotHeld (and the lock is marked lost) if the token no longer holds it.
@@ -126,24 +160,25 @@ func (k *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.ended {
+	if k.cause != nil {
 		// The lease timer fired while the extend was on its way: the hold
 		// was already given up for lost here, and stays so.
 		return fmt.Errorf("redislock: extending %s: %w", k.key, errors.Join(ErrNotHeld, ErrLost))
 	}
-	k.timer.Reset(time.Until(sent.Add(ttl - drift(ttl))))
+	k.deadline = sent.Add(ttl - drift(ttl))
+	if k.timer != nil {
+		k.timer.Reset(time.Until(k.deadline))
+	}
 	return nil
 }
 
 // endedErr is the error of an operation on an ended lock.
 func (k *Lock) endedErr() error {
-	k.mu.Lock()
-	ended := k.ended
-	k.mu.Unlock()
-	if !ended {
+	cause := k.ended()
+	if cause == nil {
 		return nil
 	}
-	if errors.Is(context.Cause(k.ctx), ErrReleased) {
+	if errors.Is(cause, ErrReleased) {
 		return fmt.Errorf("redislock: %s: already released: %w", k.key, ErrNotHeld)
 	}
 	return fmt.Errorf("redislock: %s: %w", k.key, errors.Join(ErrNotHeld, ErrLost))
@@ -155,7 +190,7 @@ func (k *Lock) endedErr() error {
 // deleted then. A lock seen lost here is still released if Redis says the
 // token holds it (the lease estimate errs early).
 func (k *Lock) Release(ctx context.Context) error {
-	if errors.Is(context.Cause(k.ctx), ErrReleased) {
+	if errors.Is(k.ended(), ErrReleased) {
 		k.l.observeFailure(ReasonNotHeld)
 		return fmt.Errorf("redislock: releasing %s: already released: %w", k.key, ErrNotHeld)
 	}

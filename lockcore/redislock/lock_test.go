@@ -100,6 +100,15 @@ func TestAcquireDoesNotExtend(t *testing.T) {
 		held, err := l.IsLocked(ctx, "k")
 		return err == nil && !held
 	})
+	// Nobody watched it (a workflow's step 1 hands the hold on by token):
+	// no loss is reported until someone looks.
+	if st := l.Stats(); st.Lost != 0 {
+		t.Errorf("an unwatched expired lock counted lost: %+v", st)
+	}
+	within(t, "Done of the expired lock closes", k.Done(), 5*time.Second)
+	if st := l.Stats(); st.Lost != 1 || !errors.Is(context.Cause(k.Context()), ErrLost) {
+		t.Errorf("watched after expiry: stats %+v, cause %v", st, context.Cause(k.Context()))
+	}
 	if err := k.Release(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("release after expiry: %v, want ErrNotHeld", err)
 	}

@@ -245,27 +245,30 @@ func (a *attempt) fail(err error) error {
 		held = " (held by " + a.holder + ")"
 	}
 	ctxErr := err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+	note := func(reason string) {
+		if a.observe { // the health probe is kept out of the counts
+			l.observeFailure(reason)
+		}
+	}
 	switch {
 	case a.ctx.Err() != nil && (err == nil || ctxErr):
 		// The caller's context ended the wait: a deadline is a timeout, a
 		// cancellation is the caller's choice and no failure of the lock.
-		if errors.Is(a.ctx.Err(), context.DeadlineExceeded) && a.observe {
-			l.observeFailure(ReasonTimeout)
+		if errors.Is(a.ctx.Err(), context.DeadlineExceeded) {
+			note(ReasonTimeout)
 		}
 		return fmt.Errorf("redislock: %s not acquired%s: %w", a.key, held, errors.Join(ErrNotAcquired, context.Cause(a.ctx)))
 	case (err == nil || ctxErr) && a.seen:
-		if a.observe {
-			l.observeFailure(ReasonTimeout)
-		}
+		note(ReasonTimeout)
 		if a.cfg.wait <= 0 {
 			return fmt.Errorf("redislock: %s is held%s: %w", a.key, held, ErrNotAcquired)
 		}
 		return fmt.Errorf("redislock: %s not acquired within %v%s: %w", a.key, a.cfg.wait, held, ErrNotAcquired)
 	case err == nil || ctxErr:
-		l.observeFailure(ReasonRedisError)
+		note(ReasonRedisError)
 		return fmt.Errorf("redislock: %s: no answer from Redis within %v: %w", a.key, a.cfg.wait, ErrUnavailable)
 	}
-	l.observeFailure(ReasonRedisError)
+	note(ReasonRedisError)
 	return l.redisError(a.key, err)
 }
 

@@ -39,9 +39,10 @@ func (l *Locker) With(ctx context.Context, key string, fn func(ctx context.Conte
 	l.listen()
 	defer l.unlisten()
 
+	kctx := k.Context()
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stopCause := context.AfterFunc(k.ctx, func() { cancel(context.Cause(k.ctx)) })
+	stopCause := context.AfterFunc(kctx, func() { cancel(context.Cause(kctx)) })
 	defer stopCause()
 
 	stop, kept := make(chan struct{}), make(chan struct{})
@@ -55,7 +56,7 @@ func (l *Locker) With(ctx context.Context, key string, fn func(ctx context.Conte
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		rerr := k.Release(rctx)
 		rcancel()
-		if errors.Is(context.Cause(k.ctx), ErrLost) {
+		if errors.Is(k.ended(), ErrLost) {
 			err = errors.Join(err, fmt.Errorf("redislock: %s: lost while held: %w", key, ErrLost))
 			return
 		}
@@ -77,11 +78,11 @@ func (k *Lock) keepAlive(stop <-chan struct{}, ttl time.Duration) {
 		select {
 		case <-stop:
 			return
-		case <-k.ctx.Done():
+		case <-k.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(k.ctx, max(every, 100*time.Millisecond))
+		ctx, cancel := context.WithTimeout(k.Context(), max(every, 100*time.Millisecond))
 		err := k.Extend(ctx, ttl)
 		cancel()
 		switch {
