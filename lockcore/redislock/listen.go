@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +26,7 @@ type listener struct {
 	quit  context.Context
 	stopf context.CancelFunc
 	done  chan struct{}
+	check sync.WaitGroup // checks of the holds after a reconnection
 }
 
 // listen takes a use of the listener, starting it if need be, and returns
@@ -73,12 +75,15 @@ func (lis *listener) stop() {
 	lis.stopf()
 	_ = lis.ps.Close()
 	<-lis.done
+	lis.check.Wait()
 }
 
 // receive subscribes, then reads notices until the listener stops. go-redis
 // reconnects and subscribes again after a connection error; notices sent
-// meanwhile are lost, so every (re)subscription after the first asks the
-// waiters to poll at once.
+// meanwhile are lost, so every resubscription asks the waiters to poll at
+// once, and every subscription checks the watched holds: a Redis that
+// restarted, or a failover to a replica the grant had not reached, has lost
+// them, and their holders learn it now rather than at their next extend.
 func (l *Locker) receive(lis *listener) {
 	defer close(lis.done)
 	backoff := 10 * time.Millisecond
@@ -120,6 +125,9 @@ func (l *Locker) receive(lis *listener) {
 			} else {
 				l.pokeWaiters()
 			}
+			// Also at the first subscription: Redis may have gone away
+			// between a grant and the listener's start.
+			lis.check.Go(func() { l.checkHolds(lis.quit) })
 		case *redis.Message:
 			l.dispatch(m.Payload, time.Now())
 		}
@@ -151,6 +159,25 @@ func (l *Locker) dispatch(payload string, at time.Time) {
 		l.mu.Unlock()
 		if k != nil {
 			k.lose("it was force-released")
+		}
+	}
+}
+
+// checkHolds asks Redis whether each watched hold is still there, and
+// declares lost those that are not.
+func (l *Locker) checkHolds(ctx context.Context) {
+	l.mu.Lock()
+	holds := make([]*Lock, 0, len(l.holds))
+	for _, k := range l.holds {
+		holds = append(holds, k)
+	}
+	l.mu.Unlock()
+	for _, k := range holds {
+		cctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		_, _, err := check(cctx, l.rdb, k.ks, k.token)
+		cancel()
+		if errors.Is(err, ErrNotHeld) {
+			k.lose("Redis no longer has it (a restart or a failover)")
 		}
 	}
 }
