@@ -37,7 +37,9 @@
 //   - A hold knows when it is lost: its Context is cancelled with cause
 //     ErrLost when its TTL passes without an extension (estimated on the
 //     client, erring early by 1% + 2ms), when an extend finds the key gone
-//     or taken, or when a force release is announced to its Locker.
+//     or taken, when a force release is announced to its Locker, or when
+//     the Locker's listener, reconnecting after Redis went away, finds the
+//     key gone (a restart, a failover).
 //   - Waiting does not poll. Waiters register in Redis in arrival order,
 //     each with a registration that lives 3s unless renewed; a release hands
 //     the key to the longest live waiter in the same script and publishes a
@@ -58,8 +60,10 @@
 // Redis replicates asynchronously. If the primary fails after granting a
 // lock and before the grant reached a replica, the promoted replica does not
 // have the key, and a second worker gets the lock while the first still
-// runs: mutual exclusion is lost. The first worker finds out at its next
-// extend (With cancels fn's context with ErrLost), not at once. Redis's TTLs
+// runs: mutual exclusion is lost. The first worker finds out when its
+// Locker's listener (running during With) reconnects and checks its holds,
+// or at its next extend; either way With cancels fn's context with ErrLost.
+// Until then both run. Redis's TTLs
 // also follow the wall clock, so a clock jump can expire a lock early. WAIT
 // narrows the window but, as the Redis docs say, does not make Redis
 // strongly consistent; Redlock does not fix it either (Kleppmann, "How to do
