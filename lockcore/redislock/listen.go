@@ -26,7 +26,7 @@ type listener struct {
 	quit  context.Context
 	stopf context.CancelFunc
 	done  chan struct{}
-	check sync.WaitGroup // checks of the holds after a reconnection
+	check sync.WaitGroup // checks of the watched holds, one per subscription
 }
 
 // listen takes a use of the listener, starting it if need be, and returns
