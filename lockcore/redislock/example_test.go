@@ -108,7 +108,6 @@ func ExampleLocker_ForceRelease() {
 	records, _ := admin.Audit(ctx)
 	r := records[0]
 	fmt.Printf("%s by %s: %q (was held by %s)\n", r.Key, r.Actor, r.Reason, r.VictimOwner)
-	rdb.Del(ctx, "{example-force:}audit")
 	// Output:
 	// freed: true <nil>
 	// tenant-1:agent-1:customer-3:web by operator: "pod-c crashed mid-turn" (was held by pod-c)
