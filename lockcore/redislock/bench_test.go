@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,55 +44,98 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 }
 
-// handOver measures hand-over: 8 goroutines on one key, each of which,
-// after releasing, waits until another has the key before it competes
-// again, so every grant but the first goes to a goroutine that was already
-// waiting. ns/op is the time per grant: the release, and the hand-over to
-// the next waiter; requests/op the requests Redis served per grant (what
-// waiting costs the server). acquire returns the release.
-func handOver(b *testing.B, acquire func(ctx context.Context) (func() error, error)) {
+// handOver measures hand-over among 8 goroutines on one key. Before a
+// holder releases, the goroutine that held the key before it must be
+// waiting again (acquire calls waiting once it is: registered, or after a
+// failed try), so every grant is a hand-over to a goroutine that was
+// already waiting, never a release and re-acquire by one goroutine, nor a
+// goroutine barging in ahead of the waiters. Each goroutine starts to wait
+// after a random pause below jitter, as requests arrive at random: pollers
+// that all started together would stay in step and poll just before each
+// release. ns/handover is the mean time from the start of a release to the
+// next holder's acquire returning: the hand-over latency. requests/op is
+// the requests Redis served per grant (what waiting costs the server).
+// acquire returns the release.
+func handOver(b *testing.B, jitter time.Duration, acquire func(ctx context.Context, waiting func()) (func() error, error)) {
 	const workers = 8
 	before := commandsProcessed(b)
-	defer func() { b.ReportMetric(float64(commandsProcessed(b)-before)/float64(b.N), "requests/op") }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
-		mu     sync.Mutex
-		cond   = sync.NewCond(&mu)
-		grants int
-		wg     sync.WaitGroup
+		mu       sync.Mutex
+		cond     = sync.NewCond(&mu)
+		grants   int
+		released time.Time                 // when the last release started
+		waiting  = map[int]chan struct{}{} // grant n -> closed when holder n-1 waits again
+		gaps     time.Duration
+		handed   int
+		wg       sync.WaitGroup
 	)
+	stop := func() {
+		cancel()
+		mu.Lock()
+		cond.Broadcast()
+		mu.Unlock()
+	}
 	b.ResetTimer()
 	for range workers {
 		wg.Go(func() {
+			var announce chan struct{} // nil on the first entry
 			for {
-				release, err := acquire(ctx)
+				time.Sleep(rand.N(jitter)) // not synchronisation: a random arrival
+				var once sync.Once
+				release, err := acquire(ctx, func() {
+					if announce != nil {
+						once.Do(func() { close(announce) })
+					}
+				})
 				if err != nil {
 					if ctx.Err() == nil {
 						b.Error(err)
-						cancel()
+						stop()
 					}
 					return
 				}
+				now := time.Now()
 				mu.Lock()
+				if !released.IsZero() {
+					gaps += now.Sub(released)
+					handed++
+				}
 				grants++
-				mine := grants
+				n := grants
 				cond.Broadcast()
+				for n > 1 && waiting[n] == nil && ctx.Err() == nil {
+					cond.Wait()
+				}
+				prev := waiting[n]
+				delete(waiting, n)
+				mu.Unlock()
+				if prev != nil {
+					select {
+					case <-prev:
+					case <-ctx.Done():
+					}
+				}
+				mu.Lock()
+				released = time.Now()
 				mu.Unlock()
 				if err := release(); err != nil {
 					b.Error(err)
 				}
-				if mine >= b.N {
-					cancel()
-					mu.Lock()
-					cond.Broadcast()
-					mu.Unlock()
+				if n >= b.N {
+					stop()
 					return
 				}
+				// Compete again once another goroutine has the key, and say
+				// when this one is waiting, so that one may release.
 				mu.Lock()
-				for grants == mine && ctx.Err() == nil {
+				for grants == n && ctx.Err() == nil {
 					cond.Wait()
 				}
+				announce = make(chan struct{})
+				waiting[n+1] = announce
+				cond.Broadcast()
 				mu.Unlock()
 				if ctx.Err() != nil {
 					return
@@ -101,6 +145,10 @@ func handOver(b *testing.B, acquire func(ctx context.Context) (func() error, err
 	}
 	wg.Wait()
 	b.StopTimer()
+	if handed > 0 {
+		b.ReportMetric(float64(gaps.Nanoseconds())/float64(handed), "ns/handover")
+	}
+	b.ReportMetric(float64(commandsProcessed(b)-before)/float64(b.N), "requests/op")
 }
 
 // commandsProcessed counts the scripts Redis ran (EVALSHA and EVAL calls,
@@ -130,7 +178,8 @@ func commandsProcessed(b *testing.B) int64 {
 func BenchmarkHandOver8(b *testing.B) {
 	b.Run("redislock", func(b *testing.B) {
 		l := newLocker(b, Options{})
-		handOver(b, func(ctx context.Context) (func() error, error) {
+		handOver(b, 10*time.Millisecond, func(ctx context.Context, waiting func()) (func() error, error) {
+			waiting() // no goroutine can barge ahead of the queue: waiting from the call on
 			k, err := l.Acquire(ctx, "bench", Wait(time.Minute))
 			if err != nil {
 				return nil, err
@@ -143,8 +192,9 @@ func BenchmarkHandOver8(b *testing.B) {
 			rdb := redistest.Client(b)
 			c := bsm.New(rdb)
 			key := redistest.Prefix(b) + "bench"
-			opt := &bsm.Options{RetryStrategy: bsm.LinearBackoff(backoff)}
-			handOver(b, func(ctx context.Context) (func() error, error) {
+			handOver(b, 10*time.Millisecond, func(ctx context.Context, waiting func()) (func() error, error) {
+				// Waiting once a try has failed and it backs off.
+				opt := &bsm.Options{RetryStrategy: &told{RetryStrategy: bsm.LinearBackoff(backoff), waiting: waiting}}
 				k, err := c.Obtain(ctx, key, time.Minute, opt)
 				if err != nil {
 					if errors.Is(err, context.Canceled) && ctx.Err() != nil {
@@ -156,4 +206,15 @@ func BenchmarkHandOver8(b *testing.B) {
 			})
 		})
 	}
+}
+
+// told is a retry strategy that says when its Obtain first backs off.
+type told struct {
+	bsm.RetryStrategy
+	waiting func()
+}
+
+func (t *told) NextBackoff() time.Duration {
+	t.waiting()
+	return t.RetryStrategy.NextBackoff()
 }
