@@ -1,0 +1,3 @@
+// Package lease takes seed 004's lease locks: rows in a table, on
+// PostgreSQL or SQLite.
+package lease
