@@ -220,18 +220,22 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 	for {
 		sent := time.Now()
 		var v verdict
-		res, err := m.st.attempt(actx, lockID, func(s *state) (*change, error) {
+		g := grantRow{token: token, owner: owner, mode: mode, lease: m.opts.Lease, grace: m.opts.Grace}
+		var w *waiterRow
+		if wait {
+			w = &waiterRow{id: q.waiterID, owner: owner, mode: mode, ttl: m.opts.waiterTTL()}
+		}
+		res, err := m.st.acquire(actx, lockID, fastFor(g, w, hasWaiter), func(s *state) (*change, error) {
 			v = decide(s, q)
 			ch := &change{purge: deadWaiters(s)}
 			switch {
 			case v.grant:
-				ch.victims, ch.actor, ch.reason = v.victims, owner, "lease expired"
-				ch.grant = &grantRow{token: token, owner: owner, mode: mode, lease: m.opts.Lease, grace: m.opts.Grace}
+				ch.victims, ch.actor, ch.reason, ch.grant = v.victims, owner, "lease expired", &g
 				if hasWaiter {
 					ch.dropWaiter = q.waiterID
 				}
 			case wait:
-				ch.waiter = &waiterRow{id: q.waiterID, owner: owner, mode: mode, ttl: m.opts.waiterTTL()}
+				ch.waiter = w
 			}
 			return ch, nil
 		})

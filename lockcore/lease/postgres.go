@@ -46,7 +46,7 @@ func OpenPostgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Manag
 }
 
 var pgStatements = []string{
-	pgEnsureResource, pgLockResource, pgHolders, pgWaiters, pgGrant, pgUpgrade, pgVictim, pgUpsertWaiter,
+	pgEnsureResource, pgLockResource, pgHolders, pgWaiters, pgFastGrant, pgWaitIfRefused, pgUnwaitIfGranted, pgPurgeDead, pgGrant, pgUpgrade, pgVictim, pgUpsertWaiter,
 	pgDeleteWaiter, pgPurgeWaiters, pgRelease, pgDropWaiter, pgRenewLocks, pgRenewJobs, pgSetMetadata,
 	pgEnqueue, pgJobGate, pgJobs, pgTurns, pgSetTurn, pgDropJobs, pgStartJobs, pgJobState, pgFinish, pgCommitManifest, pgManifest,
 	pgListLocks, pgListWaiter, pgListAudit,
@@ -149,7 +149,7 @@ func (p *pgStore) listen(ctx context.Context) error {
 					if n.Payload == jobsKey {
 						p.h.wakeAll(jobsKey)
 					} else {
-						p.h.wake(n.Payload)
+						p.h.wakeNotified(n.Payload)
 					}
 				}
 				cctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -176,6 +176,64 @@ func (p *pgStore) listen(ctx context.Context) error {
 	return nil
 }
 
+// acquire is one round trip in the common cases: BEGIN, the resource's
+// row lock, its state, the grant unless something conflicts, the waiter
+// row, COMMIT, pipelined. Only when the state shows a conflicting holder
+// that may be stale does it go on to attempt, which decides in Go.
+func (p *pgStore) acquire(ctx context.Context, lockID string, f *fastAcquire, plan func(*state) (*change, error)) (*applied, error) {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g := f.grant
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(p.q(pgEnsureResource), lockID)
+	b.Queue(p.q(pgLockResource), lockID)
+	b.Queue(p.q(pgHolders), lockID)
+	b.Queue(p.q(pgWaiters), lockID)
+	waiterID := ""
+	if f.waiter != nil {
+		waiterID = f.waiter.id
+	}
+	b.Queue(p.q(pgFastGrant), lockID, g.token, g.mode.String(), g.owner, g.lease.Microseconds(), g.grace.Milliseconds(),
+		f.conflicting, f.precedence, waiterID)
+	if w := f.waiter; w != nil {
+		if f.hasWaiter {
+			b.Queue(p.q(pgUnwaitIfGranted), w.id, g.token)
+			b.Queue(p.q(pgPurgeDead), lockID)
+		}
+		b.Queue(p.q(pgWaitIfRefused), w.id, lockID, w.mode.String(), w.owner, w.ttl.Microseconds(), g.token)
+	}
+	b.Queue("COMMIT")
+	st := &state{}
+	res := &applied{}
+	br := conn.SendBatch(ctx, b)
+	err = p.readState(br, st)
+	if err == nil {
+		err = br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt)
+		res.granted = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	conn.Release()
+	if err != nil || res.granted {
+		return res, err
+	}
+	ch, err := plan(st)
+	if err != nil {
+		return nil, err
+	}
+	if ch.grant != nil { // a stale holder in the way: take it over, deciding afresh
+		return p.attempt(ctx, lockID, plan)
+	}
+	return res, nil
+}
+
 // attempt is two round trips: BEGIN, the resource's row lock and its state
 // in one pipelined batch; then the writes and COMMIT in another.
 func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) (*change, error)) (*applied, error) {
@@ -194,7 +252,11 @@ func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) 
 	b.Queue(p.q(pgHolders), lockID)
 	b.Queue(p.q(pgWaiters), lockID)
 	st := &state{}
-	err = p.readState(conn.SendBatch(ctx, b), st)
+	br := conn.SendBatch(ctx, b)
+	err = p.readState(br, st)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +298,7 @@ func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) 
 	if len(ch.victims) == 0 {
 		b.Queue("COMMIT")
 	}
-	br := conn.SendBatch(ctx, b)
+	br = conn.SendBatch(ctx, b)
 	res := &applied{}
 	for range ch.victims {
 		tag, err := br.Exec()
@@ -270,13 +332,9 @@ func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) 
 	return res, nil
 }
 
-// readState reads the first batch of an attempt into st.
+// readState reads BEGIN and the state of a resource, the start of an
+// attempt's first batch, into st.
 func (p *pgStore) readState(br pgx.BatchResults, st *state) (err error) {
-	defer func() {
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-	}()
 	if _, err := br.Exec(); err != nil { // BEGIN
 		return err
 	}
@@ -330,6 +388,9 @@ func (p *pgStore) readState(br pgx.BatchResults, st *state) (err error) {
 
 func (p *pgStore) release(ctx context.Context, lockID, token string) (bool, error) {
 	tag, err := p.pool.Exec(ctx, p.q(pgRelease), token, p.channel)
+	if err == nil && tag.RowsAffected() == 1 {
+		p.h.wakeLocal(lockID) // this process's waiter need not wait for the NOTIFY
+	}
 	return tag.RowsAffected() == 1, err
 }
 

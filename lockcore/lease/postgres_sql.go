@@ -100,7 +100,26 @@ const (
 INSERT INTO {s}.dal_locks (token, lock_id, fence, mode, owner, lease_expires, heartbeat_ts, granted_at, grace_ms)
 SELECT $2, $1, f.fence, $3, $4, now() + $5 * interval '1 microsecond', now(), now(), $6 FROM f
 RETURNING fence, lease_expires, granted_at`
-	pgUpgrade = `WITH f AS (UPDATE {s}.dal_resources SET fence = fence + 1 WHERE lock_id = $1 RETURNING fence)
+	// pgFastGrant grants unless a holder in a conflicting mode ($7) exists
+	// or, when precedence applies ($8), a live writer other than the
+	// request itself ($9) waits: the acquire of the common case, without
+	// recovery, in the attempt's first round trip.
+	pgFastGrant = `WITH f AS (UPDATE {s}.dal_resources SET fence = fence + 1 WHERE lock_id = $1
+	AND NOT EXISTS (SELECT 1 FROM {s}.dal_locks WHERE lock_id = $1 AND mode = ANY($7::text[]))
+	AND NOT ($8::bool AND EXISTS (SELECT 1 FROM {s}.dal_waiters WHERE lock_id = $1 AND mode = 'write' AND expires > now() AND id <> $9))
+	RETURNING fence)
+INSERT INTO {s}.dal_locks (token, lock_id, fence, mode, owner, lease_expires, heartbeat_ts, granted_at, grace_ms)
+SELECT $2, $1, f.fence, $3, $4, now() + $5 * interval '1 microsecond', now(), now(), $6 FROM f
+RETURNING fence, lease_expires, granted_at`
+	// pgWaitIfRefused writes or refreshes the waiter row unless the grant
+	// token ($6) was just inserted; pgUnwaitIfGranted deletes it if it was.
+	pgWaitIfRefused = `INSERT INTO {s}.dal_waiters (id, lock_id, mode, owner, since, heartbeat_ts, expires)
+SELECT $1, $2, $3, $4, now(), now(), now() + $5 * interval '1 microsecond'
+WHERE NOT EXISTS (SELECT 1 FROM {s}.dal_locks WHERE token = $6)
+ON CONFLICT (id) DO UPDATE SET heartbeat_ts = now(), expires = excluded.expires`
+	pgUnwaitIfGranted = `DELETE FROM {s}.dal_waiters WHERE id = $1 AND EXISTS (SELECT 1 FROM {s}.dal_locks WHERE token = $2)`
+	pgPurgeDead       = `DELETE FROM {s}.dal_waiters WHERE lock_id = $1 AND expires <= now()`
+	pgUpgrade         = `WITH f AS (UPDATE {s}.dal_resources SET fence = fence + 1 WHERE lock_id = $1 RETURNING fence)
 UPDATE {s}.dal_locks l SET mode = 'write', fence = f.fence, lease_expires = now() + $3 * interval '1 microsecond', heartbeat_ts = now()
 FROM f WHERE l.token = $2
 RETURNING l.fence, l.lease_expires, l.granted_at`

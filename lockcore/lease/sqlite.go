@@ -148,6 +148,11 @@ func parseTime(s string) time.Time {
 // errNothing rolls back an attempt that writes nothing.
 var errNothing = errors.New("nothing to write")
 
+// acquire is attempt: SQLite has no round trips to save.
+func (s *sqliteStore) acquire(ctx context.Context, lockID string, _ *fastAcquire, plan func(*state) (*change, error)) (*applied, error) {
+	return s.attempt(ctx, lockID, plan)
+}
+
 func (s *sqliteStore) attempt(ctx context.Context, lockID string, plan func(*state) (*change, error)) (*applied, error) {
 	res := &applied{}
 	var ch *change

@@ -15,6 +15,11 @@ type store interface {
 	// writes what plan returns, all in one transaction. errRetry means a
 	// victim changed between the read and the write: try again.
 	attempt(ctx context.Context, lockID string, plan func(*state) (*change, error)) (*applied, error)
+	// acquire is an acquire's attempt: what attempt does, except that a
+	// store may first try the common cases (a grant without recovery; a
+	// waiter's row written or refreshed) as fast says, and fall back to
+	// attempt with plan only when a stale holder might be taken over.
+	acquire(ctx context.Context, lockID string, fast *fastAcquire, plan func(*state) (*change, error)) (*applied, error)
 	// release deletes the grant token and wakes the resource's waiters. It
 	// reports whether the row was there.
 	release(ctx context.Context, lockID, token string) (bool, error)
@@ -79,6 +84,29 @@ type grantRow struct {
 	upgrade bool // update token's row: mode and a new fence
 	lease   time.Duration
 	grace   time.Duration // recorded, so listings can judge staleness
+}
+
+// fastAcquire is an acquire without recovery, which a store can send in
+// one round trip: grant unless a holder in a conflicting mode exists (or,
+// with precedence, a live writer waits), and keep the waiter row.
+type fastAcquire struct {
+	grant       grantRow
+	conflicting []string   // the held modes that conflict with grant.mode
+	precedence  bool       // writers waiting hold this request back
+	waiter      *waiterRow // written (or refreshed) if not granted
+	hasWaiter   bool       // waiter's row exists: delete it if granted
+}
+
+// fastFor describes the fast path of a new grant; the rules come from
+// compatible and decide.
+func fastFor(g grantRow, w *waiterRow, hasWaiter bool) *fastAcquire {
+	f := &fastAcquire{grant: g, precedence: g.mode != Write, waiter: w, hasWaiter: hasWaiter}
+	for held := Read; held <= Upgradeable; held++ {
+		if !compatible(held, g.mode) {
+			f.conflicting = append(f.conflicting, held.String())
+		}
+	}
+	return f
 }
 
 type waiterRow struct {

@@ -17,6 +17,10 @@ import (
 type hub struct {
 	mu     sync.Mutex
 	queues map[string][]*ticket
+	// echoes counts, per key, this process's own releases whose waiter was
+	// woken at once (wakeLocal): the NOTIFY each of them also sent comes
+	// back through the listener and is not a new release.
+	echoes map[string]int
 }
 
 // ticket is one waiter's place in a queue.
@@ -24,7 +28,7 @@ type ticket struct {
 	ch chan struct{} // buffered: a wake-up is kept until the waiter looks
 }
 
-func newHub() *hub { return &hub{queues: map[string][]*ticket{}} }
+func newHub() *hub { return &hub{queues: map[string][]*ticket{}, echoes: map[string]int{}} }
 
 // join queues a waiter for key; front puts it first (an upgrade: the only
 // waiter that can proceed once the readers leave).
@@ -75,6 +79,36 @@ func (h *hub) wake(key string) {
 	}
 }
 
+// wakeLocal wakes the first waiter for key after a release in this
+// process, without waiting for the release's NOTIFY to come back; that
+// NOTIFY is then dropped by wakeNotified.
+func (h *hub) wakeLocal(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q := h.queues[key]; len(q) > 0 {
+		signal(q[0])
+		h.echoes[key]++
+	}
+}
+
+// wakeNotified handles a NOTIFY for key: it wakes the first waiter, unless
+// the notification is the echo of a release wakeLocal already handled.
+func (h *hub) wakeNotified(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := h.echoes[key]; n > 0 {
+		if n == 1 {
+			delete(h.echoes, key)
+		} else {
+			h.echoes[key] = n - 1
+		}
+		return
+	}
+	if q := h.queues[key]; len(q) > 0 {
+		signal(q[0])
+	}
+}
+
 // wakeNext wakes the waiter after t: t got a shared mode, or could not
 // proceed only because of a waiter ahead of it.
 func (h *hub) wakeNext(key string, t *ticket) {
@@ -101,6 +135,7 @@ func (h *hub) wakeAll(key string) {
 func (h *hub) wakeEveryone() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	clear(h.echoes) // echoes sent while the listener was away are lost
 	for key, q := range h.queues {
 		if key == jobsKey {
 			for _, t := range q {
