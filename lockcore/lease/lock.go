@@ -231,7 +231,7 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 			switch {
 			case v.grant:
 				ch.victims, ch.actor, ch.reason, ch.grant = v.victims, owner, "lease expired", &g
-				if hasWaiter {
+				if wait { // the row may exist even at the first attempt: a fast path wrote it
 					ch.dropWaiter = q.waiterID
 				}
 			case wait:

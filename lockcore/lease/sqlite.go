@@ -561,8 +561,9 @@ func (s *sqliteStore) snapshot(ctx context.Context) (*Snapshot, error) {
 
 // InspectSQLite reads every lease holder and waiter, the jobs and the
 // newest audit records from the SQLite file at path, read-only: it creates
-// nothing (a missing file, or one without the tables, gives an error
-// wrapping ErrNoSchema) and takes no write lock.
+// no file and no table (a missing file, or one without the tables, gives
+// an error wrapping ErrNoSchema) and takes no write lock. Like any reader
+// of a WAL database, it may leave SQLite's -wal and -shm side files.
 func InspectSQLite(ctx context.Context, path string) (*Snapshot, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {

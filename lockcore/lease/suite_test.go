@@ -2,8 +2,11 @@ package lease
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,6 +29,7 @@ var suite = []struct {
 	{"WriterNotStarved", testWriterNotStarved},
 	{"WaiterWokenOnRelease", testWaiterWokenOnRelease},
 	{"LeaseRunsOutAndIsTakenOver", testLeaseRunsOut},
+	{"TakeoverAtFirstTryLeavesNoWaiter", testTakeoverFirstTry},
 	{"RecoveryRefusedWhileLeaseLive", testRecoveryRefusedLeaseLive},
 	{"RecoveryRefusedWhileHeartbeatFresh", testRecoveryRefusedHeartbeatFresh},
 	{"RecoveryRefusedWhileJobActive", testRecoveryRefusedJobActive},
@@ -385,6 +389,27 @@ func testLeaseRunsOut(t *testing.T, e *env) {
 	release(t, l)
 }
 
+// An Acquire whose very first attempt takes over a stale holder leaves no
+// waiter row behind (a writer's would hold readers back until it expired).
+func testTakeoverFirstTry(t *testing.T, e *env) {
+	a := e.open(Options{Owner: "A", Lease: 100 * time.Millisecond, Heartbeat: -1})
+	b := e.open(Options{Owner: "B", Grace: 10 * time.Millisecond})
+	r := Map("first")
+	old := acquire(t, ctxT(t), a, r, Write)
+	aged(t, b, r, true, 20*time.Millisecond)
+	l := acquire(t, ctxT(t), b, r, Write)
+	if l.Fence() <= old.Fence() {
+		t.Errorf("fence %d after %d", l.Fence(), old.Fence())
+	}
+	release(t, l)
+	if waiting(t, b, r, Write) {
+		t.Error("the takeover left its waiter row")
+	}
+	if tryFails(t, b, r, Read) {
+		t.Error("a reader is held back after the writer left")
+	}
+}
+
 func testRecoveryRefusedLeaseLive(t *testing.T, e *env) {
 	a := e.open(Options{Owner: "A", Lease: time.Minute, Heartbeat: -1})
 	b := e.open(Options{Owner: "B", Grace: 10 * time.Millisecond})
@@ -698,6 +723,33 @@ func testListing(t *testing.T, e *env) {
 		t.Errorf("Inspect: %+v, %v", s2, err)
 	}
 	release(t, l)
+	// Where nothing has used lease locks, the listing says so, and
+	// creates nothing.
+	switch e.store {
+	case "postgres":
+		pool := a.st.(*pgStore).pool
+		_, err = InspectPostgres(ctxT(t), pool, "lease_never_created")
+		var n int
+		_ = pool.QueryRow(ctxT(t), "SELECT count(*) FROM pg_namespace WHERE nspname = 'lease_never_created'").Scan(&n)
+		if !errors.Is(err, ErrNoSchema) || n != 0 {
+			t.Errorf("InspectPostgres without the schema: %v (schema created: %v)", err, n != 0)
+		}
+	default:
+		missing := filepath.Join(t.TempDir(), "none.db")
+		if _, err := InspectSQLite(ctxT(t), missing); !errors.Is(err, ErrNoSchema) {
+			t.Errorf("InspectSQLite of a missing file: %v", err)
+		}
+		if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("InspectSQLite created %s", missing)
+		}
+		other := filepath.Join(t.TempDir(), "other.db")
+		db, _ := sql.Open("sqlite", sqliteDSN(other, false))
+		_, _ = db.Exec("CREATE TABLE something (x)")
+		db.Close()
+		if _, err := InspectSQLite(ctxT(t), other); !errors.Is(err, ErrNoSchema) {
+			t.Errorf("InspectSQLite of a file without lease tables: %v", err)
+		}
+	}
 }
 
 func testCloseReleases(t *testing.T, e *env) {
