@@ -80,8 +80,10 @@ func (m *Manager) StartJob(ctx context.Context, j Job) (*JobSlot, error) {
 		s.cancel(ErrJobExists)
 		return fail(ErrJobExists)
 	}
+	s.mu.Lock()
 	s.deadline = sent.Add(m.opts.Lease)
 	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
+	s.mu.Unlock()
 	m.mu.Lock()
 	m.jobs[j.ID] = s
 	m.mu.Unlock()
@@ -89,11 +91,16 @@ func (m *Manager) StartJob(ctx context.Context, j Job) (*JobSlot, error) {
 	t := m.st.hub().join(jobsKey, false)
 	defer m.st.hub().leave(jobsKey, t, false)
 	bo := newBackoff(m.opts)
-	pass := true // a scheduling pass (at first, and on the backoff); a wake-up only reads the job's state
+	// A scheduling pass at first, then every Lease/2: a job that ends
+	// starts the next ones itself (Done), so a waiter needs a pass of its
+	// own only to free the slots of jobs whose process died. In between it
+	// only reads its job's state, on a wake-up or its backoff.
+	var lastPass time.Time
 	for {
 		var running, exists bool
 		var err error
-		if pass {
+		if time.Since(lastPass) >= m.opts.Lease/2 {
+			lastPass = time.Now()
 			var rows []jobRow
 			rows, err = m.schedule(ctx)
 			if i := slices.IndexFunc(rows, func(r jobRow) bool { return r.id == j.ID }); i >= 0 {
@@ -121,9 +128,7 @@ func (m *Manager) StartJob(ctx context.Context, j Job) (*JobSlot, error) {
 		timer := time.NewTimer(bo.next())
 		select {
 		case <-t.ch:
-			pass = false
 		case <-timer.C:
-			pass = true
 		case <-ctx.Done():
 		}
 		timer.Stop()

@@ -311,8 +311,10 @@ func (m *Manager) newLock(parent context.Context, r Resource, token, owner strin
 		grantedAt: res.grantedAt, done: make(chan struct{})}
 	l.node = &held{lock: l, next: heldIn(parent)}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(parent, heldKey{}, l.node))
+	l.mu.Lock() // the timer may fire at once (a lease already spent): expire waits for l.timer
 	l.deadline = sent.Add(m.opts.Lease)
 	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
+	l.mu.Unlock()
 	m.track(l)
 	if slot != nil {
 		slot.adopt(l)

@@ -135,7 +135,10 @@ func (m *Manager) beat(ctx context.Context) {
 		return
 	}
 	sent := time.Now()
-	bctx, cancel := context.WithTimeout(ctx, m.opts.Heartbeat)
+	// A slow beat (a busy database, SQLite writers queueing) is still
+	// worth waiting for while the leases last; the ticker drops the ticks
+	// it misses meanwhile.
+	bctx, cancel := context.WithTimeout(ctx, m.opts.Lease/2)
 	defer cancel()
 	r, err := m.st.renew(bctx, m.opts.Lease, tokens, ids)
 	if err != nil {
