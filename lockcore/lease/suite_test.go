@@ -348,7 +348,7 @@ func testLeaseRunsOut(t *testing.T, e *env) {
 	b := e.open(Options{Owner: "B", Grace: 100 * time.Millisecond})
 	r := Map("lapse")
 	old := acquire(t, ctxT(t), a, r, Write)
-	expires := holding(t, b, r)[0].LeaseExpires
+	held := holding(t, b, r)[0]
 	l := acquire(t, ctxT(t), b, r, Write) // waits until A's lease is stale, then takes over
 	if l.Fence() <= old.Fence() {
 		t.Errorf("fence %d after a takeover of fence %d", l.Fence(), old.Fence())
@@ -383,8 +383,10 @@ func testLeaseRunsOut(t *testing.T, e *env) {
 		rec.VictimFence != old.Fence() || rec.VictimMode != Write || rec.Fence != l.Fence() {
 		t.Errorf("audit record: %+v", rec)
 	}
-	if !rec.At.After(expires.Add(100 * time.Millisecond)) { // by the database's clock: lease and grace passed
-		t.Errorf("taken over at %s, the lease passed at %s and B's grace is 100ms", rec.At, expires)
+	// By the database's clock: the lease had passed, the heartbeat was older than B's grace.
+	if !rec.At.After(held.LeaseExpires) || rec.At.Sub(held.Heartbeat) <= 100*time.Millisecond {
+		t.Errorf("taken over at %s; the lease passed at %s, the last heartbeat was at %s, B's grace is 100ms",
+			rec.At, held.LeaseExpires, held.Heartbeat)
 	}
 	release(t, l)
 }
