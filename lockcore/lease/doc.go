@@ -75,7 +75,7 @@
 // # Waiting
 //
 // Acquire waits up to Options.Wait. It retries with exponential backoff
-// and jitter (seed 004 §8.3; 10ms doubling up to Lease/10, at most 1s) and
+// and jitter (seed 004 §8.3; 16ms doubling up to Lease/10, at most 1s) and
 // is woken early by a release: PostgreSQL's LISTEN/NOTIFY on a connection
 // of the Manager's own, in-process wake-ups on SQLite (other processes on
 // one SQLite file fall back on the backoff). While it waits, a waiter row

@@ -51,8 +51,9 @@ func (m *Manager) Options() Options { return m.opts }
 
 // Close releases every lock and ends every job the Manager still holds,
 // stops its heartbeats (and its PostgreSQL listener), and closes its SQLite
-// file. It does not close a PostgreSQL pool, which is the caller's. Further
-// calls return ErrClosed... except Release and Done, which do nothing.
+// file. It does not close a PostgreSQL pool, which is the caller's. After
+// Close, acquires and listings return ErrClosed; Release and Done of what
+// Close released do nothing.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -241,7 +242,7 @@ func (m *Manager) Inspect(ctx context.Context) (*Snapshot, error) {
 	return m.st.snapshot(ctx)
 }
 
-// sortedLocks orders a listing: by resource, holders before waiters, then
+// sortInfos orders a listing: by resource, holders before waiters, then
 // by since.
 func sortInfos(infos []Info) {
 	slices.SortStableFunc(infos, func(a, b Info) int {

@@ -104,7 +104,7 @@ func (o Options) withDefaults() (Options, error) {
 // short; the backoff is what is left when a wake-up is missed or comes from
 // a process that cannot send one (SQLite across processes).
 func (o Options) backoff() (lo, hi time.Duration) {
-	lo = 10 * time.Millisecond
+	lo = 16 * time.Millisecond // bsm/redislock's 4 ms first wait is a pitfall (anchors §8)
 	hi = min(max(o.Lease/10, 50*time.Millisecond), time.Second)
 	return lo, hi
 }
