@@ -1,6 +1,9 @@
 package lease
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // This file holds the rules every store applies the same way: what an
 // attempt on a resource may do given the resource's rows, read under the
@@ -72,12 +75,11 @@ type verdict struct {
 func decide(s *state, q request) verdict {
 	var v verdict
 	if q.upgrade {
-		v.lost = true
-		for _, h := range s.holders {
-			if h.token == q.token {
-				v.lost = false
-			}
-		}
+		// The grant must still be there, and its lease not passed: a lease
+		// that has passed is over (no heartbeat can renew it either).
+		v.lost = !slices.ContainsFunc(s.holders, func(h holder) bool {
+			return h.token == q.token && h.leaseExpires.After(s.now)
+		})
 		if v.lost {
 			return v
 		}

@@ -159,7 +159,11 @@ func (s *JobSlot) abandon() {
 	s.m.untrackJob(s)
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	_, _ = s.m.st.finish(ctx, s.job.ID)
+	// The job may have been started just as its caller gave up: its slot
+	// goes to the next job at once.
+	if found, err := s.m.st.finish(ctx, s.job.ID); found && err == nil {
+		_, _ = s.m.schedule(ctx)
+	}
 	s.cancel(ErrReleased)
 }
 

@@ -91,6 +91,10 @@ func ParseResource(lockID string) (Resource, error) {
 	return Resource{}, fmt.Errorf("lease: %q: level %s has no Level constant", lockID, e.Name)
 }
 
+// maxIDLen bounds resource ids: a lock_id travels as a NOTIFY payload
+// (at most 8000 bytes) and is shown by monitors.
+const maxIDLen = 1024
+
 // validate reports a resource whose level is unknown or whose ID does not
 // fit the registry's pattern (empty, or containing ':').
 func (r Resource) validate() error {
@@ -100,6 +104,9 @@ func (r Resource) validate() error {
 	}
 	if m, ok := registry.Match(registry.LeaseLevel, r.String()); !ok || m.Name != e.Name {
 		return fmt.Errorf("lease: bad resource id %q: %s ids are non-empty and have no ':'", r.ID, e.Name)
+	}
+	if len(r.ID) > maxIDLen {
+		return fmt.Errorf("lease: resource id of %d bytes (at most %d)", len(r.ID), maxIDLen)
 	}
 	return nil
 }

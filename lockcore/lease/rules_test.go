@@ -3,6 +3,7 @@ package lease
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,6 +62,7 @@ func TestDecide(t *testing.T) {
 		{name: "upgrade not held back by writers waiting", s: state{holders: []holder{live("u", Upgradeable)}, waiters: []waiter{writer}},
 			q: request{mode: Write, upgrade: true, token: "u"}, grant: true},
 		{name: "upgrade of a lost grant", s: state{holders: []holder{live("r", Read)}}, q: request{mode: Write, upgrade: true, token: "u"}, lost: true},
+		{name: "upgrade of a lapsed grant", s: state{holders: []holder{dead("u", Upgradeable)}}, q: request{mode: Write, upgrade: true, token: "u"}, lost: true},
 	} {
 		c.s.now = now
 		c.q.grace = 10 * time.Second
@@ -140,6 +142,9 @@ func TestOrder(t *testing.T) {
 		if _, err := ParseResource(s); err == nil {
 			t.Errorf("%q parsed", s)
 		}
+	}
+	if Map(strings.Repeat("x", maxIDLen+1)).validate() == nil {
+		t.Error("an id longer than a NOTIFY payload allows was accepted")
 	}
 }
 
