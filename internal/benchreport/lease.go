@@ -96,7 +96,7 @@ func leaseLocks(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 			Budget: "≤ 1.2×", Verdict: verdict(median(cycleRatio) <= 1.2), Command: cmds[0], Baseline2: cmds[1],
 		},
 		{
-			Name: "Lease hand-over on PostgreSQL, 8 goroutines, one write lock", Figure: ms(hand) + " per hand-over",
+			Name: "Lease hand-over on PostgreSQL, 8 goroutines, one write lock, each grant to a waiting goroutine", Figure: ms(hand) + " per hand-over",
 			Baseline: ms(pglock) + " (cirello.io/pglock, 1 s lease)", Ratio: fmt.Sprintf("%.0f× faster", median(handRatio)),
 			Budget: "≥ 10× faster", Verdict: verdict(median(handRatio) >= 10), Command: cmds[2], Baseline2: cmds[3],
 		},
@@ -111,7 +111,7 @@ func leaseLocks(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 			Budget: "≤ 1.2×", Verdict: verdict(median(liteRatio) <= 1.2), Command: cmds[4], Baseline2: cmds[5],
 		},
 		{
-			Name: "Lease hand-over on SQLite, 8 goroutines, one write lock", Figure: ms(liteHand) + " per hand-over",
+			Name: "Lease hand-over on SQLite, 8 goroutines, one write lock, each grant to a waiting goroutine", Figure: ms(liteHand) + " per hand-over",
 			Baseline: ms(bare) + " (bare cycle: the physical limit)", Ratio: fmt.Sprintf("%.2f× the time", median(liteHandRatio)),
 			Budget: "—", Verdict: "—", Command: cmds[6], Baseline2: cmds[5],
 		},
