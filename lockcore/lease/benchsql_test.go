@@ -49,7 +49,11 @@ BEGIN;
 	b.WriteString(stmt(pgFastGrant, "id", "tok", "mode", "owner", "lease", "grace", "conflicting", "precedence", "wid"))
 	b.WriteString(stmt(pgWaitIfRefused, "wid", "id", "mode", "owner", "ttl", "tok"))
 	b.WriteString("COMMIT;\n\\endpipeline\n")
-	b.WriteString(stmt(pgRelease, "tok", "chan"))
+	b.WriteString("\\startpipeline\nBEGIN;\n")
+	b.WriteString(stmt(pgRelease, "tok"))
+	b.WriteString(stmt(pgShareRow, "id"))
+	b.WriteString(stmt(pgWakeIfWait, "id", "chan"))
+	b.WriteString("COMMIT;\n\\endpipeline\n")
 	return b.String()
 }
 

@@ -47,7 +47,7 @@ func OpenPostgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Manag
 
 var pgStatements = []string{
 	pgEnsureResource, pgLockResource, pgHolders, pgWaiters, pgFastGrant, pgWaitIfRefused, pgUnwaitIfGranted, pgPurgeDead, pgGrant, pgUpgrade, pgVictim, pgUpsertWaiter,
-	pgDeleteWaiter, pgPurgeWaiters, pgRelease, pgDropWaiter, pgRenewLocks, pgRenewJobs, pgSetMetadata,
+	pgDeleteWaiter, pgPurgeWaiters, pgRelease, pgShareRow, pgWakeIfWait, pgDropWaiter, pgRenewLocks, pgRenewJobs, pgSetMetadata,
 	pgEnqueue, pgJobGate, pgJobs, pgTurns, pgSetTurn, pgDropJobs, pgStartJobs, pgJobState, pgFinish, pgCommitManifest, pgManifest,
 	pgListLocks, pgListWaiter, pgListAudit,
 }
@@ -387,11 +387,26 @@ func (p *pgStore) readState(br pgx.BatchResults, st *state) (err error) {
 }
 
 func (p *pgStore) release(ctx context.Context, lockID, token string) (bool, error) {
-	tag, err := p.pool.Exec(ctx, p.q(pgRelease), token, p.channel)
-	if err == nil && tag.RowsAffected() == 1 {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(p.q(pgRelease), token)
+	b.Queue(p.q(pgShareRow), lockID)
+	b.Queue(p.q(pgWakeIfWait), lockID, p.channel)
+	b.Queue("COMMIT")
+	br := p.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	found := err == nil && tag.RowsAffected() == 1
+	if found {
 		p.h.wakeLocal(lockID) // this process's waiter need not wait for the NOTIFY
 	}
-	return tag.RowsAffected() == 1, err
+	return found, err
 }
 
 func (p *pgStore) renew(ctx context.Context, lease time.Duration, tokens, jobs []string) (renewed, error) {

@@ -137,8 +137,15 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_ts = now(), expires = excluded.expires`
 	pgDeleteWaiter = `DELETE FROM {s}.dal_waiters WHERE id = $1`
 	pgPurgeWaiters = `DELETE FROM {s}.dal_waiters WHERE id = ANY($1) AND expires <= now()`
 	pgNotify       = `SELECT pg_notify($1, $2)`
-	pgRelease      = `WITH d AS (DELETE FROM {s}.dal_locks WHERE token = $1 RETURNING lock_id)
-SELECT pg_notify($2, d.lock_id) FROM d`
+	// A release is one pipelined transaction: delete the grant; take the
+	// resource's row in KEY SHARE mode, which waits for an attempt in
+	// flight (FOR UPDATE) to commit its waiter row, and makes a later
+	// attempt wait for this commit (and then see the grant gone); then
+	// NOTIFY only if someone waits. An uncontended release wakes no
+	// listener anywhere, and no waiter can miss its wake-up.
+	pgRelease    = `DELETE FROM {s}.dal_locks WHERE token = $1`
+	pgShareRow   = `SELECT 1 FROM {s}.dal_resources WHERE lock_id = $1 FOR KEY SHARE`
+	pgWakeIfWait = `SELECT pg_notify($2, $1) WHERE EXISTS (SELECT 1 FROM {s}.dal_waiters WHERE lock_id = $1 AND expires > now())`
 	pgDropWaiter = `WITH d AS (DELETE FROM {s}.dal_waiters WHERE id = $1 RETURNING lock_id, mode)
 SELECT pg_notify($2, d.lock_id) FROM d WHERE d.mode = 'write'`
 	pgRenewLocks = `UPDATE {s}.dal_locks SET lease_expires = now() + $2 * interval '1 microsecond', heartbeat_ts = now()

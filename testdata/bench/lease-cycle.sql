@@ -22,4 +22,10 @@ WITH f AS (UPDATE locktop_lease.dal_resources SET fence = fence + 1 WHERE lock_i
 INSERT INTO locktop_lease.dal_waiters (id, lock_id, mode, owner, since, heartbeat_ts, expires) SELECT :wid, :id, :mode, :owner, now(), now(), now() + :ttl * interval '1 microsecond' WHERE NOT EXISTS (SELECT 1 FROM locktop_lease.dal_locks WHERE token = :tok) ON CONFLICT (id) DO UPDATE SET heartbeat_ts = now(), expires = excluded.expires;
 COMMIT;
 \endpipeline
-WITH d AS (DELETE FROM locktop_lease.dal_locks WHERE token = :tok RETURNING lock_id) SELECT pg_notify(:chan, d.lock_id) FROM d;
+\startpipeline
+BEGIN;
+DELETE FROM locktop_lease.dal_locks WHERE token = :tok;
+SELECT 1 FROM locktop_lease.dal_resources WHERE lock_id = :id FOR KEY SHARE;
+SELECT pg_notify(:chan, :id) WHERE EXISTS (SELECT 1 FROM locktop_lease.dal_waiters WHERE lock_id = :id AND expires > now());
+COMMIT;
+\endpipeline
