@@ -12,7 +12,8 @@ import (
 const benchScriptPath = "../../testdata/bench/lease-cycle.sql"
 
 // benchScript renders one acquire + release as pgbench runs it: the very
-// statements pgStore sends, in the same pipelines, on the default schema,
+// statements pgStore sends, in the same pipelines (each one implicit
+// transaction, as a pgx batch is), on the default schema,
 // with pgbench variables in place of the parameters. Run with
 // LOCKTOP_WRITE_BENCH_SQL=1 to write testdata/bench/lease-cycle.sql.
 func benchScript() string {
@@ -40,20 +41,16 @@ func benchScript() string {
 \set wid random(1, 1000000000000000)
 \set ttl 10000000
 \startpipeline
-BEGIN;
 `)
-	b.WriteString(stmt(pgEnsureResource, "id"))
-	b.WriteString(stmt(pgLockResource, "id"))
-	b.WriteString(stmt(pgHolders, "id"))
-	b.WriteString(stmt(pgWaiters, "id"))
+	b.WriteString(stmt(pgBumpResource, "id"))
+	b.WriteString(stmt(pgState, "id"))
 	b.WriteString(stmt(pgFastGrant, "id", "tok", "mode", "owner", "lease", "grace", "conflicting", "precedence", "wid"))
 	b.WriteString(stmt(pgWaitIfRefused, "wid", "id", "mode", "owner", "ttl", "tok"))
-	b.WriteString("COMMIT;\n\\endpipeline\n")
-	b.WriteString("\\startpipeline\nBEGIN;\n")
+	b.WriteString("\\endpipeline\n\\startpipeline\n")
 	b.WriteString(stmt(pgRelease, "tok"))
 	b.WriteString(stmt(pgShareRow, "id"))
 	b.WriteString(stmt(pgWakeIfWait, "id", "chan"))
-	b.WriteString("COMMIT;\n\\endpipeline\n")
+	b.WriteString("\\endpipeline\n")
 	return b.String()
 }
 

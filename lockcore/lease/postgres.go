@@ -46,7 +46,7 @@ func OpenPostgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Manag
 }
 
 var pgStatements = []string{
-	pgEnsureResource, pgLockResource, pgHolders, pgWaiters, pgFastGrant, pgWaitIfRefused, pgUnwaitIfGranted, pgPurgeDead, pgGrant, pgUpgrade, pgVictim, pgUpsertWaiter,
+	pgEnsureResource, pgLockResource, pgState, pgBumpResource, pgFastGrant, pgWaitIfRefused, pgUnwaitIfGranted, pgPurgeDead, pgGrant, pgUpgrade, pgVictim, pgUpsertWaiter,
 	pgDeleteWaiter, pgPurgeWaiters, pgRelease, pgShareRow, pgWakeIfWait, pgDropWaiter, pgRenewLocks, pgRenewJobs, pgSetMetadata,
 	pgEnqueue, pgJobGate, pgJobs, pgTurns, pgSetTurn, pgDropJobs, pgStartJobs, pgJobState, pgFinish, pgCommitManifest, pgManifest,
 	pgListLocks, pgListWaiter, pgListAudit,
@@ -176,10 +176,11 @@ func (p *pgStore) listen(ctx context.Context) error {
 	return nil
 }
 
-// acquire is one round trip in the common cases: BEGIN, the resource's
-// row lock, its state, the grant unless something conflicts, the waiter
-// row, COMMIT, pipelined. Only when the state shows a conflicting holder
-// that may be stale does it go on to attempt, which decides in Go.
+// acquire is one round trip in the common cases: the resource's row (taken,
+// with the fence to grant), its state, the grant unless something
+// conflicts and the waiter row, pipelined in one implicit transaction (a
+// batch ends in a single Sync). Only when the state shows a conflicting
+// holder that may be stale does it go on to attempt, which decides in Go.
 func (p *pgStore) acquire(ctx context.Context, lockID string, f *fastAcquire, plan func(*state) (*change, error)) (*applied, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
@@ -187,11 +188,8 @@ func (p *pgStore) acquire(ctx context.Context, lockID string, f *fastAcquire, pl
 	}
 	g := f.grant
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(p.q(pgEnsureResource), lockID)
-	b.Queue(p.q(pgLockResource), lockID)
-	b.Queue(p.q(pgHolders), lockID)
-	b.Queue(p.q(pgWaiters), lockID)
+	b.Queue(p.q(pgBumpResource), lockID)
+	b.Queue(p.q(pgState), lockID)
 	waiterID := ""
 	if f.waiter != nil {
 		waiterID = f.waiter.id
@@ -205,11 +203,13 @@ func (p *pgStore) acquire(ctx context.Context, lockID string, f *fastAcquire, pl
 		}
 		b.Queue(p.q(pgWaitIfRefused), w.id, lockID, w.mode.String(), w.owner, w.ttl.Microseconds(), g.token)
 	}
-	b.Queue("COMMIT")
 	st := &state{}
 	res := &applied{}
 	br := conn.SendBatch(ctx, b)
-	err = p.readState(br, st)
+	err = br.QueryRow().Scan(&st.fence, &st.now)
+	if err == nil {
+		err = readState(br, st)
+	}
 	if err == nil {
 		err = br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt)
 		res.granted = err == nil
@@ -249,11 +249,19 @@ func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) 
 	b.Queue("BEGIN")
 	b.Queue(p.q(pgEnsureResource), lockID)
 	b.Queue(p.q(pgLockResource), lockID)
-	b.Queue(p.q(pgHolders), lockID)
-	b.Queue(p.q(pgWaiters), lockID)
+	b.Queue(p.q(pgState), lockID)
 	st := &state{}
 	br := conn.SendBatch(ctx, b)
-	err = p.readState(br, st)
+	_, err = br.Exec() // BEGIN
+	if err == nil {
+		_, err = br.Exec() // the resource's row
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&st.fence, &st.now)
+	}
+	if err == nil {
+		err = readState(br, st)
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -332,73 +340,42 @@ func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) 
 	return res, nil
 }
 
-// readState reads BEGIN and the state of a resource, the start of an
-// attempt's first batch, into st.
-func (p *pgStore) readState(br pgx.BatchResults, st *state) (err error) {
-	if _, err := br.Exec(); err != nil { // BEGIN
-		return err
-	}
-	if _, err := br.Exec(); err != nil { // the resource's row
-		return err
-	}
-	if err := br.QueryRow().Scan(&st.fence, &st.now); err != nil {
-		return err
-	}
+// readState reads the next result of br, a pgState, into st.
+func readState(br pgx.BatchResults, st *state) error {
 	rows, err := br.Query()
 	if err != nil {
 		return err
 	}
+	defer rows.Close()
 	for rows.Next() {
-		var h holder
-		var mode string
-		if err := rows.Scan(&h.token, &mode, &h.owner, &h.fence, &h.leaseExpires, &h.heartbeat, &h.jobActive); err != nil {
-			rows.Close()
+		var kind, id, mode, owner string
+		var fence int64
+		var lease, beat time.Time
+		var claimed bool
+		if err := rows.Scan(&kind, &id, &mode, &owner, &fence, &lease, &beat, &claimed); err != nil {
 			return err
 		}
-		if h.mode, err = parseMode(mode); err != nil {
-			rows.Close()
+		m, err := parseMode(mode)
+		if err != nil {
 			return err
 		}
-		st.holders = append(st.holders, h)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	rows, err = br.Query()
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var w waiter
-		var mode string
-		if err := rows.Scan(&w.id, &mode, &w.expires); err != nil {
-			rows.Close()
-			return err
+		if kind == "h" {
+			st.holders = append(st.holders, holder{token: id, mode: m, owner: owner, fence: fence,
+				leaseExpires: lease, heartbeat: beat, jobActive: claimed})
+		} else {
+			st.waiters = append(st.waiters, waiter{id: id, mode: m, expires: lease})
 		}
-		if w.mode, err = parseMode(mode); err != nil {
-			rows.Close()
-			return err
-		}
-		st.waiters = append(st.waiters, w)
 	}
-	rows.Close()
 	return rows.Err()
 }
 
 func (p *pgStore) release(ctx context.Context, lockID, token string) (bool, error) {
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	b := &pgx.Batch{} // one implicit transaction
 	b.Queue(p.q(pgRelease), token)
 	b.Queue(p.q(pgShareRow), lockID)
 	b.Queue(p.q(pgWakeIfWait), lockID, p.channel)
-	b.Queue("COMMIT")
 	br := p.pool.SendBatch(ctx, b)
-	_, err := br.Exec()
-	var tag pgconn.CommandTag
-	if err == nil {
-		tag, err = br.Exec()
-	}
+	tag, err := br.Exec()
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}

@@ -93,10 +93,19 @@ const pgLastTable = "dal_manifest"
 const (
 	pgEnsureResource = `INSERT INTO {s}.dal_resources (lock_id) VALUES ($1) ON CONFLICT (lock_id) DO NOTHING`
 	pgLockResource   = `SELECT fence, now() FROM {s}.dal_resources WHERE lock_id = $1 FOR UPDATE`
-	pgHolders        = `SELECT l.token, l.mode, l.owner, l.fence, l.lease_expires, l.heartbeat_ts, ` + pgJobClaim +
-		` FROM {s}.dal_locks l WHERE l.lock_id = $1`
-	pgWaiters = `SELECT id, mode, expires FROM {s}.dal_waiters WHERE lock_id = $1`
-	pgGrant   = `WITH f AS (UPDATE {s}.dal_resources SET fence = fence + 1 WHERE lock_id = $1 RETURNING fence)
+	// pgState reads a resource's holders and waiters in one statement:
+	// kind 'h' (holder: token, mode, owner, fence, lease, heartbeat, claimed
+	// by an active job) or 'w' (waiter: id, mode, expires).
+	pgState = `SELECT 'h', l.token, l.mode, l.owner, l.fence, l.lease_expires, l.heartbeat_ts, ` + pgJobClaim + `
+FROM {s}.dal_locks l WHERE l.lock_id = $1
+UNION ALL SELECT 'w', w.id, w.mode, w.owner, 0, w.expires, w.expires, false FROM {s}.dal_waiters w WHERE w.lock_id = $1`
+	// pgBumpResource starts a fast acquire: it creates the resource's row
+	// or takes it (the row lock every attempt on the resource queues on)
+	// and mints the fence this attempt grants, if it grants. A refused
+	// attempt leaves that number unused: fences only ever grow.
+	pgBumpResource = `INSERT INTO {s}.dal_resources AS r (lock_id, fence) VALUES ($1, 1)
+ON CONFLICT (lock_id) DO UPDATE SET fence = r.fence + 1 RETURNING fence, now()`
+	pgGrant = `WITH f AS (UPDATE {s}.dal_resources SET fence = fence + 1 WHERE lock_id = $1 RETURNING fence)
 INSERT INTO {s}.dal_locks (token, lock_id, fence, mode, owner, lease_expires, heartbeat_ts, granted_at, grace_ms)
 SELECT $2, $1, f.fence, $3, $4, now() + $5 * interval '1 microsecond', now(), now(), $6 FROM f
 RETURNING fence, lease_expires, granted_at`
@@ -104,12 +113,11 @@ RETURNING fence, lease_expires, granted_at`
 	// or, when precedence applies ($8), a live writer other than the
 	// request itself ($9) waits: the acquire of the common case, without
 	// recovery, in the attempt's first round trip.
-	pgFastGrant = `WITH f AS (UPDATE {s}.dal_resources SET fence = fence + 1 WHERE lock_id = $1
+	pgFastGrant = `INSERT INTO {s}.dal_locks (token, lock_id, fence, mode, owner, lease_expires, heartbeat_ts, granted_at, grace_ms)
+SELECT $2, $1, r.fence, $3, $4, now() + $5 * interval '1 microsecond', now(), now(), $6 FROM {s}.dal_resources r
+WHERE r.lock_id = $1
 	AND NOT EXISTS (SELECT 1 FROM {s}.dal_locks WHERE lock_id = $1 AND mode = ANY($7::text[]))
 	AND NOT ($8::bool AND EXISTS (SELECT 1 FROM {s}.dal_waiters WHERE lock_id = $1 AND mode = 'write' AND expires > now() AND id <> $9))
-	RETURNING fence)
-INSERT INTO {s}.dal_locks (token, lock_id, fence, mode, owner, lease_expires, heartbeat_ts, granted_at, grace_ms)
-SELECT $2, $1, f.fence, $3, $4, now() + $5 * interval '1 microsecond', now(), now(), $6 FROM f
 RETURNING fence, lease_expires, granted_at`
 	// pgWaitIfRefused writes or refreshes the waiter row unless the grant
 	// token ($6) was just inserted; pgUnwaitIfGranted deletes it if it was.
@@ -137,7 +145,7 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_ts = now(), expires = excluded.expires`
 	pgDeleteWaiter = `DELETE FROM {s}.dal_waiters WHERE id = $1`
 	pgPurgeWaiters = `DELETE FROM {s}.dal_waiters WHERE id = ANY($1) AND expires <= now()`
 	pgNotify       = `SELECT pg_notify($1, $2)`
-	// A release is one pipelined transaction: delete the grant; take the
+	// A release is one pipelined (implicit) transaction: delete the grant; take the
 	// resource's row in KEY SHARE mode, which waits for an attempt in
 	// flight (FOR UPDATE) to commit its waiter row, and makes a later
 	// attempt wait for this commit (and then see the grant gone); then
