@@ -139,7 +139,7 @@ type Jobs struct {
 	reported keySet
 
 	jobs, tileSets, reads, upgrades, deaths, stalls, staleStopped, interrupted, bulkRetries atomic.Int64
-	recoveries                                                                            atomic.Int64
+	recoveries                                                                              atomic.Int64
 }
 
 // NewJobs opens the nodes' Managers and makes sure every map has a

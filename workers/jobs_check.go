@@ -19,7 +19,9 @@ func (j *Jobs) stallFor() time.Duration {
 	return j.stall.Options().Lease + j.nodes[0].Options().Grace + j.opts.Lease/3
 }
 
-func doomedKey(r lease.Resource, fence int64) string { return r.String() + "/" + strconv.FormatInt(fence, 10) }
+func doomedKey(r lease.Resource, fence int64) string {
+	return r.String() + "/" + strconv.FormatInt(fence, 10)
+}
 
 // acquireDoomed takes r for writing on the stalled node and records the
 // grant: the only kind a stale recovery may take.
