@@ -23,6 +23,7 @@ import (
 const (
 	PointHoldEntered Point = "hold.entered" // a section on a lease resource registered, before its work
 	PointTilesRead   Point = "tiles.read"   // an upgradeable reader read the tile set, before it decides to write
+	PointTilesHalf   Point = "tiles.half"   // a writer has written half of a tile set's tiles
 )
 
 // tilesName is the manifest name of a map's tile set.
@@ -284,7 +285,7 @@ func (j *Jobs) ensure(ctx context.Context) error {
 				return fmt.Errorf("workers: the first tile set of %s: %w", m.Map, err)
 			}
 			_, err = l.WriteAtomic(ctx, lease.AtomicWrite{Dir: j.mapDir(m.Map), Name: tilesName, Fill: func(tmp string) error {
-				return writeTiles(ctx, tmp, j.newSet(), 0, tileCount)
+				return writeTiles(ctx, tmp, j.newSet(), 0, tileCount, nil)
 			}})
 			err = errors.Join(err, l.Release(ctx))
 			if err != nil {
@@ -541,7 +542,6 @@ func (o *op) enter(ctx context.Context, res lease.Resource, mode lease.Mode, fen
 		j.exit(h)
 		return nil, fmt.Errorf("%w: %s on %s entered after its lease was lost (fence %d)", ErrFenced, o.kind, res, fence)
 	}
-	j.env.at(ctx, PointHoldEntered, 0)
 	return h, nil
 }
 

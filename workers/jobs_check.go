@@ -52,7 +52,7 @@ func (j *Jobs) DieHolding(ctx context.Context, m MapRef) error {
 	}
 	j.deaths.Add(1)
 	_, _ = l.WriteAtomic(ctx, lease.AtomicWrite{Dir: j.mapDir(m.Map), Name: tilesName, Fill: func(tmp string) error {
-		_ = writeTiles(ctx, tmp, j.newSet(), 0, tileCount/2)
+		_ = writeTiles(ctx, tmp, j.newSet(), 0, tileCount/2, nil)
 		return errInterrupted
 	}})
 	j.env.Rec.Note(KindMapWriter, lockcore.Key{}, fmt.Sprintf("map:%s: a worker died holding the write lease (fence %d) mid-write: the next taker recovers it once stale, audited",

@@ -16,9 +16,12 @@ const tileCount = 8
 func tileName(i int) string { return fmt.Sprintf("tile-%02d", i) }
 
 // writeTiles writes tiles 0..n-1 of tile set set into dir, pausing between
-// them.
-func writeTiles(ctx context.Context, dir, set string, pause time.Duration, n int) error {
+// them; half, if not nil, is called when half of a set is written.
+func writeTiles(ctx context.Context, dir, set string, pause time.Duration, n int, half func()) error {
 	for i := range n {
+		if i == tileCount/2 && half != nil {
+			half()
+		}
 		if i > 0 && pause > 0 {
 			if err := sleep(ctx, pause); err != nil {
 				return err

@@ -49,6 +49,7 @@ func (o *op) enterAll(ctx context.Context, locks []*lease.Lock, reqs ...lease.Re
 		}
 		hs = append(hs, h)
 	}
+	o.j.env.at(ctx, PointHoldEntered, 0)
 	return hs, nil
 }
 
@@ -80,6 +81,7 @@ func (j *Jobs) writeSet(ctx context.Context, l *lease.Lock, node *lease.Manager,
 	tm := *j.timing.Load()
 	pause := tm.Tiles / tileCount
 	set := j.newSet()
+	half := func() { j.env.at(ctx, PointTilesHalf, 0) }
 	n := tileCount
 	if interrupt {
 		n /= 2
@@ -90,7 +92,7 @@ func (j *Jobs) writeSet(ctx context.Context, l *lease.Lock, node *lease.Manager,
 		if err != nil || !ok || !readable(e.Path) {
 			return err
 		}
-		if err := writeTiles(ctx, e.Path, set, pause, n); err != nil {
+		if err := writeTiles(ctx, e.Path, set, pause, n, half); err != nil {
 			return err
 		}
 		if interrupt {
@@ -100,7 +102,7 @@ func (j *Jobs) writeSet(ctx context.Context, l *lease.Lock, node *lease.Manager,
 		return nil
 	}
 	_, err := l.WriteAtomic(l.Context(), lease.AtomicWrite{Dir: j.mapDir(m), Name: tilesName, Fill: func(tmp string) error {
-		if err := writeTiles(ctx, tmp, set, pause, n); err != nil {
+		if err := writeTiles(ctx, tmp, set, pause, n, half); err != nil {
 			return err
 		}
 		if interrupt {

@@ -228,6 +228,12 @@ func (t *Turns) Outage(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
+// Inspect lists the session locks held under the turns' prefix (by any
+// process), with their waiters.
+func (t *Turns) Inspect(ctx context.Context) ([]redislock.Info, error) {
+	return redislock.Inspect(ctx, t.rdb, t.opts.Prefix, 100000)
+}
+
 // Close closes every pod's Locker (holds stay in Redis as they are).
 func (t *Turns) Close() {
 	t.mu.Lock()
