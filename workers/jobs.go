@@ -24,6 +24,7 @@ const (
 	PointHoldEntered Point = "hold.entered" // a section on a lease resource registered, before its work
 	PointTilesRead   Point = "tiles.read"   // an upgradeable reader read the tile set, before it decides to write
 	PointTilesHalf   Point = "tiles.half"   // a writer has written half of a tile set's tiles
+	PointStalled     Point = "stalled"      // a stalled writer after its stall, before it looks at its lease
 )
 
 // tilesName is the manifest name of a map's tile set.
@@ -178,7 +179,7 @@ func NewJobs(ctx context.Context, env *Env, opts JobOptions) (*Jobs, error) {
 	// The stalled node's leases are half the healthy ones' and never
 	// renewed: a worker on it has died or stalled, as far as the others
 	// can tell.
-	m, err := opts.Open(ctx, lease.Options{Owner: env.Proc + "/stalled-node", Lease: opts.Lease / 2, Heartbeat: -1, Wait: opts.Wait, Logger: opts.Logger})
+	m, err := opts.Open(ctx, lease.Options{Owner: env.Proc + "/stalled-node", Lease: opts.Lease / 2, Heartbeat: -1, Grace: 2 * hb, Wait: opts.Wait, Logger: opts.Logger})
 	if err != nil {
 		j.Close()
 		return nil, fmt.Errorf("workers: opening the stalled lease node: %w", err)

@@ -87,6 +87,7 @@ func (j *Jobs) Stall(ctx context.Context, m MapRef) error {
 		if err := Pause(ctx, j.stallFor()); err != nil { // stalled: it watches nothing
 			return err
 		}
+		j.env.at(ctx, PointStalled, 0)
 		if lerr := l.Err(); lerr != nil {
 			o.sec.stopped.Store(true)
 			j.staleStopped.Add(1)

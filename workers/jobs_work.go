@@ -345,6 +345,9 @@ func (j *Jobs) Upgrader(ctx context.Context, m MapRef) error {
 	return j.upgrader(ctx, m, rand.Float64() < j.timing.Load().WriteShare)
 }
 
+// UpgradeAndWrite is an upgradeable reader that decides to write.
+func (j *Jobs) UpgradeAndWrite(ctx context.Context, m MapRef) error { return j.upgrader(ctx, m, true) }
+
 func (j *Jobs) upgrader(ctx context.Context, m MapRef, write bool) error {
 	o := j.op(KindUpgrader, "map:"+m.Map)
 	node := j.node()
