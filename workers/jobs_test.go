@@ -35,7 +35,9 @@ func newJobs(t *testing.T, store string, opts workers.JobOptions) (*world, *work
 		}
 	case "sqlite":
 		path := filepath.Join(dir, "leases.db")
-		opts.Open = func(ctx context.Context, o lease.Options) (*lease.Manager, error) { return lease.OpenSQLite(ctx, path, o) }
+		opts.Open = func(ctx context.Context, o lease.Options) (*lease.Manager, error) {
+			return lease.OpenSQLite(ctx, path, o)
+		}
 	}
 	opts.Dir = dir
 	opts.Projects = max(opts.Projects, 2)
@@ -109,8 +111,10 @@ var jobRaces = []jobRace{
 	},
 	{
 		name: "two map jobs of one project", point: workers.PointHoldEntered,
-		first:   func(ctx context.Context, j *workers.Jobs) error { return j.MapWrite(ctx, m1) },
-		second:  func(ctx context.Context, j *workers.Jobs) error { return j.MapRead(ctx, workers.MapRef{Project: "p1", Map: "p1-m2"}, true) },
+		first: func(ctx context.Context, j *workers.Jobs) error { return j.MapWrite(ctx, m1) },
+		second: func(ctx context.Context, j *workers.Jobs) error {
+			return j.MapRead(ctx, workers.MapRef{Project: "p1", Map: "p1-m2"}, true)
+		},
 		waitJob: true,
 		invs:    []workers.Invariant{workers.InvJobCaps},
 	},
