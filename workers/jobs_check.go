@@ -130,7 +130,7 @@ func (j *Jobs) Flood(n int, spawn func(func(context.Context))) {
 // Audit checks, once the jobs have stopped, what the live checks cannot:
 //
 //   - every map's committed tile set is whole (one set, every tile);
-//   - every stale recovery since the run began that involves this
+//   - every stale recovery since the run began of a grant of this
 //     process's nodes took a grant of the stalled node (heartbeats off: the
 //     only stale ones) after its lease and the grace had passed, and every
 //     such grant that is gone and that its worker did not release was
@@ -175,7 +175,10 @@ func (j *Jobs) Audit(ctx context.Context) error {
 	audited := map[string]bool{}
 	var n int64
 	for _, r := range recs {
-		if r.At.Before(since) || !(ours(r.Actor) || ours(r.VictimOwner)) {
+		// Only this process's grants can be judged: another process's
+		// heartbeats are not known here (a killed one's grants are rightly
+		// stale).
+		if r.At.Before(since) || !ours(r.VictimOwner) {
 			continue
 		}
 		n++
