@@ -2,8 +2,8 @@ package sim
 
 import (
 	"log/slog"
-	"slices"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"

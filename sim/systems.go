@@ -163,7 +163,9 @@ func (s *Sim) openJobs(ctx context.Context) (*workers.Jobs, error) {
 	switch s.opts.LeaseStore {
 	case LeaseSQLite:
 		path := s.leasePath()
-		open = func(ctx context.Context, o lease.Options) (*lease.Manager, error) { return lease.OpenSQLite(ctx, path, o) }
+		open = func(ctx context.Context, o lease.Options) (*lease.Manager, error) {
+			return lease.OpenSQLite(ctx, path, o)
+		}
 	default:
 		cfg, err := connect.PoolConfig(s.opts.DSN)
 		if err != nil {
