@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/lockcore"
 )
 
 // The conformance suite: every case runs on both stores, as subtests of
@@ -358,8 +359,8 @@ func testLeaseRunsOut(t *testing.T, e *env) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the old holder was never told")
 	}
-	if err := context.Cause(old.Context()); !errors.Is(err, ErrLost) {
-		t.Errorf("old holder's context cause: %v, want ErrLost", err)
+	if err := context.Cause(old.Context()); !errors.Is(err, ErrLost) || !errors.Is(err, lockcore.ErrLost) {
+		t.Errorf("old holder's context cause: %v, want ErrLost (and lockcore's)", err)
 	}
 	if !errors.Is(old.Err(), ErrLost) {
 		t.Errorf("old holder's Err: %v", old.Err())
