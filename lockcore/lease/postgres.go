@@ -661,7 +661,7 @@ func inspectPostgres(ctx context.Context, q Querier, schema string) (s *Snapshot
 	if s.Audit, err = pgx.CollectRows(rows, scanPGAudit); err != nil {
 		return nil, err
 	}
-	sortInfos(s.Locks)
+	finish(s.Locks, s.Now)
 	return s, nil
 }
 
