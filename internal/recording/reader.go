@@ -305,4 +305,3 @@ func (r *Recording) Keyframes() (keyframes, deltas int) {
 	}
 	return
 }
-
