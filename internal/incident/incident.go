@@ -132,7 +132,7 @@ type holding struct {
 	leased    bool
 	leaseLeft time.Duration
 	last      time.Time
-	expired   bool // an expiry already told
+	expired   bool      // an expiry already told
 	blockedAt time.Time // the last snapshot it had a waiter in
 }
 
