@@ -305,3 +305,18 @@ func (r *Recording) Keyframes() (keyframes, deltas int) {
 	}
 	return
 }
+
+// Seek is the step a time typed by people names (see ParseAt), from step
+// cur: the last step at or before it, or the first step for a time before
+// the recording.
+func (r *Recording) Seek(text string, cur int) (int, error) {
+	if len(r.steps) == 0 {
+		return 0, fmt.Errorf("the recording holds no snapshot")
+	}
+	first, last := r.Span()
+	t, err := ParseAt(text, first, last, r.Time(min(max(cur, 0), len(r.steps)-1)))
+	if err != nil {
+		return 0, err
+	}
+	return max(r.Index(t), 0), nil
+}
