@@ -84,7 +84,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var snaps atomic.Int64
 	var wg sync.WaitGroup
 	for i, s := range sources {
-		wg.Go(func() { pollLoop(rctx, s, *interval, log, func(snap model.Snapshot) { rec.write(i, snap); snaps.Add(1) }) })
+		wg.Go(func() {
+			pollLoop(rctx, s, *interval, log, func(snap model.Snapshot) { rec.write(i, snap); snaps.Add(1) })
+		})
 	}
 	wg.Wait()
 	size := w.Size()
