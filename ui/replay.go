@@ -68,6 +68,7 @@ func (m *Model) jump(i int, why string) {
 	}
 	m.replay.pos = i
 	m.events = eventLog{st: m.st}
+	m.layout() // the fresh log's size
 	for s := range m.hasSnap {
 		m.hasSnap[s] = false
 	}
