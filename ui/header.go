@@ -185,7 +185,7 @@ func (h *header) replayLine(version string) string {
 		{"", 0}, // the server, below
 		{strings.TrimSpace("PostgreSQL " + version), 2},
 		{st.Paused.Render(" REPLAY "), 0},
-		{st.Dim.Render(when), 1},
+		{st.Dim.Render(when), 0},
 	}
 	if n := r.rep.Len(); n > 0 {
 		segs = append(segs, segment{"at " + r.rep.Time(r.pos).Format("15:04:05"), 0})
