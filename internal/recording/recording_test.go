@@ -10,8 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/locktop/locktop/model"
 )
+
+// The zstd encoder and decoder run with a concurrency of one: nothing of
+// theirs may outlive a test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // write records snaps of source 0 into a file of its own and returns its
 // bytes.
