@@ -119,7 +119,7 @@ func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Dur
 
 // benchPackages are the packages whose test binaries hold benchmarks ("."
 // is package main, with the dashboard's refresh benchmark).
-var benchPackages = []string{"lockcore", "internal/monitor", "ui", "."}
+var benchPackages = []string{"lockcore", "internal/monitor", "ui", ".", "internal/recording"}
 
 // steps are the measurements, in report order.
 var steps = []struct {
@@ -133,6 +133,7 @@ var steps = []struct {
 	{"dashboard refresh", dashboard},
 	{"dashboard at rest", idle},
 	{"simulator at scale", simulator},
+	{"recording size", recordingSize},
 }
 
 func (r *runner) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {
