@@ -16,8 +16,11 @@ demo: deps build
 test: deps fmt-check vet
 	$(GO) test -race -count=1 -timeout 20m ./...
 
+# VERSION names the build in `locktop --version`: the commit, as git describes it.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+
 build:
-	$(GO) build -o $(BIN) .
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) .
 
 vet:
 	$(GO) vet ./...

@@ -13,7 +13,9 @@ import (
 )
 
 func init() {
-	register(command{name: "cluster", summary: "run a command against a throw-away PostgreSQL and Redis (locktop cluster -- CMD ARGS)", run: runCluster})
+	register(command{name: "cluster", summary: "run a command against a throw-away PostgreSQL and Redis, removed when the command ends",
+		about: "The command runs with PGHOST, PGPORT, PGUSER, PGDATABASE, DATABASE_URL and LOCKTOP_TEST_DSN\npointing at the PostgreSQL server, and REDIS_URL and LOCKTOP_TEST_REDIS at the Redis\n(both on Unix sockets, never TCP); its exit code is locktop's.",
+		run:   runCluster})
 }
 
 // runCluster starts a throw-away cluster and a throw-away Redis, runs the
@@ -23,11 +25,15 @@ func init() {
 // uses it to put the Go benchmarks and pgbench (or redis-benchmark) on one
 // server in one run.
 func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "--" {
-		args = args[1:]
+	fs := newFlagSet("cluster")
+	fs.args = "[--] COMMAND [ARGS...]"
+	fs.SetInterspersed(false) // the command's own flags are its own
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
+	args = fs.Args()
 	if len(args) == 0 {
-		return usagef("usage: locktop cluster -- COMMAND [ARGS...]")
+		return usagef("cluster: no command to run (usage: locktop cluster -- COMMAND [ARGS...])")
 	}
 	c, err := pgcluster.Start(ctx, pgcluster.Options{})
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/x/term"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,21 +33,44 @@ var isTerminal = func(f *os.File) bool { return term.IsTerminal(f.Fd()) }
 var errNoTerminal = exitError{code: exitUsage, err: errors.New(
 	`the dashboard needs a terminal (stdin and stdout); without one use "locktop snapshot --json" or "locktop sim --headless"`)}
 
+// dashboardFlags are the bare locktop's flags.
+type dashboardFlags struct {
+	conn           *connFlags
+	withSim        *bool
+	scenario       *string
+	interval       *time.Duration
+	allowTerminate *bool
+	httpAddr       *string
+	logPath        *string
+}
+
+// newDashboardFlags defines the dashboard's flags; locktop --help lists
+// them too.
+func newDashboardFlags() (*flagSet, *dashboardFlags) {
+	fs := newFlagSet("dashboard")
+	f := &dashboardFlags{conn: addConnFlags(fs)}
+	f.withSim = fs.Bool("sim", false, "also run the simulator against the named database (load tests in staging)")
+	f.scenario = fs.String("scenario", "steady", "the simulator's scenario `NAME` to start with (locktop sim --list names them)")
+	f.interval = fs.Duration("interval", ui.DefaultInterval, "refresh interval")
+	f.allowTerminate = fs.Bool("allow-terminate", false, "allow terminating a backend from the dashboard (asks for confirmation)")
+	f.httpAddr = fs.String("http", "", "also serve /api/advisory-locks, /metrics and /healthz on this `address` (e.g. "+httpapi.DefaultAddr+")")
+	f.logPath = fs.String("log", "", "log `file` (the dashboard owns the screen; default $XDG_CACHE_HOME/locktop/locktop.log)")
+	return fs, f
+}
+
 // runDashboard is the bare "locktop" command: the dashboard on a
-// throw-away PostgreSQL with the simulator, or on --dsn's server (read-only
-// unless --sim or --allow-terminate), optionally serving the monitoring
-// endpoints on --http too.
+// throw-away PostgreSQL with the simulator, or on the named server
+// (read-only unless --sim or --allow-terminate), optionally serving the
+// monitoring endpoints on --http too.
 func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("dashboard", stderr)
-	dsnFlag := fs.String("dsn", "", "`URL` or key=value DSN of the server to watch (default: DATABASE_URL, then the PG* variables; with none, a throw-away PostgreSQL with the simulator)")
-	withSim := fs.Bool("sim", false, "also run the simulator against --dsn's database (load tests in staging)")
-	scenario := fs.String("scenario", "steady", "simulator scenario to start with")
-	interval := fs.Duration("interval", ui.DefaultInterval, "refresh interval")
-	allowTerminate := fs.Bool("allow-terminate", false, "allow terminating a backend from the dashboard (asks for confirmation)")
-	httpAddr := fs.String("http", "", "also serve /api/advisory-locks, /metrics and /healthz on this `address` (e.g. "+httpapi.DefaultAddr+")")
-	logPath := fs.String("log", defaultLogPath(), "log `file` (the dashboard owns the screen)")
+	fs, f := newDashboardFlags()
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	withSim, scenario, interval, allowTerminate, httpAddr := f.withSim, f.scenario, f.interval, f.allowTerminate, f.httpAddr
+	logPath := *f.logPath
+	if logPath == "" {
+		logPath = defaultLogPath()
 	}
 	if *interval < minInterval {
 		return usagef("--interval must be at least %v, not %v", minInterval, *interval)
@@ -55,14 +78,14 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if !slices.Contains(sim.Scenarios(), *scenario) {
 		return usagef("unknown scenario %q (have %s)", *scenario, strings.Join(sim.Scenarios(), ", "))
 	}
-	dsn, given := resolveDSN(*dsnFlag)
-	if given && !*withSim && flagSet(fs, "scenario") {
+	dsn, given := f.conn.resolve()
+	if given && !*withSim && fs.Changed("scenario") {
 		return usagef("--scenario picks the simulator's scenario: with a database given, add --sim to run the simulator")
 	}
 	if !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
 		return errNoTerminal
 	}
-	logger, closeLog, err := openLog(*logPath)
+	logger, closeLog, err := openLog(logPath)
 	if err != nil {
 		return usagef("--log: %v", err)
 	}
@@ -77,11 +100,15 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 
 	opts := ui.Options{Interval: *interval, Logger: logger}
+	if ln != nil {
+		if w := exposureWarning(ln.Addr()); w != "" {
+			opts.Warnings = append(opts.Warnings, "--http "+w)
+		}
+	}
 	red := newRedactor(dsn)
 	runSim := *withSim
 	if given {
 		logger.Info("dashboard starting", "server", red.target(), "sim", *withSim, "allow_terminate", *allowTerminate)
-		opts.Mode = "read-only"
 	} else {
 		fmt.Fprintln(stderr, "locktop: starting a throw-away PostgreSQL…")
 		c, err := pgcluster.Start(ctx, pgcluster.Options{})
@@ -96,9 +123,10 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}()
 		dsn, red, runSim = c.DSN("postgres"), newRedactor(""), true
 		logger.Info("dashboard starting", "server", "throw-away cluster", "dir", c.Dir())
-		opts.Mode = "throw-away server"
+		opts.ThrowAway = true
 	}
 
+	opts.Server = newRedactor(dsn).target() // the header names the server, never its password
 	mon, err := openMonitor(ctx, dsn)
 	if err != nil {
 		return red.err(err)
@@ -126,7 +154,6 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	opts.Source = redactingSource{src, red}
 	if *allowTerminate {
 		opts.Terminate = red.terminate(mon.Terminate)
-		opts.Mode = "terminate allowed"
 	}
 	if runSim {
 		s, pools, stop, err := startEmbeddedSim(ctx, dsn, *scenario, logger, observers...)
@@ -138,18 +165,8 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if mo != nil {
 			mo.met.AddPools(pools)
 		}
-		if given {
-			opts.Mode = "simulator attached"
-		}
 	}
 	return ui.Run(ctx, opts)
-}
-
-// flagSet reports whether the flag name was given on the command line.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 // defaultLogPath is $XDG_CACHE_HOME/locktop/locktop.log (~/.cache on

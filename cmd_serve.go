@@ -14,7 +14,7 @@ import (
 	"github.com/locktop/locktop/internal/httpapi"
 	"github.com/locktop/locktop/internal/metrics"
 	"github.com/locktop/locktop/internal/monitor"
-	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/internal/poolstats"
 	"github.com/locktop/locktop/model"
 )
 
@@ -26,8 +26,8 @@ func init() {
 const minInterval = 100 * time.Millisecond
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("serve", stderr)
-	dsnFlag := fs.String("dsn", "", "PostgreSQL URL or key=value DSN (default: DATABASE_URL, then the PG* variables)")
+	fs := newFlagSet("serve")
+	conn := addConnFlags(fs)
 	addr := fs.String("http", httpapi.DefaultAddr, "address to serve on, host:port (loopback unless you say otherwise)")
 	interval := fs.Duration("interval", 2*time.Second, "how often to poll the lock table for the metrics")
 	if err := parseFlags(fs, args); err != nil {
@@ -36,9 +36,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *interval < minInterval {
 		return usagef("--interval %s is too short (at least %s)", *interval, minInterval)
 	}
-	dsn, given := resolveDSN(*dsnFlag)
+	dsn, given := conn.resolve()
 	if !given {
-		return usagef("serve needs a database: give --dsn URL, or set DATABASE_URL or the PG* variables")
+		return usagef("serve needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
 	}
 	// Listen first: a bad or busy address fails before any connection is made.
 	ln, err := listenHTTP(*addr, stderr)
@@ -75,7 +75,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// listenHTTP opens the listener of --http. A malformed address is bad usage;
+// listenHTTP opens the listener of --http. An address that cannot be
+// listened on is exit code 2, like a server that cannot be used;
 // an address reachable from other machines gets a warning, because the lock
 // table shows other sessions' queries.
 func listenHTTP(addr string, stderr io.Writer) (net.Listener, error) {
@@ -85,12 +86,23 @@ func listenHTTP(addr string, stderr io.Writer) (net.Listener, error) {
 		if errors.As(err, &ae) {
 			return nil, usageError{ae.Error()}
 		}
-		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
+		// Busy, not permitted, not an address of this machine: the
+		// operator's to fix, as a bad address is.
+		return nil, exitError{code: exitUsage, err: fmt.Errorf("cannot listen on %s: %w", addr, err)}
 	}
-	if !httpapi.IsLoopback(ln.Addr()) {
-		fmt.Fprintf(stderr, "locktop: warning: %s is reachable from other machines, and /api/advisory-locks shows other sessions' queries\n", ln.Addr())
+	if w := exposureWarning(ln.Addr()); w != "" {
+		fmt.Fprintln(stderr, "locktop: warning:", w)
 	}
 	return ln, nil
+}
+
+// exposureWarning is the warning an address reachable from other machines
+// gets ("" for loopback), for stderr and for the dashboard's screen.
+func exposureWarning(a net.Addr) string {
+	if httpapi.IsLoopback(a) {
+		return ""
+	}
+	return fmt.Sprintf("%s is reachable from other machines, and /api/advisory-locks shows other sessions' queries", a)
 }
 
 // monitoring is the HTTP surface over one monitor: its metrics, the newest
@@ -111,15 +123,15 @@ type monitoring struct {
 func newMonitoring(mon *monitor.Monitor, maxAge time.Duration, log *slog.Logger) *monitoring {
 	mo := &monitoring{mon: mon, met: metrics.New(), log: log}
 	mo.met.AddPools(func() []model.PoolStats {
-		return []model.PoolStats{lockcore.PoolStats("monitor", mon.Pool())}
+		return []model.PoolStats{poolstats.Of("monitor", mon.Pool(), 0)}
 	})
 	mo.latest = httpapi.NewLatest(mo.poll, maxAge)
 	mo.handler = httpapi.New(httpapi.Deps{
-		Snapshot: mo.latest.Snapshot,
-		Info:     mon.Info,
-		Health:   mon.Probe,
-		Metrics:  mo.met.Handler(),
-		Log:      log,
+		Latest:  mo.latest,
+		Info:    mon.Info,
+		Health:  mon.Probe,
+		Metrics: mo.met.Handler(),
+		Log:     log,
 	})
 	return mo
 }

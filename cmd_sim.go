@@ -34,7 +34,7 @@ func init() {
 // runSim is "locktop sim": with --headless it runs a scenario for a while
 // and reports; the interactive simulator is the dashboard's.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sim", stderr)
+	fs := newFlagSet("sim")
 	headless := fs.Bool("headless", false, "run without the dashboard and print a report (required for now)")
 	scenario := fs.String("scenario", "steady", "scenario: "+strings.Join(sim.Scenarios(), ", "))
 	list := fs.Bool("list", false, "list the scenarios and exit")
@@ -49,7 +49,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	schema := fs.String("schema", "locktop_sim", "the simulator's schema (created if missing; no other table is touched)")
 	reset := fs.Bool("reset", false, "drop the simulator's schema first (never while another simulator uses it)")
 	jsonPath := fs.String("json", "", "write the report as JSON to this file (- for stdout)")
-	dsnFlag := fs.String("dsn", "", "PostgreSQL URL or DSN (default: DATABASE_URL, the PG* variables, else a throw-away PostgreSQL)")
+	conn := addConnFlags(fs) // with none given: DATABASE_URL, the PG* variables, else a throw-away PostgreSQL
 	logPath := fs.String("log", "", "write warnings (worker errors, violations, lost locks) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -78,6 +78,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case *lockTimeout < 0:
 		return usagef("--lock-timeout must not be negative")
 	}
+	if err := workers.ValidSchema(*schema); err != nil {
+		return usagef("--schema: %q is not a plain schema name: use lower-case letters, digits and _ (at most 63)", *schema)
+	}
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if *logPath != "" {
@@ -89,7 +92,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		logger = slog.New(slog.NewTextHandler(f, nil))
 	}
 
-	dsn, given := resolveDSN(*dsnFlag)
+	dsn, given := conn.resolve()
 	if !given {
 		fmt.Fprintln(stderr, "starting a throw-away PostgreSQL...")
 		c, err := pgcluster.Start(ctx, pgcluster.Options{})
@@ -120,6 +123,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rctx, cancel := context.WithTimeout(ctx, *duration)
 	defer cancel()
 	runErr := s.Run(rctx)
+	if errors.Is(runErr, sim.ErrServerGone) {
+		// The run was stopped without its final checks: no report to trust.
+		return exitError{code: exitUsage, err: runErr}
+	}
 	rep := s.Report()
 	if err := rep.WriteText(stdout); err != nil {
 		return err

@@ -41,6 +41,7 @@ func TestSimUsage(t *testing.T) {
 		{[]string{"sim", "--headless", "--hook-rate", "-3"}, exitUsage, "--hook-rate"},
 		{[]string{"sim", "--headless", "stray"}, exitUsage, "unexpected argument"},
 		{[]string{"sim", "--bogus"}, exitUsage, "bogus"},
+		{[]string{"sim", "--headless", "--schema", "x; DROP TABLE y"}, exitUsage, "--schema"},
 		{[]string{"sim", "--list"}, exitOK, ""},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -75,6 +76,7 @@ type simReport struct {
 		Violations *int64  `json:"violations"`
 	} `json:"invariants"`
 	Workers map[string]map[string]int64 `json:"workers"`
+	Losses  map[string]int64            `json:"losses"`
 }
 
 func readSimReport(t *testing.T, path string) simReport {
@@ -87,7 +89,7 @@ func readSimReport(t *testing.T, path string) simReport {
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Scenario == nil || r.LocksEnabled == nil || r.OK == nil || len(r.Invariants) == 0 || r.Workers == nil {
+	if r.Scenario == nil || r.LocksEnabled == nil || r.OK == nil || len(r.Invariants) == 0 || r.Workers == nil || r.Losses == nil {
 		t.Fatalf("report lacks a top-level key: %s", b)
 	}
 	for _, inv := range r.Invariants {
@@ -101,7 +103,7 @@ func readSimReport(t *testing.T, path string) simReport {
 			t.Errorf("no workers.%s", kind)
 			continue
 		}
-		for _, f := range []string{"attempts", "acquired", "skipped", "timeouts", "reentrant", "errors"} {
+		for _, f := range []string{"attempts", "acquired", "skipped", "timeouts", "reentrant", "lost", "errors"} {
 			if _, ok := c[f]; !ok {
 				t.Errorf("workers.%s has no %s", kind, f)
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/httpapi"
+	"github.com/locktop/locktop/internal/termsafe"
 	"github.com/locktop/locktop/ui"
 )
 
@@ -19,15 +20,15 @@ func init() {
 }
 
 func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("snapshot", stderr)
-	dsnFlag := fs.String("dsn", "", "PostgreSQL URL or key=value DSN (default: DATABASE_URL, then the PG* variables)")
+	fs := newFlagSet("snapshot")
+	conn := addConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print the JSON document GET /api/advisory-locks serves")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	dsn, given := resolveDSN(*dsnFlag)
+	dsn, given := conn.resolve()
 	if !given {
-		return usagef("snapshot needs a database: give --dsn URL, or set DATABASE_URL or the PG* variables")
+		return usagef("snapshot needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
 	}
 	mon, err := openMonitor(ctx, dsn)
 	if err != nil {
@@ -44,9 +45,14 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	doc := httpapi.NewDocument(snap, info)
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(doc)
+		b, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		// As the table sanitizes, the JSON escapes what a terminal would
+		// act on (C1 controls, bidi overrides): it is printed too.
+		_, err = stdout.Write(append(termsafe.EscapeJSON(b), '\n'))
+		return err
 	}
 	return writeTable(stdout, doc)
 }
@@ -59,7 +65,10 @@ func writeTable(w io.Writer, doc httpapi.Document) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nKEY\tDATABASE\tHOLDER\tSTATE\tMODE\tWAITED\tBLOCKED BY\tAPPLICATION\tQUERY")
+	// PID is the row's own backend, holding or waiting; the holders a
+	// waiter waits for are BLOCKED BY. (A lease lock has no backend: its
+	// owner stands in the PID column.)
+	fmt.Fprintln(tw, "\nKEY\tDATABASE\tPID\tSTATE\tMODE\tWAITED\tBLOCKED BY\tAPPLICATION\tQUERY")
 	for _, l := range doc.Locks {
 		state := "holds"
 		if !l.Granted {
@@ -76,7 +85,11 @@ func writeTable(w io.Writer, doc httpapi.Document) error {
 		// Server strings go through the dashboard's sanitizer: a query or
 		// name with a newline or an escape sequence must not reach the
 		// terminal as one.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ui.Sanitize(l.Key), ui.Sanitize(l.Database), ui.Sanitize(l.Holder), state,
+		who := l.Owner
+		if l.PID != nil {
+			who = strconv.Itoa(int(*l.PID))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ui.Sanitize(l.Key), ui.Sanitize(l.Database), ui.Sanitize(who), state,
 			ui.Sanitize(strings.TrimSuffix(l.Mode, "Lock")), waited, strings.Join(blocked, ","), ui.Sanitize(l.ApplicationName), clip(ui.Sanitize(l.Query), 60))
 	}
 	return tw.Flush()

@@ -50,7 +50,7 @@ func TestDashboardUsageErrors(t *testing.T) {
 	}{
 		{[]string{"--http", "no-port-here"}, "bad listen address"},
 		{[]string{"--interval", "10ms"}, "at least 100ms"},
-		{[]string{"--bogus"}, "flag provided but not defined"},
+		{[]string{"--bogus"}, "unknown flag: --bogus"},
 		{[]string{"--dsn", "postgres:///x", "--log", "/proc/no/such/dir/x.log"}, "--log"},
 		{[]string{"stray"}, "unknown command"},
 		// Checked before anything starts (no throw-away server for a typo).

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgcluster"
 	"github.com/locktop/locktop/internal/pgtest"
 	"github.com/locktop/locktop/lockcore"
@@ -226,7 +227,7 @@ func awaitLocks(t *testing.T, q lockcore.Querier, key lockcore.Key, what string,
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		snap, err := lockcore.Inspect(context.Background(), q)
+		snap, err := monitor.Inspect(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,7 +333,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	// Filter by application: the whole queue stays; then a filter that
 	// matches nothing; esc clears it.
 	term.Keys("/")
-	term.AwaitText(10*time.Second, "enter keep · esc clear")
+	term.AwaitText(10*time.Second, "enter keep • esc clear")
 	term.Type("app:e2e.waiter")
 	term.Keys("Enter")
 	term.Await("the filtered table", 10*time.Second, func(s string) bool {
@@ -340,11 +341,11 @@ func TestDashboardEndToEnd(t *testing.T) {
 	})
 	// esc while editing drops the filter.
 	term.Keys("/")
-	term.AwaitText(10*time.Second, "enter keep · esc clear")
+	term.AwaitText(10*time.Second, "enter keep • esc clear")
 	term.Keys("Escape")
 	term.AwaitGone(10*time.Second, `filter "app:e2e.waiter"`)
 	term.Keys("/")
-	term.AwaitText(10*time.Second, "enter keep · esc clear")
+	term.AwaitText(10*time.Second, "enter keep • esc clear")
 	term.Type("app:nobody-here")
 	term.Keys("Enter")
 	term.AwaitText(10*time.Second, "No lock matches the filter")
@@ -463,7 +464,7 @@ func TestDashboardEmbedded(t *testing.T) {
 			logFile := filepath.Join(t.TempDir(), "locktop.log")
 			term := startTerminal(t, termOptions{Width: 100, Height: 30}, bin, "--log", logFile)
 			dir := clusterDir(t, logFile)
-			term.AwaitText(60*time.Second, "locktop", "postgres@postgres", "throw-away server", "connected", "Locks")
+			term.AwaitText(60*time.Second, "locktop", "postgres@/tmp/locktop-pg-", ":5432/postgres", "connected", "Locks")
 			if how == "quit" {
 				// The steady scenario's hot agents: a holder of an AGENT
 				// lock with a waiter queued behind it, and the simulator
@@ -477,7 +478,7 @@ func TestDashboardEmbedded(t *testing.T) {
 				term.Keys("Space")
 				term.AwaitText(10*time.Second, "LIVE")
 				term.Keys("/")
-				term.AwaitText(10*time.Second, "enter keep · esc clear")
+				term.AwaitText(10*time.Second, "enter keep • esc clear")
 				term.Type("ns:AGENT")
 				term.Keys("Enter")
 				term.AwaitText(10*time.Second, `filter "ns:AGENT"`)
@@ -568,4 +569,154 @@ func hasLine(screen string, parts ...string) bool {
 		}
 	}
 	return false
+}
+
+// Expect waits until ok accepts the screen, like Await, but reports a
+// screen that never comes as an error and goes on, so that one run shows
+// every item that fails.
+func (tm *terminal) Expect(what string, timeout time.Duration, ok func(screen string) bool) bool {
+	tm.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s := tm.Screen()
+		if ok(s) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			tm.t.Errorf("after %v, still no %s; the screen:\n%s", timeout, what, s)
+			return false
+		}
+		time.Sleep(100 * time.Millisecond) // the poll's period, not a synchronisation
+	}
+}
+
+// besideBox returns the lines of screen that show anything left or right
+// of an overlay's box.
+func besideBox(screen string) []string {
+	var out []string
+	in := false
+	for _, line := range strings.Split(screen, "\n") {
+		if strings.Contains(line, "╭") {
+			in = true
+		}
+		if !in {
+			continue
+		}
+		left, right := strings.IndexAny(line, "╭│╰"), strings.LastIndexAny(line, "╮│╯")
+		if left >= 0 && right >= 0 && (strings.TrimSpace(line[:left]) != "" || strings.TrimSpace(line[right+len("│"):]) != "") {
+			out = append(out, line)
+		}
+		if strings.Contains(line, "╰") {
+			break
+		}
+	}
+	return out
+}
+
+// TestDashboardAtCommonSizes works the screen items of issue 14 in a real
+// terminal at 80×24, 120×36 and 200×60, without colour: the simulator
+// attached to a server of the test's own, a holder idle in a transaction
+// with a waiter queued behind it for more than 5 s, and --http on every
+// interface. At each size: the header names the server, the --http warning
+// is on screen, applications, rates and event lines are whole, the exact
+// filter finds one key, the idle holder is flagged, the waiter's !! is
+// whole, and the details overlay covers what is under it. Then q quits from
+// the scenario picker.
+func TestDashboardAtCommonSizes(t *testing.T) {
+	bin := buildLocktop(t)
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	conn := func(app string) *pgx.Conn {
+		t.Helper()
+		cfg, err := pgx.ParseConfig(c.DSN("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RuntimeParams["application_name"] = app
+		cn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cn.Close(context.Background()) })
+		return cn
+	}
+	idle := conn("e2e.idle")
+	tx, err := idle.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(1, 4713)"); err != nil {
+		t.Fatal(err)
+	}
+	waiter := conn("e2e.waiter")
+	wctx, stopWaiter := context.WithCancel(ctx)
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		_, _ = waiter.Exec(wctx, "SELECT pg_advisory_lock(1, 4713)")
+	}()
+	t.Cleanup(func() { stopWaiter(); <-waited })
+	rows := awaitLocks(t, conn("e2e.admin"), lockcore.AgentKey(4713), "the waiter to queue", func(r []model.Lock) bool { return len(r) == 2 })
+	idlePID, waiterPID := strconv.Itoa(int(rows[0].PID)), strconv.Itoa(int(rows[1].PID))
+
+	term := startTerminal(t, termOptions{Width: 80, Height: 24, Env: []string{"TERM=xterm-256color", "NO_COLOR=1"}},
+		bin, "--dsn", c.DSN("postgres"), "--sim", "--http", "0.0.0.0:0", "--interval", "500ms",
+		"--log", filepath.Join(t.TempDir(), "locktop.log"))
+	term.AwaitText(60*time.Second, "Locks", "Simulator")
+	server := "postgres@" + c.SocketDir() + ":5432/postgres"
+	for _, sz := range [][2]int{{80, 24}, {120, 36}, {200, 60}} {
+		t.Logf("%dx%d", sz[0], sz[1])
+		term.Resize(sz[0], sz[1])
+		term.Expect(fmt.Sprintf("server %s in the header at %dx%d", server, sz[0], sz[1]), 10*time.Second, func(s string) bool {
+			return strings.Contains(strings.SplitN(s, "\n", 2)[0], server)
+		})
+		term.Expect("the --http warning on screen", 5*time.Second, func(s string) bool {
+			return strings.Contains(s, "reachable from other machines")
+		})
+		term.Expect("a simulator row with its application whole", 30*time.Second, func(s string) bool {
+			return hasLine(s, "AGENT ", "holds", "locktop.lock")
+		})
+		if sz[0] >= 120 {
+			term.Expect("every rate whole", 5*time.Second, func(s string) bool {
+				return strings.Contains(s, "remote sends/s 1.0") && strings.Contains(s, "hooks/s 80")
+			})
+			term.Expect("an event line with its detail whole", 30*time.Second, func(s string) bool {
+				return strings.Contains(s, "already COMPLETE: skipped") || strings.Contains(s, "row locked by another transaction")
+			})
+		}
+		term.Keys("/")
+		term.Type("ns:AGENT =4713")
+		term.Keys("Enter")
+		term.Expect("the exact filter's one key", 10*time.Second, func(s string) bool {
+			return strings.Contains(s, `filter "ns:AGENT =4713": 1 key`)
+		})
+		term.Expect("the idle-in-transaction holder flagged", 10*time.Second, func(s string) bool {
+			return hasLine(s, "AGENT 4713", idlePID, "e2e.idle", "idle in tx")
+		})
+		term.Expect("the waiter's !! whole", 20*time.Second, func(s string) bool {
+			return hasLine(s, "waits #1", waiterPID, "e2e.waiter", "!!")
+		})
+		if sz[0] <= 120 {
+			term.Keys("Enter")
+			term.Expect("the details overlay alone", 10*time.Second, func(s string) bool {
+				return strings.Contains(s, "Blocking chain") && len(besideBox(s)) == 0 && strings.Contains(s, "pid "+idlePID)
+			})
+			term.Keys("Escape")
+			term.AwaitGone(10*time.Second, "Blocking chain")
+		}
+		term.Keys("Escape") // clears the filter
+		term.AwaitGone(10*time.Second, `filter "`)
+	}
+	// q in a picker quits, as it does in the help.
+	term.Keys("s")
+	term.AwaitText(10*time.Second, "Switch scenario")
+	term.Keys("q")
+	if code := term.AwaitExit(60 * time.Second); code != 0 {
+		t.Fatalf("locktop exited with %d", code)
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -39,15 +41,29 @@ func (e exitError) Unwrap() error { return e.err }
 // command is one subcommand: run gets the arguments after its name.
 type command struct {
 	name    string
-	summary string
+	summary string // one line, for the list of commands and the top of its help
+	about   string // more, for its help (optional)
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-// commands lists the subcommands; each lives in its own cmd_*.go file. The
-// bare "locktop" (no subcommand) is the dashboard.
+// commands lists the subcommands; each lives in its own cmd_*.go file and
+// registers itself. The bare "locktop" (no subcommand) is the dashboard.
 var commands []command
 
-func register(c command) { commands = append(commands, c) }
+func register(c command) {
+	commands = append(commands, c)
+	slices.SortFunc(commands, func(a, b command) int { return strings.Compare(a.name, b.name) })
+}
+
+// lookup returns the command called name.
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -64,39 +80,59 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// and its directory is swept by a later start).
 	context.AfterFunc(ctx, stop)
 
+	// The first argument is a command's name, unless it is a flag or a
+	// connection string: then it is the dashboard's.
 	name, rest := "", args
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && !isConnString(args[0]) {
 		name, rest = args[0], args[1:]
 	}
 	var err error
-	switch name {
-	case "", "dashboard":
-		err = runDashboard(ctx, rest, stdout, stderr)
-	case "help":
-		printUsage(stdout)
-		return exitOK
-	default:
-		found := false
-		for _, c := range commands {
-			if c.name == name {
-				found = true
-				err = c.run(ctx, rest, stdout, stderr)
-				break
-			}
+	switch {
+	case name == "" && len(rest) > 0 && rest[0] == "--version", name == "version":
+		if len(rest) > 0 && name == "version" {
+			err = usagef("version: unexpected argument %q", rest[0])
+			break
 		}
-		if !found {
+		fmt.Fprintln(stdout, versionString())
+	case name == "" || name == "dashboard":
+		err = runDashboard(ctx, rest, stdout, stderr)
+	case name == "help":
+		err = runHelp(rest, stdout)
+	default:
+		if c, ok := lookup(name); ok {
+			err = c.run(ctx, rest, stdout, stderr)
+		} else {
 			err = usagef("unknown command %q (run \"locktop help\")", name)
 		}
 	}
+	var he helpError
+	if errors.As(err, &he) {
+		fmt.Fprint(stdout, he.text)
+		return exitOK
+	}
 	return report(err, stderr)
+}
+
+// runHelp is "locktop help [COMMAND]".
+func runHelp(args []string, stdout io.Writer) error {
+	switch {
+	case len(args) == 0 || args[0] == "dashboard" || strings.HasPrefix(args[0], "-"):
+		fmt.Fprint(stdout, topHelp())
+		return nil
+	case len(args) > 1:
+		return usagef("help: unexpected argument %q", args[1])
+	}
+	c, ok := lookup(args[0])
+	if !ok {
+		return usagef("help: unknown command %q (run \"locktop help\")", args[0])
+	}
+	// Every command answers --help before it does anything else.
+	return c.run(context.Background(), []string{"--help"}, io.Discard, io.Discard)
 }
 
 // report prints err as one line and returns the exit code it calls for.
 func report(err error, stderr io.Writer) int {
 	if err == nil {
-		return exitOK
-	}
-	if errors.Is(err, errHelpShown) {
 		return exitOK
 	}
 	fmt.Fprintln(stderr, "locktop:", err)
@@ -111,22 +147,29 @@ func report(err error, stderr io.Writer) int {
 	return exitFailure
 }
 
-// errHelpShown is returned by a command that printed its help on request.
-var errHelpShown = errors.New("help shown")
-
-func printUsage(w io.Writer) {
-	fmt.Fprint(w, `locktop: watch PostgreSQL advisory locks live, and simulate contention.
+// topHelp is "locktop --help": the commands, the connection options and
+// the dashboard's flags. README's Commands section is a copy of it.
+func topHelp() string {
+	var b strings.Builder
+	b.WriteString(`locktop: watch PostgreSQL advisory locks live, and simulate contention.
 
 Usage:
-  locktop [flags]              dashboard; with no DSN, on a throw-away PostgreSQL with the simulator
-  locktop <command> [flags]
+  locktop [flags] [CONNINFO]   the dashboard; with no server named, on a throw-away PostgreSQL with the simulator
+  locktop COMMAND [flags]      one of the commands below
+  locktop COMMAND --help       a command's flags
 
 Commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprint(w, `
-Run "locktop <command> -h" for a command's flags.
+	fmt.Fprintf(&b, "  %-10s %s\n", "help", "this help; help COMMAND: a command's")
+	fmt.Fprintf(&b, "  %-10s %s\n", "version", "print the version (also --version)")
+	fs, _ := newDashboardFlags()
+	fs.writeFlags(&b)
+	b.WriteString(`
+Exit codes: 0 success; 1 failure (for sim: an invariant broke); 2 bad usage, or a database
+that cannot be used (bad DSN, unreachable, TLS, authentication). Errors are one line on stderr.
 `)
+	return b.String()
 }

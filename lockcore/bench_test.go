@@ -2,7 +2,6 @@ package lockcore_test
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -34,13 +33,37 @@ func BenchmarkWithUncontended(b *testing.B) {
 	}
 }
 
+// BenchmarkWithUncontendedNoFencing is BenchmarkWithUncontended with
+// fencing off (the bare pg_advisory_lock): what minting the fence costs.
+func BenchmarkWithUncontendedNoFencing(b *testing.B) {
+	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	s := lockcore.New(pool, lockcore.NoFencing())
+	ctx := context.Background()
+	if err := s.With(ctx, lockcore.AgentKey(1), noop); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := s.With(ctx, lockcore.AgentKey(rand.Int32N(1_000_000)+1), noop); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkWithContended8 is 8 goroutines taking AGENT 42 (pg_advisory_lock(1,
 // 42)) in turn: ns per acquire + release, the Go side of
 // ../shared/bench/contended.sql with 8 clients.
-func BenchmarkWithContended8(b *testing.B) {
+func BenchmarkWithContended8(b *testing.B) { benchContended(b) }
+
+// BenchmarkWithContended8NoFencing is BenchmarkWithContended8 with fencing
+// off.
+func BenchmarkWithContended8NoFencing(b *testing.B) { benchContended(b, lockcore.NoFencing()) }
+
+func benchContended(b *testing.B, opts ...lockcore.Option) {
 	const workers = 8
 	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = workers; c.MinConns = workers })
-	s := lockcore.New(pool)
+	s := lockcore.New(pool, opts...)
 	ctx := context.Background()
 	key := lockcore.AgentKey(42)
 	var warm sync.WaitGroup
@@ -68,35 +91,4 @@ func BenchmarkWithContended8(b *testing.B) {
 		})
 	}
 	wg.Wait()
-}
-
-// BenchmarkInspect is one monitor poll (query + decode + arrange) with 100,
-// 1,000 and 10,000 advisory locks held on the server: the Go side of
-// ../shared/bench/pg_locks_poll.sql.
-func BenchmarkInspect(b *testing.B) {
-	for _, n := range []int{100, 1_000, 10_000} {
-		b.Run(fmt.Sprintf("locks=%d", n), func(b *testing.B) {
-			holder := pgtest.Conn(b)
-			ctx := context.Background()
-			if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(77, g) FROM generate_series(1, $1) g", n); err != nil {
-				b.Fatal(err)
-			}
-			defer holder.Exec(ctx, "SELECT pg_advisory_unlock_all()")
-			mon := pgtest.Conn(b)
-			snap, err := lockcore.Inspect(ctx, mon)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if held, _ := snap.Counts(); held < n {
-				b.Fatalf("Inspect saw %d held locks, want at least %d", held, n)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				if _, err := lockcore.Inspect(ctx, mon); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
 }

@@ -1,74 +1,169 @@
-// Package lockcore takes PostgreSQL advisory locks the way seeds 000 and 001
-// require, and reads them back from pg_locks.
+// Package lockcore takes PostgreSQL advisory locks for critical sections
+// that span several transactions, and tells the holder at once when a lock
+// is lost.
+//
+// An advisory lock is a lock on a number, not on a row: every process that
+// agrees on the number for a thing (an agent, a tenant's day) serialises
+// its work on that thing through the database it already has. A
+// session-scoped advisory lock lasts until it is unlocked or its session
+// ends, whatever transactions the session commits or rolls back meanwhile.
 //
 // # Keys
 //
 // A Key is either two int32s, pg_advisory_lock(space, id), or one int64,
-// pg_advisory_lock(key). Pair, AgentKey and KeyFromString make two-int keys;
-// Int64 and HashKey make one-bigint keys. String keys hash with FNV1a32, which
-// matches the TypeScript hashString of seed 003 bit for bit, so a Go process
-// and that service take the same lock for the same string. Every namespace
-// and fixed id is registered in this package's registry (see Registry).
+// pg_advisory_lock(key); PostgreSQL keeps the two kinds apart. Pair and
+// KeyFromString make two-int keys; Int64 and HashKey make one-bigint keys.
+// String keys hash with FNV1a32, over UTF-16 code units, bit for bit as the
+// TypeScript service this project inherited its keys from, so both take the
+// same lock for the same string. Key.String names keys from the registry
+// (package lockcore/registry), where every space and fixed id this project
+// uses is written down.
 //
 // # Session locks
 //
-// Service takes session-scoped locks on a dedicated connection from a pool,
-// so a lock survives any number of commits the body makes on other
-// connections. The rules, which every method follows:
+// A Service takes session-scoped locks, each on a connection of its own
+// from a pgxpool.Pool, so a lock survives any number of commits the
+// critical section makes on other connections. Give a Service a pool of its
+// own, apart from the pool the critical sections work on: a body waiting
+// for a work connection then never starves a lock holder. The calls:
 //
-//   - A blocking acquire waits at most its timeout (WithDefaultTimeout, 15s by
-//     default) or until ctx's deadline, whichever is sooner, and the wait for
-//     a pooled connection counts against it: an exhausted pool ends in
-//     ErrTimeout, never a hang. The server's lock_timeout ends the wait, so
-//     the server gives up first and the connection stays clean. Each lock
-//     connection's session carries lock_timeout set just under the default
-//     timeout (once per connection, with its application_name), so a usual
-//     acquire is the bare pg_advisory_lock in one round trip; a shorter wait
-//     sets lock_timeout inside its own lock statement. Give a Service a pool
-//     of its own, or tell it with WithSharedPool that the pool serves other
-//     work too: then every lock statement sets lock_timeout for itself and
-//     the session is left alone.
-//   - Cancelling ctx while waiting sends a cancel request to the server, so
-//     the wait stops promptly (within two seconds even if the server does
-//     not answer); the call returns an error wrapping ctx.Err() and nothing
-//     stays held. A server that stops answering ends in ErrTimeout a couple
-//     of seconds after the timeout (a deadline on the socket), not a hang.
-//   - The keys a goroutine holds travel in the context given to the body. An
-//     acquire of a key already held in that context, in the same database,
-//     fails at once with ErrReentrant (TryWith reports "not acquired")
-//     instead of deadlocking against its own connection. Unrelated contexts
-//     serialise as usual; the same key in another database is another lock.
-//   - After every failed or cancelled acquire, pg_advisory_unlock runs on the
-//     same connection with a fresh short context, because PostgreSQL may have
-//     granted the lock just as the wait failed (bug #17686). A true result is
-//     a phantom lock cleaned up: it is counted and logged. The connection is
-//     then closed, never returned to the pool.
+//   - With and WithTimeout wait for the key, run a function, and release.
+//     TryWith runs it only if no other session holds the key, and reports
+//     acquired=false with a nil error otherwise (also when the caller's
+//     context already holds the key).
+//   - Acquire and TryAcquire return a held *Lock for holds that span
+//     several steps; the caller calls Release. TryAcquire never returns a
+//     nil Lock with a nil error: a key held elsewhere is ErrLocked.
+//
+// The rules every call follows:
+//
+//   - A blocking acquire waits at most its timeout (the Timeout option,
+//     DefaultTimeout by default) or until shortly before ctx's deadline,
+//     whichever is sooner, and the wait for a pooled connection counts
+//     against it: an exhausted pool ends in ErrTimeout, never a hang. The
+//     server ends the wait itself (lock_timeout), so the connection stays
+//     clean. Each lock connection's session carries lock_timeout set just
+//     under the Service's timeout, once per connection, with its
+//     application_name, so a usual acquire is one lock statement (which
+//     also mints the fence) in one round trip, and a release another; a
+//     wait of another length sets lock_timeout inside its own lock
+//     statement. If the pool serves other
+//     work too, say so with SharedPool: every lock statement then sets
+//     lock_timeout for itself and the session is left alone.
+//   - Cancelling ctx while an acquire waits sends the server a cancel
+//     request, so the wait stops at once (within two seconds even if the
+//     server does not answer); the call returns an error wrapping
+//     ctx.Err() and nothing stays held. A server that stops answering ends
+//     in ErrTimeout a couple of seconds after the timeout.
+//   - The keys a goroutine holds travel in the context given to the body
+//     (and in Lock.Context). An acquire of a key already held in that
+//     context, in the same database, fails at once with ErrReentrant
+//     instead of deadlocking against its own connection: PostgreSQL would
+//     grant it again on the same session, or queue it behind the caller on
+//     another. Unrelated contexts serialise as usual; the same key in
+//     another database is another lock.
+//   - After every failed or cancelled acquire, pg_advisory_unlock runs on
+//     the same connection with a fresh short context, because PostgreSQL
+//     may have granted the lock just as the wait failed (PostgreSQL bug
+//     #17686). A true result is a phantom lock cleaned up: it is counted
+//     (Phantoms, EventPhantom) and logged. The connection is then closed,
+//     never returned to the pool.
+//   - A pooled connection whose session ended while it sat idle (a
+//     terminated backend, a server restart) is replaced by a fresh one
+//     within the same timeout: the acquire does not fail on it.
 //   - When the body returns an error or panics, the lock is released first,
 //     then the error is returned or the panic resumed.
-//   - Release frees the lock even if its context is cancelled; if the unlock
-//     cannot run, the connection is closed, which ends the session and frees
-//     the lock on the server.
+//   - Release frees the lock even if its context is cancelled; if the
+//     unlock cannot run, the connection is closed, which ends the session
+//     and frees the lock on the server.
 //
-// Every lock connection carries an application_name (WithApplicationName) so
-// that a monitor can tell lock connections from work connections.
+// # Loss
 //
-// Observers (WithObserver) are called synchronously; one that panics is
-// logged and skipped. pgxpool pings a connection that has been idle for a
-// second before handing it out, which costs an acquire a round trip after a
-// quiet spell; a lock pool's Config.ShouldPing can turn that off, at the
-// price of an acquire failing on a connection that died while idle.
+// A session lock is lost when its session ends while it is held: the
+// backend is terminated (pg_terminate_backend, an idle-session timeout),
+// the server shuts down, restarts or crashes, or the connection breaks.
+// Another session may then be granted the key while the first holder still
+// works. lockcore watches every held lock's connection, which is idle while
+// the body works elsewhere, from a millisecond into the hold, and when the
+// server's farewell (a FATAL message) or the connection's end arrives:
 //
-// Session locks need a real session: they are not safe behind PgBouncer in
-// transaction pooling mode, where consecutive statements may run on
-// different server connections.
+//   - the lock's context (the body's ctx, Lock.Context) is cancelled with
+//     cause an error wrapping ErrLost: errors.Is(context.Cause(ctx),
+//     ErrLost);
+//   - Lock.Done is closed and Lock.Err returns an error wrapping ErrLost;
+//   - observers get EventLost (on the watching goroutine) and the loss is
+//     logged;
+//   - the connection is closed and leaves the pool;
+//   - Release then returns an error wrapping ErrLost and sends nothing, and
+//     With returns the body's error joined with it.
+//
+// The delay from a terminated backend or a server restart to the cancel is
+// what the server takes to send its message: a few milliseconds (see
+// BENCHMARKS.md). A network that goes silent without closing the
+// connection is noticed through TCP keepalive, which lock connections get
+// (the KeepAlive option; DefaultKeepAlive detects it within 10 seconds);
+// Unix sockets need none. The server frees the lock when it notices the
+// dead connection itself (its tcp_keepalives_* settings); until then
+// nobody else is granted the key. Messages a live session may send while idle
+// (parameter changes, notices, notifications) are not a loss. No round trip
+// is added: the watch only reads, and Release stops it with a read deadline.
+//
+// Detection leaves a window: between the loss and the moment the holder
+// sees its context cancelled, the holder may still write. Fencing closes
+// it.
+//
+// # Fencing
+//
+// Every grant carries a fencing token, Lock.Fence (FenceOf in a body): a
+// number strictly greater than the fence of every earlier grant of the same
+// key in the same database, by any Service drawing from the same sequence
+// (all of them, unless FenceSequence says otherwise). The fences of all
+// keys come from that one sequence, so no two grants share one.
+// Storage that accepts a write only with a fence at least as high as the
+// last one it stored (UPDATE ... WHERE fence <= $1) refuses the writes of a
+// holder whose lock was lost and granted to someone else since (Martin
+// Kleppmann, "How to do distributed locking").
+//
+// The fence is minted in the lock statement itself, after the grant
+// (nextval on a sequence), so it costs no round trip. The sequence,
+// lockcore.fence by default (FenceSequence), is created on a Service's
+// first acquire if it does not exist: CREATE SCHEMA IF NOT EXISTS lockcore;
+// CREATE SEQUENCE IF NOT EXISTS lockcore.fence. That needs the CREATE
+// privilege on the database once, and nextval needs USAGE on the schema and
+// the sequence; without them an acquire fails with ErrFencing, saying so.
+// For a database that must not get new objects, or a read-only connection,
+// turn fencing off with NoFencing: fences are then 0 and the statements the
+// bare pg_advisory_lock. Transaction locks carry no fence.
+//
+// # Poolers
+//
+// Session locks need a real session: they are not safe behind PgBouncer (or
+// any pooler) in transaction pooling mode, where consecutive statements of
+// one client may run on different server sessions, so a lock can be taken
+// on one and "released" on another. In session pooling mode they work; the
+// watch then sees the pooler's connection, so a server backend's death
+// reaches the holder when the pooler closes the client connection.
+//
+// # Observing
+//
+// Observers (the Observe option) see every attempt, grant, skip, timeout,
+// refusal, cancel, failure, phantom unlock, release and loss, with wait and
+// hold times. They are called synchronously on the goroutine of the lock
+// call, and EventLost on the watching goroutine; one that panics is logged
+// and skipped. Classify maps an error of this package to the event kind
+// that reports it. Every lock connection carries an application_name
+// (ApplicationName) so a monitor can tell lock connections from work
+// connections. pgxpool pings a connection idle for a second before handing
+// it out; a lock pool's Config.ShouldPing can turn that off, since an
+// acquire replaces a connection that died idle anyway.
 //
 // # Transaction locks
 //
 // XactLock and TryXactLock take a lock that lasts until the given
-// transaction ends, for the short atomic sections seed 003 describes.
+// transaction ends, for short sections inside one transaction.
 //
-// # Inspecting
+// # Reading locks
 //
-// Inspect reads every advisory lock from pg_locks, with the backend that
-// holds or waits, in one statement, and works out in Go who blocks whom.
+// ReadLocks reads every advisory lock on the server, holders and waiters,
+// with the sessions behind them, in one statement, for monitors.
 package lockcore

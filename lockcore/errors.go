@@ -1,6 +1,7 @@
 package lockcore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -8,27 +9,48 @@ import (
 
 var (
 	// ErrTimeout means the lock, or a connection to take it on, did not come
-	// within the timeout.
+	// within the timeout (or before the context's deadline).
 	ErrTimeout = errors.New("timed out waiting for the lock")
 	// ErrReentrant means the key is already held in the caller's context;
 	// waiting would deadlock against the caller's own connection.
 	ErrReentrant = errors.New("lock already held in this context (reentrant acquire refused)")
-	// ErrLost means the lock's session ended while the lock was held (the
-	// backend was terminated or the connection broke), so the critical
-	// section may not have been exclusive to the end.
-	ErrLost = errors.New("lock lost: its database session ended while it was held")
-	// ErrReleased is what Lock.Err reports once the lock has been released.
-	ErrReleased = errors.New("lock released")
 	// ErrLocked means a try found the key held by another session.
 	ErrLocked = errors.New("lock held by another session")
+	// ErrLost means the lock's session ended while the lock was held (the
+	// backend was terminated, the server restarted or crashed, or the
+	// connection broke), so the critical section may not have been
+	// exclusive to the end.
+	ErrLost = errors.New("lock lost: its database session ended while it was held")
+	// ErrReleased is what Lock.Err reports, and the cause of Lock.Context,
+	// once the lock has been released.
+	ErrReleased = errors.New("lock released")
+	// ErrFencing means the fencing sequence could not be created or used
+	// (missing privileges, a read-only connection). The error says how to
+	// fix it, or to turn fencing off with NoFencing.
+	ErrFencing = errors.New("fencing token unavailable")
 )
 
-// AdvisoryLockError is the error of every failed lock operation. Unwrap gives
-// ErrTimeout, ErrReentrant, ErrLost, a context error, or the driver's error.
+// Op names the operation an AdvisoryLockError comes from.
+type Op string
+
+// The operations. A Lock's loss while it is held is OpHold; the error of a
+// Release after that loss is OpRelease.
+const (
+	OpAcquire Op = "acquire"  // With, WithTimeout, Acquire
+	OpTry     Op = "try"      // TryWith, TryAcquire
+	OpHold    Op = "hold"     // the lock was lost while held (Lock.Err, the cause of Lock.Context)
+	OpRelease Op = "release"  // Lock.Release, and the release at the end of With
+	OpXact    Op = "xact"     // XactLock
+	OpTryXact Op = "try xact" // TryXactLock
+)
+
+// AdvisoryLockError is the error of every failed lock operation. Unwrap
+// gives ErrTimeout, ErrReentrant, ErrLocked, an error wrapping ErrLost or
+// ErrFencing, a context error, or the driver's error.
 type AdvisoryLockError struct {
 	Key    Key
-	Op     string        // "acquire", "try" or "release"
-	Waited time.Duration // time spent before the failure
+	Op     Op
+	Waited time.Duration // time spent before the failure (acquire side)
 	Err    error
 }
 
@@ -41,8 +63,36 @@ func (e *AdvisoryLockError) Error() string {
 
 func (e *AdvisoryLockError) Unwrap() error { return e.Err }
 
+// Classify returns the event kind that reports err, an error from a lock
+// call of this package (or nil): EventAcquired for nil, EventTimeout,
+// EventReentrant, EventSkipped (ErrLocked), EventLost, EventCanceled (the
+// caller's context was cancelled), and EventFailed for anything else. It is
+// the one mapping from errors to outcomes; the events a Service emits use
+// it too.
+func Classify(err error) EventKind {
+	switch {
+	case err == nil:
+		return EventAcquired
+	case errors.Is(err, ErrTimeout): // before the context errors: a deadline is a timeout
+		return EventTimeout
+	case errors.Is(err, ErrReentrant):
+		return EventReentrant
+	case errors.Is(err, ErrLocked):
+		return EventSkipped
+	case errors.Is(err, ErrLost):
+		return EventLost
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return EventCanceled
+	}
+	return EventFailed
+}
+
 // IsTimeout reports whether err is or wraps ErrTimeout.
+//
+// Deprecated: use errors.Is(err, ErrTimeout).
 func IsTimeout(err error) bool { return errors.Is(err, ErrTimeout) }
 
 // IsReentrant reports whether err is or wraps ErrReentrant.
+//
+// Deprecated: use errors.Is(err, ErrReentrant).
 func IsReentrant(err error) bool { return errors.Is(err, ErrReentrant) }

@@ -9,18 +9,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/locktop/locktop/lockcore/registry"
-	"github.com/locktop/locktop/model"
 )
 
-// Querier is what Inspect reads with: a *pgx.Conn, a *pgxpool.Pool, a
+// Querier is what ReadLocks reads with: a *pgx.Conn, a *pgxpool.Pool, a
 // *pgxpool.Conn or a pgx.Tx.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// InspectSQL is the one statement Inspect sends. pg_locks is read once
+// InspectSQL is the one statement ReadLocks sends. pg_locks is read once
 // (the materialized CTE) and comes back as compact rows; the backends and
 // databases those rows name come back once each, not once per lock, so a
 // backend holding 10,000 locks sends its query text once. The first row
@@ -49,24 +46,48 @@ UNION ALL
 SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL
 FROM pg_database d WHERE d.oid IN (SELECT database FROM l)`
 
-// idle reports whether a backend state means no statement is running.
-func idle(state string) bool {
-	return state == "idle" || state == "idle in transaction" || state == "idle in transaction (aborted)"
+// LockTable is every advisory lock on a server at one instant, as ReadLocks
+// reads it.
+type LockTable struct {
+	Taken       time.Time // the server's clock
+	Connections int       // client backends on the server
+	// Rows are in database and key order (two-int keys first), holders
+	// first, then waiters by wait start, then by pid.
+	Rows []LockRow
 }
 
-// Inspect reads every advisory lock on the server, holders and waiters, in
-// one statement, and decodes the keys with the registry. Snapshot.Locks are
-// grouped by key (in database and key order), holders first, then waiters
-// in queue order; each waiter's BlockedBy names the holders of its key in a
-// conflicting mode (or, for a share waiter queued behind an exclusive
-// waiter, that waiter). The server does not record when an advisory lock
-// was granted, so held times are lower bounds: for a holder whose session
-// is idle, the time since it went idle; otherwise zero (a poller that
-// watches over time does better).
-func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
+// LockRow is one holder or waiter of one advisory lock.
+type LockRow struct {
+	Key      Key
+	Database string // the database's name ("" if it could not be read)
+	PID      int32
+	Share    bool // a ShareLock (pg_advisory_lock_shared); else ExclusiveLock
+	Granted  bool
+	// WaitStart is when a waiter started waiting (pg_locks.waitstart, or
+	// Taken while the server has not recorded it yet); zero for holders.
+	WaitStart time.Time
+	// Backend is the session that holds or waits; the zero Backend when the
+	// server did not show it (a prepared transaction, a backend that just
+	// ended). Rows of one backend share one value.
+	Backend *Backend
+}
+
+// Backend is what pg_stat_activity shows of a session. A role without
+// pg_monitor sees other roles' State, Query and times as empty.
+type Backend struct {
+	User, Application, ClientAddr string
+	State                         string // pg_stat_activity.state: "active", "idle", ...
+	Query                         string // the current or last statement
+	QueryStart, StateChange       time.Time
+}
+
+// ReadLocks reads every advisory lock on the server, holders and waiters,
+// with the sessions behind them, in one statement (InspectSQL), and decodes
+// the keys.
+func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 	rows, err := q.Query(ctx, InspectSQL)
 	if err != nil {
-		return model.Snapshot{}, err
+		return LockTable{}, err
 	}
 	defer rows.Close()
 
@@ -74,19 +95,15 @@ func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
 		pid     int32
 		db      uint32
 		key     Key
-		mode    string
+		share   bool
 		granted bool
 		wait    time.Time
 		hasWait bool
 	}
-	type backend struct {
-		user, app, addr, state, query string
-		start, changed                time.Time
-	}
 	var (
-		snap     model.Snapshot
+		t        LockTable
 		locks    []lockRow
-		backends = map[int32]*backend{}
+		backends = map[int32]*Backend{}
 		dbs      = map[uint32]string{}
 
 		kind                int32
@@ -103,33 +120,28 @@ func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
 	dest := []any{&kind, &pid, &oid, &classid, &objid, &objsubid, &share, &granted, &ts, &ts2, &t1, &t2, &t3, &t4, &t5}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
-			return model.Snapshot{}, err
+			return LockTable{}, err
 		}
 		switch kind {
 		case 0:
-			snap.Taken = ts.Time
-			n, _ := strconv.Atoi(t1.String)
-			snap.Connections = n
+			t.Taken = ts.Time
+			t.Connections, _ = strconv.Atoi(t1.String)
 		case 1:
 			key, ok := keyFromLockRow(classid.Uint32, objid.Uint32, objsubid.Int16)
 			if !ok {
 				continue
 			}
-			mode := model.ModeExclusive
-			if share.Bool {
-				mode = model.ModeShare
-			}
 			locks = append(locks, lockRow{
-				pid: pid.Int32, db: oid.Uint32, key: key, mode: mode, granted: granted.Bool,
+				pid: pid.Int32, db: oid.Uint32, key: key, share: share.Bool, granted: granted.Bool,
 				wait: ts.Time, hasWait: ts.Valid,
 			})
 		case 2:
-			b := &backend{user: t1.String, app: t2.String, addr: t3.String, state: t4.String, query: t5.String}
+			b := &Backend{User: t1.String, Application: t2.String, ClientAddr: t3.String, State: t4.String, Query: t5.String}
 			if ts.Valid {
-				b.start = ts.Time
+				b.QueryStart = ts.Time
 			}
 			if ts2.Valid {
-				b.changed = ts2.Time
+				b.StateChange = ts2.Time
 			}
 			backends[pid.Int32] = b
 		case 3:
@@ -137,18 +149,17 @@ func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return model.Snapshot{}, err
+		return LockTable{}, err
 	}
-	if snap.Taken.IsZero() {
-		snap.Taken = time.Now()
+	if t.Taken.IsZero() {
+		t.Taken = time.Now()
 	}
 
-	// Sort compact rows (database, key shape, key, holders first, wait
-	// start, pid), then build the model rows once, in order.
+	// Sort the compact rows, then build the exported rows once, in order.
 	for i := range locks {
 		r := &locks[i]
 		if !r.granted && !r.hasWait { // waitstart is null for a moment after a wait begins
-			r.wait = snap.Taken
+			r.wait = t.Taken
 		}
 	}
 	slices.SortFunc(locks, func(a, b lockRow) int {
@@ -169,118 +180,20 @@ func Inspect(ctx context.Context, q Querier) (model.Snapshot, error) {
 		}
 		return cmp.Compare(a.pid, b.pid)
 	})
-	snap.Locks = make([]model.Lock, len(locks))
-	names := map[int32]string{} // spaces, named once per poll
-	var none backend
+	t.Rows = make([]LockRow, len(locks))
+	none := &Backend{}
 	for i := range locks {
 		r := &locks[i]
 		b := backends[r.pid]
 		if b == nil {
-			b = &none // a prepared transaction's lock, or a backend that just ended
+			b = none
 		}
-		var ns string
-		if r.key.pair {
-			// Unregistered spaces are formatted once per poll, not per row.
-			var ok bool
-			if ns, ok = names[r.key.hi]; !ok {
-				ns = registry.AdvisoryNamespace(true, r.key.hi, 0)
-				names[r.key.hi] = ns
-			}
-		} else {
-			ns = registry.AdvisoryNamespace(false, 0, r.key.Int64())
-		}
-		l := &snap.Locks[i]
-		*l = model.Lock{
-			Kind: model.KindAdvisory, PID: r.pid, Database: dbs[r.db],
-			User: b.user, ApplicationName: b.app, ClientAddr: b.addr, State: b.state, Query: b.query, QueryStart: b.start,
-			StateChange: b.changed,
-			Mode:        r.mode, Granted: r.granted, Namespace: ns, EntityID: r.key.EntityID(), Pair: r.key.pair,
-		}
+		t.Rows[i] = LockRow{Key: r.key, Database: dbs[r.db], PID: r.pid, Share: r.share, Granted: r.granted, Backend: b}
 		if !r.granted {
-			l.WaitStart = r.wait
-			l.Waited = max(snap.Taken.Sub(r.wait), 0)
-		} else if idle(b.state) && !b.changed.IsZero() {
-			// The session is idle, so whatever took the lock has finished:
-			// it has been held at least since the session went idle.
-			l.HeldSince = b.changed
-			l.Held = max(snap.Taken.Sub(b.changed), 0)
+			t.Rows[i].WaitStart = r.wait
 		}
 	}
-	queue(snap.Locks)
-	return snap, nil
-}
-
-// Arrange sorts locks by key, holders first and waiters in queue order, and
-// fills in each row's QueuePos and BlockedBy from the rows themselves. It
-// does not copy pg_blocking_pids(), which names every earlier waiter too and
-// turns a queue of 20 into a 20-level staircase. Inspect's rows are already
-// arranged; Arrange is for rows from elsewhere (tests, merged sources).
-func Arrange(locks []model.Lock) {
-	slices.SortFunc(locks, func(a, b model.Lock) int {
-		return cmp.Or(
-			cmp.Compare(a.Database, b.Database),
-			compareBool(!a.Pair, !b.Pair),
-			cmp.Compare(a.Namespace, b.Namespace),
-			cmp.Compare(a.EntityID, b.EntityID),
-			compareBool(!a.Granted, !b.Granted),
-			a.WaitStart.Compare(b.WaitStart),
-			cmp.Compare(a.PID, b.PID),
-		)
-	})
-	queue(locks)
-}
-
-// queue fills in QueuePos and BlockedBy for rows already sorted by key,
-// holders first, waiters by wait start.
-func queue(locks []model.Lock) {
-	for i := 0; i < len(locks); {
-		j := i + 1
-		for j < len(locks) && sameKey(&locks[i], &locks[j]) {
-			j++
-		}
-		group := locks[i:j]
-		pos := 0
-		for w := range group {
-			if group[w].Granted {
-				group[w].QueuePos = 0
-				group[w].BlockedBy = nil
-				continue
-			}
-			pos++
-			group[w].QueuePos = pos
-			group[w].BlockedBy = group[w].BlockedBy[:0]
-			for h := range group {
-				if !group[h].Granted {
-					break // holders come first
-				}
-				if conflicts(group[h].Mode, group[w].Mode) {
-					group[w].BlockedBy = append(group[w].BlockedBy, group[h].PID)
-				}
-			}
-			if len(group[w].BlockedBy) == 0 {
-				// A share waiter behind an exclusive waiter waits for that
-				// waiter, not for the share holders: name the nearest one.
-				for e := w - 1; e >= 0 && !group[e].Granted; e-- {
-					if conflicts(group[e].Mode, group[w].Mode) {
-						group[w].BlockedBy = append(group[w].BlockedBy, group[e].PID)
-						break
-					}
-				}
-			}
-		}
-		i = j
-	}
-}
-
-func sameKey(a, b *model.Lock) bool {
-	return a.EntityID == b.EntityID && a.Pair == b.Pair && a.Namespace == b.Namespace &&
-		a.Database == b.Database && a.Kind == b.Kind
-}
-
-// conflicts reports whether advisory lock modes conflict: share locks only
-// conflict with exclusive ones.
-func conflicts(held, want string) bool {
-	return held == model.ModeExclusive || want == model.ModeExclusive
+	return t, nil
 }
 
 func compareBool(a, b bool) int {

@@ -3,25 +3,29 @@ package lockcore
 import (
 	"context"
 	"errors"
+	"net"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/lockcore/registry"
 )
 
 // The lock statement's WHERE clause sets lock_timeout before the lock is
 // taken, so the server itself gives up (55P03), and the setting is local to
 // the statement.
 func TestLockStatementTimesOutOnServer(t *testing.T) {
-	for _, key := range []Key{Pair(SpaceAgent, 900001), Int64(-900001)} {
+	for _, key := range []Key{Pair(registry.SpaceAgent, 900001), Int64(-900001)} {
 		holder := pgtest.Conn(t)
-		if _, err := holder.Exec(context.Background(), sqlFor(key).lockWithin, keyArgs(key, "1000")...); err != nil {
+		if _, err := holder.Exec(context.Background(), plainSQL(key).lockWithin, keyArgs(key, "1000")...); err != nil {
 			t.Fatalf("holder: %v", err)
 		}
 		waiter := pgtest.Conn(t)
-		_, err := waiter.Exec(context.Background(), sqlFor(key).lockWithin, keyArgs(key, "50")...)
+		_, err := waiter.Exec(context.Background(), plainSQL(key).lockWithin, keyArgs(key, "50")...)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
 			t.Fatalf("%v: waiter err = %v, want SQLSTATE 55P03 from the server's lock_timeout", key, err)
@@ -39,12 +43,12 @@ func TestLockStatementTimesOutOnServer(t *testing.T) {
 func TestCleanupFailedCountsPhantom(t *testing.T) {
 	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 2 })
 	var phantoms []Event
-	s := New(pool, WithObserver(func(e Event) {
+	s := New(pool, Observe(func(e Event) {
 		if e.Kind == EventPhantom {
 			phantoms = append(phantoms, e)
 		}
 	}))
-	key := Pair(SpaceAgent, 900002)
+	key := Pair(registry.SpaceAgent, 900002)
 	ctx := context.Background()
 
 	conn, err := pool.Acquire(ctx)
@@ -53,10 +57,10 @@ func TestCleanupFailedCountsPhantom(t *testing.T) {
 	}
 	raw := conn.Conn()
 	pid := raw.PgConn().PID()
-	if _, err := conn.Exec(ctx, sqlFor(key).lockWithin, keyArgs(key, "1000")...); err != nil {
+	if _, err := conn.Exec(ctx, plainSQL(key).lockWithin, keyArgs(key, "1000")...); err != nil {
 		t.Fatal(err)
 	}
-	s.cleanupFailed(conn, key) // as if the acquire had failed after the grant
+	s.cleanupFailed(conn, key, false) // as if the acquire had failed after the grant
 	if s.Phantoms() != 1 || len(phantoms) != 1 || phantoms[0].PID != pid {
 		t.Fatalf("phantoms = %d, events %+v; want 1 for pid %d", s.Phantoms(), phantoms, pid)
 	}
@@ -65,7 +69,7 @@ func TestCleanupFailedCountsPhantom(t *testing.T) {
 	}
 	other := pgtest.Conn(t)
 	var ok bool
-	if err := other.QueryRow(ctx, sqlFor(key).try, keyArgs(key)...).Scan(&ok); err != nil || !ok {
+	if err := other.QueryRow(ctx, plainSQL(key).try, keyArgs(key)...).Scan(&ok); err != nil || !ok {
 		t.Errorf("key not free after cleanup: %v %v", ok, err)
 	}
 
@@ -73,7 +77,7 @@ func TestCleanupFailedCountsPhantom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cleanupFailed(conn2, Pair(SpaceAgent, 900003)) // nothing held: unlock returns false
+	s.cleanupFailed(conn2, Pair(registry.SpaceAgent, 900003), false) // nothing held: unlock returns false
 	if s.Phantoms() != 1 {
 		t.Errorf("phantoms = %d after a clean failure, want still 1", s.Phantoms())
 	}
@@ -100,5 +104,66 @@ func TestKeyFromLockRow(t *testing.T) {
 	}
 	if _, ok := keyFromLockRow(1, 2, 0); ok {
 		t.Error("objsubid 0 decoded as an advisory key")
+	}
+}
+
+// Lock connections over TCP get keepalive probes (a silent network is then
+// noticed within Idle + Interval*Count); Unix sockets are left alone.
+func TestSetKeepAlive(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if peer := <-accepted; peer != nil {
+		defer peer.Close()
+	}
+	k := net.KeepAliveConfig{Enable: true, Idle: 7 * time.Second, Interval: 3 * time.Second, Count: 4}
+	if err := setKeepAlive(c, k); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	err = raw.Control(func(fd uintptr) {
+		for name, opt := range map[string][2]int{
+			"SO_KEEPALIVE":  {syscall.SOL_SOCKET, syscall.SO_KEEPALIVE},
+			"TCP_KEEPIDLE":  {syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE},
+			"TCP_KEEPINTVL": {syscall.IPPROTO_TCP, syscall.TCP_KEEPINTVL},
+			"TCP_KEEPCNT":   {syscall.IPPROTO_TCP, syscall.TCP_KEEPCNT},
+		} {
+			v, err := syscall.GetsockoptInt(int(fd), opt[0], opt[1])
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			got[name] = v
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"SO_KEEPALIVE": 1, "TCP_KEEPIDLE": 7, "TCP_KEEPINTVL": 3, "TCP_KEEPCNT": 4}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("%s = %d, want %d", name, got[name], v)
+		}
+	}
+	a, b := net.Pipe() // neither TCP nor Unix: nothing to set, no error
+	defer a.Close()
+	defer b.Close()
+	if err := setKeepAlive(a, k); err != nil {
+		t.Errorf("setKeepAlive on a pipe: %v", err)
 	}
 }

@@ -15,15 +15,21 @@ func Pair(space, id int32) Key { return Key{hi: space, lo: id, pair: true} }
 // Int64 returns the one-bigint key taken by pg_advisory_lock(v).
 func Int64(v int64) Key { return Key{hi: int32(v >> 32), lo: int32(v)} }
 
-// AgentKey returns the AGENT namespace key of one agent.
+// AgentKey returns the key of one agent in the AGENT namespace (space 1).
+//
+// Deprecated: the namespace belongs to the application, not the library:
+// use Pair(registry.SpaceAgent, agentID).
 func AgentKey(agentID int32) Key { return Pair(registry.SpaceAgent, agentID) }
 
-// FNV1a32 hashes s exactly as seed 003's TypeScript hashString does (see
-// registry.FNV1a32).
+// FNV1a32 hashes s with 32-bit FNV-1a over its UTF-16 code units, as the
+// TypeScript hashString of the service this project inherited its keys from
+// does (registry.FNV1a32), so both compute the same key for the same
+// string.
 func FNV1a32(s string) int32 { return registry.FNV1a32(s) }
 
-// HashKey returns the one-bigint key seed 003's service takes for s:
-// pg_advisory_xact_lock(hashString(s)), the signed hash widened to bigint.
+// HashKey returns the one-bigint key for a string: FNV1a32(s), the signed
+// hash widened to bigint, as that service's pg_advisory_xact_lock(hashString(s))
+// takes it.
 func HashKey(s string) Key { return Int64(int64(FNV1a32(s))) }
 
 // KeyFromString returns the two-int key (space, FNV1a32(s)).

@@ -19,7 +19,7 @@ const (
 	EventFailed                         // another error ended the attempt (Err says which)
 	EventPhantom                        // a failed acquire had in fact been granted, and was unlocked (bug #17686)
 	EventReleased                       // the lock was released (Held says after how long)
-	EventLost                           // the lock's session ended while it was held
+	EventLost                           // the lock's session ended while it was held (reported when seen, before Release)
 )
 
 var eventNames = [...]string{
@@ -43,10 +43,10 @@ type Event struct {
 	Wait     time.Duration // time from the attempt to this event (acquire side)
 	Held     time.Duration // time the lock was held (EventReleased, EventLost)
 	PID      uint32        // backend of the lock connection, when one was used
-	Err      error         // EventFailed, EventTimeout, EventCanceled, EventLost
+	Err      error         // EventFailed, EventTimeout, EventCanceled, EventLost (wraps ErrLost)
 }
 
-// Observer receives events synchronously, on the goroutine of the lock call,
-// so it must be quick and safe for concurrent use. Metrics and the
-// simulator's event stream are observers.
+// Observer receives events synchronously, on the goroutine of the lock call
+// (EventLost on the goroutine that watches the lock), so it must be quick
+// and safe for concurrent use. Metrics and event streams are observers.
 type Observer func(Event)

@@ -12,14 +12,16 @@ import (
 // XactLock takes key for the rest of tx: pg_advisory_xact_lock. It is
 // released when tx commits or rolls back. It waits as long as the
 // transaction's statement_timeout and lock_timeout allow, or until ctx ends;
-// a lock_timeout that fires is ErrTimeout.
+// a lock_timeout that fires is ErrTimeout. It needs no fence and no watch:
+// if the session ends, the transaction fails with it, and so does its
+// commit.
 func XactLock(ctx context.Context, tx pgx.Tx, key Key) error {
-	if _, err := tx.Exec(ctx, sqlFor(key).xact, keyArgs(key)...); err != nil {
+	if _, err := tx.Exec(ctx, plainSQL(key).xact, keyArgs(key)...); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
 			err = fmt.Errorf("%w: %w", ErrTimeout, err)
 		}
-		return &AdvisoryLockError{Key: key, Op: "xact", Err: err}
+		return &AdvisoryLockError{Key: key, Op: OpXact, Err: err}
 	}
 	return nil
 }
@@ -28,8 +30,8 @@ func XactLock(ctx context.Context, tx pgx.Tx, key Key) error {
 // pg_try_advisory_xact_lock.
 func TryXactLock(ctx context.Context, tx pgx.Tx, key Key) (bool, error) {
 	var ok bool
-	if err := tx.QueryRow(ctx, sqlFor(key).tryXact, keyArgs(key)...).Scan(&ok); err != nil {
-		return false, &AdvisoryLockError{Key: key, Op: "try xact", Err: err}
+	if err := tx.QueryRow(ctx, plainSQL(key).tryXact, keyArgs(key)...).Scan(&ok); err != nil {
+		return false, &AdvisoryLockError{Key: key, Op: OpTryXact, Err: err}
 	}
 	return ok, nil
 }

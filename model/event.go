@@ -37,6 +37,9 @@ type Counters struct {
 	Timeouts  int64 `json:"timeouts"`
 	Reentrant int64 `json:"reentrant"`
 	Errors    int64 `json:"errors"`
+	// Lost counts locks lost while held (their session ended), apart from
+	// Errors.
+	Lost int64 `json:"lost"`
 }
 
 // Add returns the sum of c and o.
@@ -48,5 +51,6 @@ func (c Counters) Add(o Counters) Counters {
 		Timeouts:  c.Timeouts + o.Timeouts,
 		Reentrant: c.Reentrant + o.Reentrant,
 		Errors:    c.Errors + o.Errors,
+		Lost:      c.Lost + o.Lost,
 	}
 }

@@ -97,7 +97,10 @@ func (l *Lock) KeyID() KeyID {
 // (registry.AdvisoryLabel, the one key formatter).
 func (l *Lock) KeyLabel() string { return registry.AdvisoryLabel(l.Namespace, l.EntityID, l.Pair) }
 
-// Holder names who has the lock: the pid, or a lease's owner.
+// Holder names the row's session: its pid, or a lease's owner. On a
+// waiting row that is the waiter, which holds nothing: the holders it waits
+// for are BlockedBy. (Label it "pid", not "holder", where rows of both
+// kinds are shown.)
 func (l *Lock) Holder() string {
 	if l.PID != 0 {
 		return strconv.Itoa(int(l.PID))

@@ -58,6 +58,31 @@
 // The config editor's file is the simulator's own unless Options.ConfigPath
 // names one to share.
 //
+// Each run judges only its own work: a scenario switch ends the old run
+// with its final checks, and the counters, invariant counts, rate and
+// worker scales start afresh; rows an earlier run (or an earlier process
+// without locks) wrote are not held against the new one.
+//
+// # Lost locks
+//
+// A lock lost while held (its backend terminated, the server restarted) is
+// counted per worker kind ("lost", apart from errors), and its critical
+// section by how it ended (Report.Losses): aborted because the fence
+// refused its write, aborted because the loss cancelled it before it wrote
+// again, or lost only after its writes; the writes of the simulator are
+// fenced with the lock's fencing token when lockcore gives one (see
+// package workers). A successor that finds a lost holder still registered
+// does not count an overlap.
+//
+// # Server restarts
+//
+// A run rides out a server restart: the pools and the live session
+// reconnect, the workloads count their errors meanwhile, and the live
+// checks resume. If the live session stays down for longer than the lock
+// timeout, Run stops early without the final checks and returns
+// ErrServerGone. Connecting is bounded (5s unless the DSN says otherwise),
+// and Stop skips the final checks when the server does not answer.
+//
 // # Schema
 //
 // The simulator owns one schema (Options.Schema, "locktop_sim"), created

@@ -19,13 +19,54 @@ import (
 const queuedWait = 20 * time.Millisecond
 
 type kindCounters struct {
-	attempts, acquired, skipped, timeouts, reentrant, errors atomic.Int64
+	attempts, acquired, skipped, timeouts, reentrant, errors, lost atomic.Int64
 }
 
 func (c *kindCounters) load() model.Counters {
 	return model.Counters{
 		Attempts: c.attempts.Load(), Acquired: c.acquired.Load(), Skipped: c.skipped.Load(),
-		Timeouts: c.timeouts.Load(), Reentrant: c.reentrant.Load(), Errors: c.errors.Load(),
+		Timeouts: c.timeouts.Load(), Reentrant: c.reentrant.Load(), Errors: c.errors.Load(), Lost: c.lost.Load(),
+	}
+}
+
+func (c *kindCounters) reset() {
+	for _, n := range []*atomic.Int64{&c.attempts, &c.acquired, &c.skipped, &c.timeouts, &c.reentrant, &c.errors, &c.lost} {
+		n.Store(0)
+	}
+}
+
+// lossCounters count the critical sections whose lock was lost, by how
+// they ended (see workers.Loss).
+type lossCounters struct {
+	sections, refused, stopped, finished, unfenced, writesRefused atomic.Int64
+}
+
+func (l *lossCounters) add(loss *workers.Loss) {
+	l.sections.Add(1)
+	switch {
+	case loss.Refused > 0:
+		l.refused.Add(1)
+	case loss.Stopped:
+		l.stopped.Add(1)
+	default:
+		l.finished.Add(1)
+	}
+	if loss.Fence == 0 {
+		l.unfenced.Add(1)
+	}
+	l.writesRefused.Add(loss.Refused)
+}
+
+func (l *lossCounters) load() LossStats {
+	return LossStats{
+		Sections: l.sections.Load(), Refused: l.refused.Load(), Stopped: l.stopped.Load(),
+		Finished: l.finished.Load(), Unfenced: l.unfenced.Load(), WritesRefused: l.writesRefused.Load(),
+	}
+}
+
+func (l *lossCounters) reset() {
+	for _, n := range []*atomic.Int64{&l.sections, &l.refused, &l.stopped, &l.finished, &l.unfenced, &l.writesRefused} {
+		n.Store(0)
 	}
 }
 
@@ -44,6 +85,7 @@ type recorder struct {
 	hooks    atomic.Int64 // hook sections completed
 	waits    histogram
 	invs     map[workers.Invariant]*invState
+	losses   lossCounters
 
 	events  chan model.Event
 	dropped atomic.Int64
@@ -115,8 +157,14 @@ func (r *recorder) Attempt(a workers.Attempt) {
 		c.errors.Add(1)
 		ev.Detail = join(ev.Detail, errLine(a.Err))
 	case model.OutcomeLost:
-		c.errors.Add(1)
-		ev.Detail = join(ev.Detail, "lock lost while held (its backend was terminated)")
+		c.lost.Add(1)
+		ev.Detail = join(ev.Detail, "lock lost while held")
+		if a.Loss != nil {
+			r.losses.add(a.Loss)
+			ev.PID = int32(a.Loss.PID)
+			ev.Detail = join(ev.Detail, lossLine(a.Loss))
+		}
+		r.log.Warn("lock lost", "worker", a.Kind, "key", ev.Key, "detail", ev.Detail, "err", a.Err)
 	default:
 		if r.stopping.Load() && a.Err != nil && strings.Contains(a.Err.Error(), "context canceled") {
 			return
@@ -213,6 +261,39 @@ func (r *recorder) invariants() []model.Invariant {
 	return out
 }
 
+// lossLine says how a lost section ended.
+func lossLine(l *workers.Loss) string {
+	var s string
+	switch {
+	case l.Refused > 0:
+		s = "aborted: the fence refused its write (a newer holder had entered)"
+	case l.Stopped:
+		s = "aborted: it stopped at the loss, before writing again"
+	default:
+		s = "lost after its writes"
+	}
+	if l.Fence == 0 {
+		return s + "; unfenced: nothing guarded its writes"
+	}
+	return s + "; fence " + strconv.FormatInt(l.Fence, 10)
+}
+
+// reset zeroes the counters, the wait histogram and the invariant counts,
+// for a new run (a scenario switch). The event stream goes on.
+func (r *recorder) reset() {
+	for _, c := range r.kinds {
+		c.reset()
+	}
+	r.sections.Store(0)
+	r.hooks.Store(0)
+	r.waits.reset()
+	for _, st := range r.invs {
+		st.n.Store(0)
+		st.last.Store(nil)
+	}
+	r.losses.reset()
+}
+
 func label(a workers.Attempt) string {
 	if a.Label != "" {
 		return a.Label
@@ -260,6 +341,14 @@ func bucketOf(d time.Duration) int {
 
 func bucketUpper(i int) time.Duration {
 	return time.Duration(math.Exp2(float64(i)/8) * float64(time.Microsecond))
+}
+
+func (h *histogram) reset() {
+	for i := range h.buckets {
+		h.buckets[i].Store(0)
+	}
+	h.count.Store(0)
+	h.max.Store(0)
 }
 
 func (h *histogram) add(d time.Duration) {

@@ -23,7 +23,10 @@ type Report struct {
 	LocksEnabled bool                      `json:"locks_enabled"`
 	OK           bool                      `json:"ok"` // no invariant broken and the final checks ran
 	Invariants   []model.Invariant         `json:"invariants"`
-	Workers      map[string]model.Counters `json:"workers"`
+	Workers      map[string]model.Counters `json:"workers"` // each kind's "lost" counts its locks lost while held
+	// Losses are the critical sections whose lock was lost while they ran,
+	// by how they ended.
+	Losses LossStats `json:"losses"`
 
 	SharedPool bool `json:"shared_pool"`
 	Agents     int  `json:"agents"`
@@ -45,6 +48,21 @@ type Report struct {
 	EventsDropped int64        `json:"events_dropped"`
 	PeakRSSBytes  int64        `json:"peak_rss_bytes,omitempty"` // the whole process's (VmHWM)
 	AuditError    string       `json:"audit_error,omitempty"`    // the final checks could not all run
+}
+
+// LossStats count the critical sections whose lock was lost while they ran
+// (see workers.Loss). Each ended one of three ways: aborted because the
+// fence refused its write (a newer holder had entered), aborted because
+// it stopped at the loss signal before writing again, or lost only after
+// its writes, each of them accepted under its fence. Unfenced counts those
+// that had no fence (locks without fencing): nothing refused their writes.
+type LossStats struct {
+	Sections      int64 `json:"sections"`       // lost critical sections
+	Refused       int64 `json:"refused"`        // aborted: the fence refused a write
+	Stopped       int64 `json:"stopped"`        // aborted: stopped at the loss, before writing again
+	Finished      int64 `json:"finished"`       // lost after their writes
+	Unfenced      int64 `json:"unfenced"`       // of all of them, those without a fence
+	WritesRefused int64 `json:"writes_refused"` // writes (and entries) the fences refused
 }
 
 // WaitStats are lock wait percentiles in milliseconds (log buckets about 9%
@@ -95,6 +113,7 @@ func (s *Sim) Report() Report {
 		OK:             st.OK() && audited && auditErr == nil,
 		Invariants:     st.Invariants,
 		Workers:        st.Workers,
+		Losses:         s.rec.losses.load(),
 		SharedPool:     st.SharedPool,
 		Agents:         st.Agents,
 		Goroutines:     goroutines,
@@ -182,15 +201,23 @@ func (r Report) WriteText(w io.Writer) error {
 		r.Sections, r.SectionsPerS, r.Hooks, r.HooksPerS, r.Wait.P50, r.Wait.P90, r.Wait.P99, r.Wait.Max)
 
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "WORKER\tATTEMPTS\tACQUIRED\tSKIPPED\tTIMEOUTS\tREENTRANT\tERRORS\t")
+	fmt.Fprintln(tw, "WORKER\tATTEMPTS\tACQUIRED\tSKIPPED\tTIMEOUTS\tREENTRANT\tLOST\tERRORS\t")
 	for _, k := range workers.Kinds {
 		c := r.Workers[string(k)]
 		if c == (model.Counters{}) {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", k, c.Attempts, c.Acquired, c.Skipped, c.Timeouts, c.Reentrant, c.Errors)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", k, c.Attempts, c.Acquired, c.Skipped, c.Timeouts, c.Reentrant, c.Lost, c.Errors)
 	}
 	tw.Flush()
+	if l := r.Losses; l.Sections > 0 {
+		fmt.Fprintf(&b, "\nlost locks: %d critical section(s): %d aborted by the fence (%d write(s) refused), %d stopped at the loss, %d lost after their writes",
+			l.Sections, l.Refused, l.WritesRefused, l.Stopped, l.Finished)
+		if l.Unfenced > 0 {
+			fmt.Fprintf(&b, "; %d unfenced (nothing refused their writes)", l.Unfenced)
+		}
+		b.WriteString("\n")
+	}
 
 	b.WriteString("\n")
 	for _, p := range r.Pools {

@@ -310,7 +310,7 @@ var scenarios = []Scenario{
 	},
 	{
 		Name:        "kill-holder",
-		Description: "the backend holding a lock is terminated mid-section: the lock frees, the next waiter gets it, the worker sees ErrLost, nothing leaks",
+		Description: "the backend holding a lock is terminated mid-section: the lock frees, the next waiter gets it, the holder sees ErrLost and stops (its late writes refused by the fence), nothing leaks",
 		Agents:      10, Hot: 2, HotShare: 0.8,
 		Timing: defaultTiming,
 		Drivers: []Driver{

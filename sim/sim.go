@@ -18,8 +18,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locktop/locktop/internal/connect"
+	"github.com/locktop/locktop/internal/poolstats"
 	"github.com/locktop/locktop/internal/scratch"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
@@ -58,6 +61,25 @@ const poolsSettle = 5 * time.Second
 // ErrUnusable means the database cannot be used: a bad DSN, an unreachable
 // server, a refused login, or the schema cannot be created.
 var ErrUnusable = errors.New("database unusable")
+
+// ErrServerGone is Run's error when the server stayed out of reach (the
+// live session down) for longer than the lock timeout: the run was stopped
+// without its final checks.
+var ErrServerGone = errors.New("the server did not come back")
+
+// watchEvery is how often a run checks whether the server is still out of
+// reach.
+const watchEvery = 100 * time.Millisecond
+
+// finishProbe bounds the check that the server answers before the final
+// checks, so that a stop against a server that stopped answering is quick.
+const finishProbe = 2 * time.Second
+
+// closeWait bounds how long Close waits for the pools to close. Against a
+// server that stopped answering, pgxpool waits up to a minute for the
+// connections it is opening and 15 s for each cancelled one to be
+// acknowledged; Close leaves them to finish in the background instead.
+const closeWait = 3 * time.Second
 
 // ErrUnknownScenario and ErrUnknownFault are returned for names the
 // simulator does not know.
@@ -135,15 +157,20 @@ type Sim struct {
 
 	// ctl serialises the control methods (start, stop, scenario switches);
 	// mu guards the fields below and is held only briefly.
-	ctl      sync.Mutex
-	mu       sync.Mutex
-	sc       Scenario // the current scenario, with the options' overrides and the controls' changes
-	run      *runState
-	started  time.Time // start of the current or last run
-	ran      time.Duration
-	audited  bool
-	auditErr error
-	closed   bool
+	ctl                    sync.Mutex
+	mu                     sync.Mutex
+	base                   Scenario // the current scenario, with the options' overrides
+	sc                     Scenario // base with the controls' changes (rateScale, workerScale)
+	rateScale, workerScale float64
+	run                    *runState
+	started                time.Time // start of the current or last run
+	ran                    time.Duration
+	audited                bool
+	auditErr               error
+	closed                 bool
+	gone                   chan struct{} // closed when the server stayed out of reach too long
+	goneErr                error         // why; set before gone is closed
+	goneOnce               sync.Once
 
 	thrMu   sync.Mutex
 	thrAt   time.Time
@@ -219,7 +246,7 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 
-	s := &Sim{opts: opts, log: log, proc: newProc()}
+	s := &Sim{opts: opts, log: log, proc: newProc(), gone: make(chan struct{})}
 	s.rec = newRecorder(opts.EventBuffer, log)
 	if err := s.connect(ctx); err != nil {
 		return nil, err
@@ -267,6 +294,9 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 	if err := s.env.Join(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
 	}
+	if err := s.env.Begin(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
+	}
 	if err := s.configure(ctx, sc); err != nil {
 		return nil, err
 	}
@@ -281,12 +311,28 @@ func newProc() string {
 	return fmt.Sprintf("p%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
 }
 
+// connect opens the pools. One connection is made first, on ctx: a pool
+// opens its minimum of connections in the background, and closing it waits
+// for them, so a server that does not answer must be found out before.
 func (s *Sim) connect(ctx context.Context) error {
+	// Each attempt is bounded (connect.Bound), as every command's is: a
+	// server that accepts connections and never answers must not hang the
+	// simulator.
+	base, err := connect.PoolConfig(s.opts.DSN)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnusable, err)
+	}
+	pc := base.ConnConfig.Copy()
+	pc.RuntimeParams["application_name"] = AppWork
+	probe, err := pgx.ConnectConfig(ctx, pc)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnusable, err)
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = probe.Close(cctx)
+	cancel()
 	mk := func(app string, minConns, maxConns int32) (*pgxpool.Pool, error) {
-		cfg, err := pgxpool.ParseConfig(s.opts.DSN)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
-		}
+		cfg := base.Copy()
 		cfg.MinConns, cfg.MaxConns = minConns, maxConns
 		cfg.ConnConfig.RuntimeParams["application_name"] = app
 		cfg.ConnConfig.RuntimeParams["search_path"] = s.opts.Schema
@@ -330,10 +376,21 @@ func (s *Sim) release() {
 	if s.env != nil {
 		s.env.Leave()
 	}
-	s.workPool.Close()
-	if s.lockPool != s.workPool {
-		s.lockPool.Close()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		s.workPool.Close()
+		if s.lockPool != s.workPool {
+			s.lockPool.Close()
+		}
+	}()
+	t := time.NewTimer(closeWait)
+	select {
+	case <-closed:
+	case <-t.C:
+		s.log.Warn("the server does not answer: the pools' connections are left to close in the background")
 	}
+	t.Stop()
 	if s.configDir != "" {
 		if err := os.RemoveAll(s.configDir); err != nil {
 			s.log.Warn("removing the config editor's directory", "err", err)
@@ -342,7 +399,8 @@ func (s *Sim) release() {
 }
 
 // configure makes sc the current scenario, with the overrides of the
-// options, and creates its agents. The drivers must be stopped.
+// options and none of the controls' changes, and creates its agents. The
+// drivers must be stopped.
 func (s *Sim) configure(ctx context.Context, sc Scenario) error {
 	if s.opts.Agents > 0 {
 		sc.Agents = s.opts.Agents
@@ -372,9 +430,26 @@ func (s *Sim) configure(ctx context.Context, sc Scenario) error {
 	}
 	s.env.SetLockTimeout(lt)
 	s.mu.Lock()
-	s.sc = sc
+	s.base, s.rateScale, s.workerScale = sc, 1, 1
+	s.sc = s.scaled()
 	s.mu.Unlock()
 	return nil
+}
+
+// scaled returns the base scenario with the controls' scales applied: each
+// rate times rateScale, each driver's goroutines times workerScale rounded
+// to a whole number, never below one. Scaling from the base, not from the
+// last value, makes ×1.25 then ×0.8 come back exactly where it started.
+// s.mu must be held.
+func (s *Sim) scaled() Scenario {
+	sc := s.base
+	sc.Drivers = slices.Clone(s.base.Drivers)
+	for i := range sc.Drivers {
+		d := &sc.Drivers[i]
+		d.Rate *= s.rateScale // no limit (0) stays no limit
+		d.Goroutines = max(int(math.Round(float64(d.Goroutines)*s.workerScale)), 1)
+	}
+	return sc
 }
 
 // Start starts the current scenario's workloads and returns at once; they
@@ -406,6 +481,7 @@ func (s *Sim) start() error {
 		}
 	}
 	r.wg.Go(func() { s.checkConfig(r.gen) })
+	r.wg.Go(func() { s.watchServer(r.gen) })
 	s.rec.stopping.Store(false)
 	s.run = r
 	s.started = time.Now()
@@ -447,6 +523,35 @@ func (s *Sim) checkConfig(ctx context.Context) {
 		if err := s.env.AuditConfig(); err != nil {
 			s.log.Warn("config check", "err", err)
 		}
+	}
+}
+
+// watchServer declares the server gone (Run then stops) once the live
+// session has been down for longer than the lock timeout: a restart is
+// ridden out, the pools and the live session reconnect, but a server that
+// does not come back ends the run rather than have it count errors until
+// its duration ends.
+func (s *Sim) watchServer(ctx context.Context) {
+	for workers.Pause(ctx, watchEvery) == nil {
+		lt := s.env.LockTimeout()
+		if down := s.env.LiveDown(); down > lt {
+			s.goneOnce.Do(func() {
+				s.goneErr = fmt.Errorf("%w within %s (the lock timeout)", ErrServerGone, lt)
+				s.log.Warn("server gone", "down", down.Round(time.Millisecond), "lock_timeout", lt)
+				close(s.gone)
+			})
+			return
+		}
+	}
+}
+
+// isGone reports whether the server was declared gone.
+func (s *Sim) isGone() bool {
+	select {
+	case <-s.gone:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -513,8 +618,26 @@ func (s *Sim) stopDrivers() bool {
 	return true
 }
 
-// finish drains, audits and checks for leaks after a run.
+// finish drains, audits and checks for leaks after a run. Against a server
+// that was declared gone, or does not answer now, it does not try: the
+// final checks are then reported as not run.
 func (s *Sim) finish() error {
+	if s.isGone() {
+		s.mu.Lock()
+		s.audited, s.auditErr = true, fmt.Errorf("final checks skipped: %w", s.goneErr)
+		s.mu.Unlock()
+		return s.goneErr
+	}
+	pctx, pcancel := context.WithTimeout(context.Background(), finishProbe)
+	err := s.workPool.Ping(pctx)
+	pcancel()
+	if err != nil {
+		err = fmt.Errorf("final checks skipped: the server does not answer: %w", err)
+		s.mu.Lock()
+		s.audited, s.auditErr = true, err
+		s.mu.Unlock()
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var errs []error
@@ -527,7 +650,7 @@ func (s *Sim) finish() error {
 	if err := s.checkLeaks(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	err := errors.Join(errs...)
+	err = errors.Join(errs...)
 	s.mu.Lock()
 	s.audited, s.auditErr = true, err
 	s.mu.Unlock()
@@ -555,8 +678,9 @@ func (s *Sim) checkLeaks(ctx context.Context) error {
 			var n int64
 			err := c.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()").Scan(&n)
 			pid := c.Conn().PgConn().PID()
+			dead := c.Conn().IsClosed() // its session is gone (terminated, or the server restarted), and its locks with it
 			c.Release()
-			if err != nil {
+			if err != nil && !dead {
 				errs = append(errs, fmt.Errorf("leak check: %w", err))
 				continue
 			}
@@ -596,12 +720,23 @@ var (
 )
 
 // Run starts the workloads, waits for ctx to end, and stops them (Stop).
+// A server restart does not end it: the workloads count their errors and
+// go on once the server is back. If the server stays out of reach for
+// longer than the lock timeout, Run stops early, without the final checks,
+// and returns an error wrapping ErrServerGone.
 func (s *Sim) Run(ctx context.Context) error {
 	if err := s.Start(); err != nil {
 		return err
 	}
-	<-ctx.Done()
-	return s.Stop()
+	select {
+	case <-ctx.Done():
+	case <-s.gone:
+	}
+	err := s.Stop()
+	if s.isGone() {
+		return s.goneErr
+	}
+	return err
 }
 
 // Close stops the simulator if it runs, closes its pools and its live
@@ -625,8 +760,10 @@ func (s *Sim) Close() error {
 func (s *Sim) Scenarios() []string { return Scenarios() }
 
 // SetScenario switches to the named scenario: the running workloads stop
-// (as Stop does, without the final checks) and the new ones start. Counters
-// and invariant counts carry on.
+// and the old run ends as Stop ends it (final reconcile, audit, leak
+// check: what they find is reported as the old run's); then the counters,
+// the invariant counts and the controls' scales start from zero, and the
+// new scenario's workloads start. The new run judges only its own work.
 func (s *Sim) SetScenario(name string) error {
 	sc, ok := lookup(name)
 	if !ok {
@@ -635,11 +772,24 @@ func (s *Sim) SetScenario(name string) error {
 	s.ctl.Lock()
 	defer s.ctl.Unlock()
 	wasRunning := s.stopDrivers()
+	if wasRunning {
+		_ = s.finish() // its findings are events and log lines of the old run
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if err := s.env.Begin(ctx); err != nil {
+		return err
+	}
+	s.rec.reset()
+	s.env.Faults.Clear()
 	s.mu.Lock()
 	s.opts.Scenario = name
+	s.ran = 0
+	s.audited, s.auditErr = false, nil
 	s.mu.Unlock()
+	s.thrMu.Lock()
+	s.thrAt, s.thrN, s.thrRate = time.Time{}, 0, 0
+	s.thrMu.Unlock()
 	if err := s.configure(ctx, sc); err != nil {
 		return err
 	}
@@ -649,58 +799,69 @@ func (s *Sim) SetScenario(name string) error {
 	return nil
 }
 
+// maxScale bounds the controls' scales (and 1/maxScale below), so a key
+// held down cannot scale the workload to nothing or to millions.
+const maxScale = 64
+
 // ScaleRates multiplies every rate of the running scenario by factor and
 // returns how many rates it changed: rates without a limit stay without
-// one. The scenario's definition is kept, so a scenario switch starts at
-// its own rates again.
+// one. Rates are scaled exactly, from the scenario's own: ×1.25 then ×0.8
+// gives the scenario's rates back. The scale stays within 1/64 and 64 of
+// the scenario's. A scenario switch starts at its own rates again.
 func (s *Sim) ScaleRates(factor float64) int {
 	if factor <= 0 {
 		return 0
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.rateScale = min(max(s.rateScale*factor, 1.0/maxScale), maxScale)
+	s.applyScales()
 	n := 0
-	for i := range s.sc.Drivers {
-		d := &s.sc.Drivers[i]
+	for _, d := range s.sc.Drivers {
 		if d.Rate > 0 {
-			d.Rate *= factor
 			n++
-		}
-		if s.run != nil {
-			s.run.drivers[i].setRate(d.Rate)
 		}
 	}
 	return n
 }
 
-// ScaleWorkers multiplies the number of goroutines of every driver of the
-// running scenario by factor, by at least one up or down and never below
-// one, and returns the new total: workers are added or removed while the
-// scenario runs (a removed one finishes its unit of work first). A
-// scenario switch starts with the new scenario's own numbers.
+// ScaleWorkers multiplies the workers of the running scenario by factor
+// and returns the new total of goroutines: each driver's goroutines are
+// the scenario's times the product of the factors so far, rounded to a
+// whole number and never below one, so the total moves by about factor
+// (26 goroutines ×1.25 make 32, ×0.8 then 26 again: a driver of one
+// goroutine stays at one until the scale reaches 1.5). Workers are added
+// or removed while the scenario runs (a removed one finishes its unit of
+// work first). A scenario switch starts with its own numbers again.
 func (s *Sim) ScaleWorkers(factor float64) int {
 	if factor <= 0 {
 		return 0
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.workerScale = min(max(s.workerScale*factor, 1.0/maxScale), maxScale)
+	s.applyScales()
 	total := 0
-	for i := range s.sc.Drivers {
-		d := &s.sc.Drivers[i]
-		n := int(math.Round(float64(d.Goroutines) * factor))
-		switch {
-		case factor > 1 && n == d.Goroutines:
-			n++
-		case factor < 1 && n == d.Goroutines:
-			n--
-		}
-		d.Goroutines = max(n, 1)
+	for _, d := range s.sc.Drivers {
 		total += d.Goroutines
-		if s.run != nil && !s.run.stopping {
+	}
+	return total
+}
+
+// applyScales recomputes the scenario from its base and the scales and
+// hands the rates and goroutine counts to the running drivers. s.mu must
+// be held.
+func (s *Sim) applyScales() {
+	s.sc = s.scaled()
+	if s.run == nil {
+		return
+	}
+	for i, d := range s.sc.Drivers {
+		s.run.drivers[i].setRate(d.Rate)
+		if !s.run.stopping {
 			s.setLoops(s.run, s.run.drivers[i], d.Goroutines)
 		}
 	}
-	return total
 }
 
 // setLoops starts or stops goroutines of d until n run. s.mu must be held
@@ -773,13 +934,9 @@ func (s *Sim) Pools() []model.PoolStats { return s.pools() }
 
 func (s *Sim) pools() []model.PoolStats {
 	if s.opts.SharedPool {
-		ps := lockcore.PoolStats("shared", s.workPool)
-		ps.Waiting = s.locks.PoolStats("shared").Waiting + s.db.Waiting()
-		return []model.PoolStats{ps}
+		return []model.PoolStats{poolstats.Of("shared", s.workPool, s.locks.Waiting()+s.db.Waiting())}
 	}
-	work := lockcore.PoolStats("work", s.workPool)
-	work.Waiting = s.db.Waiting()
-	return []model.PoolStats{s.locks.PoolStats("lock"), work}
+	return []model.PoolStats{poolstats.Of("lock", s.locks.Pool(), s.locks.Waiting()), poolstats.Of("work", s.workPool, s.db.Waiting())}
 }
 
 // Status returns the simulator's state. It is cheap: counters are atomics

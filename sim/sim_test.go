@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgtest"
-	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/sim"
 	"github.com/locktop/locktop/workers"
@@ -105,7 +105,7 @@ func TestSteadyShowsQueuedWaiters(t *testing.T) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		snap, err := lockcore.Inspect(context.Background(), mon)
+		snap, err := monitor.Inspect(context.Background(), mon)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +139,7 @@ func TestScenariosKeepInvariants(t *testing.T) {
 		seen  func(model.Counters) bool
 	}{
 		"timeouts":    {workers.FaultSlowBody, "a hook timed out", func(c model.Counters) bool { return c.Timeouts > 0 }},
-		"kill-holder": {workers.FaultKillHolder, "a hook lost its lock", func(c model.Counters) bool { return c.Errors > 0 }},
+		"kill-holder": {workers.FaultKillHolder, "a hook lost its lock", func(c model.Counters) bool { return c.Lost > 0 }},
 	}
 	for _, name := range sim.Scenarios() {
 		t.Run(name, func(t *testing.T) {
@@ -456,11 +456,15 @@ func TestControls(t *testing.T) {
 	if n := s.ScaleWorkers(0.5); n != 8+1+1 {
 		t.Errorf("%d goroutines after halving, want 10", n)
 	}
-	if n := s.ScaleWorkers(2); n != 16+2+2 {
-		t.Errorf("%d goroutines after doubling, want 20", n)
+	// Doubling after halving is the scenario's own numbers again.
+	if n := s.ScaleWorkers(2); n != 16+1+1 {
+		t.Errorf("%d goroutines after halving and doubling, want 18", n)
 	}
-	if g := s.Report().Goroutines; g != 20 {
-		t.Errorf("report: %d goroutines, want 20", g)
+	if n := s.ScaleWorkers(2); n != 32+2+2 {
+		t.Errorf("%d goroutines after doubling, want 36", n)
+	}
+	if g := s.Report().Goroutines; g != 36 {
+		t.Errorf("report: %d goroutines, want 36", g)
 	}
 	for _, f := range s.Faults() {
 		if err := s.InjectFault(f); err != nil {
@@ -477,11 +481,19 @@ func TestControls(t *testing.T) {
 			t.Fatal("no lost-lock event")
 		}
 	}
+	if s.Status().Workers["hook"].Lost == 0 {
+		t.Error("the killed holders did not show as lost locks")
+	}
+	// A switch starts the counters, the scales and the pending faults
+	// afresh: "steady" kills no holder, and runs its own 62 goroutines.
 	if err := s.SetScenario("steady"); err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Status(); st.Scenario != "steady" || !st.Running {
-		t.Errorf("after the switch: %s, running %v", st.Scenario, st.Running)
+	if st := s.Status(); st.Scenario != "steady" || !st.Running || st.Workers["hook"].Lost != 0 {
+		t.Errorf("after the switch: %s, running %v, %d lost locks", st.Scenario, st.Running, st.Workers["hook"].Lost)
+	}
+	if g := s.Report().Goroutines; g != 62 {
+		t.Errorf("after the switch: %d goroutines, want steady's 62", g)
 	}
 	s.SetLocks(false)
 	if s.Status().LocksEnabled {
@@ -495,8 +507,8 @@ func TestControls(t *testing.T) {
 	if !r.OK {
 		t.Errorf("invariants broken: %s", broken(r))
 	}
-	if r.Workers["hook"].Errors == 0 {
-		t.Error("the killed holders did not show as errors")
+	if r.Scenario != "steady" || r.Workers["hook"].Lost != 0 {
+		t.Errorf("the report is of %s with %d lost locks; want steady's run alone", r.Scenario, r.Workers["hook"].Lost)
 	}
 	if err := s.Close(); err != nil {
 		t.Error(err)
@@ -618,5 +630,34 @@ func TestStoppingTakesNoNewWork(t *testing.T) {
 	// section that could still run to its end.
 	if n := s.Status().Workers["hook"].Attempts - hooksBefore; n > 4 {
 		t.Errorf("%d hooks attempted after Stop began, want at most the 4 under way", n)
+	}
+}
+
+// A run on a schema that an earlier run without locks damaged inherits
+// none of its violations: each run judges only its own work. Without
+// locks, a hook whose capture stalls writes the applied counter it read
+// long before, after others moved it on: the counter goes back, and the
+// next run's writes repeat values the damaging run wrote.
+func TestNoInheritedViolations(t *testing.T) {
+	t.Parallel()
+	sch := schema()
+	damage := newSim(t, sim.Options{Scenario: "reconciler-race", Schema: sch, NoLocks: true, HookRate: 40})
+	if err := damage.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, "the run without locks has done some work", damage, func(st model.SimStatus) bool { return st.Workers["hook"].Acquired >= 60 })
+	if err := damage.Close(); err != nil {
+		t.Logf("the damaging run: %v", err)
+	}
+	s := newSim(t, sim.Options{Scenario: "reconciler-race", Schema: sch, HookRate: 40})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, "the correct run has done some work", s, func(st model.SimStatus) bool { return st.Workers["hook"].Acquired >= 80 })
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Report(); !r.OK {
+		t.Errorf("a correct run reports violations: %s", broken(r))
 	}
 }

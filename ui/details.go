@@ -4,8 +4,9 @@ import (
 	"strconv"
 	"strings"
 
-	"charm.land/bubbles/v2/viewport"
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/locktop/locktop/model"
 )
@@ -13,61 +14,78 @@ import (
 // details is the overlay for one lock: who holds or waits, the full
 // query, the blocking chain and the key's whole queue. It shows the
 // snapshot it was opened on, and says so, so that it holds still while
-// read.
+// read. It covers the body edge to edge and wraps between words.
 type details struct {
 	st    *Styles
-	title string
-	vp    viewport.Model
-	w, h  int
+	keys  *KeyMap
+	box   scrollBox
+	short []key.Binding
 }
 
-func newDetails(st *Styles) details {
-	vp := viewport.New()
-	vp.SoftWrap = true
-	vp.KeyMap.Left.SetEnabled(false)
-	vp.KeyMap.Right.SetEnabled(false)
-	return details{st: st, vp: vp}
+func newDetails(st *Styles, k *KeyMap, snap model.Snapshot, sel model.Lock, db string) *details {
+	d := &details{st: st, keys: k, box: newScrollBox(st, k),
+		short: []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Close, k.Quit}}
+	title := Sanitize(sel.KeyLabel()) + " · " + holderWord(&sel) + " " + Sanitize(sel.Holder()) + " · as of " + snap.Taken.Format("15:04:05")
+	d.box.set(title, func(w int) string { return describeLock(st, &snap, &sel, db, w) })
+	return d
 }
 
-// SetSize sets the overlay's outer size.
-func (d *details) SetSize(w, h int) {
-	d.w, d.h = w, h
-	d.vp.SetWidth(max(w-4, 10)) // border and padding
-	d.vp.SetHeight(max(h-4, 1)) // border, title, hint
+// holderWord names what Holder returns: a pid, or an owner.
+func holderWord(l *model.Lock) string {
+	if l.PID != 0 {
+		return "pid"
+	}
+	return "owner"
 }
 
-// Open fills the overlay for lock sel of snap.
-func (d *details) Open(snap *model.Snapshot, sel *model.Lock, db string) {
-	d.title = Sanitize(sel.KeyLabel()) + " · pid " + Sanitize(sel.Holder()) + " · as of " + snap.Taken.Format("15:04:05")
-	d.vp.SetContent(describeLock(d.st, snap, sel, db))
-	d.vp.GotoTop()
-}
-
-// Update scrolls.
-func (d *details) Update(msg tea.Msg) tea.Cmd {
-	var cmd tea.Cmd
-	d.vp, cmd = d.vp.Update(msg)
-	return cmd
-}
+// SetSize sets the box's size (the body of the screen).
+func (d *details) SetSize(w, h int) { d.box.SetSize(w, h) }
 
 // View renders the box.
-func (d *details) View() string {
-	body := d.st.Section.Render(fitLine(d.title, d.w-4)) + "\n" + d.vp.View() + "\n" +
-		d.st.Dim.Render(fitLine("↑/↓ pgup/pgdn scroll · esc close", d.w-4))
-	return d.st.Box.Width(d.w).Height(d.h).Render(body)
+func (d *details) View() string { return d.box.View() }
+
+// Place covers the body.
+func (d *details) Place() placement { return placeBody }
+
+// ShortHelp is the overlay's keys, for the footer.
+func (d *details) ShortHelp() []key.Binding { return d.short }
+
+// FullHelp is ShortHelp in one column.
+func (d *details) FullHelp() [][]key.Binding { return [][]key.Binding{d.short} }
+
+// Update scrolls, or closes on esc or enter.
+func (d *details) Update(msg tea.Msg) (bool, tea.Cmd) {
+	if k, ok := msg.(tea.KeyPressMsg); ok && (key.Matches(k, d.keys.Close) || key.Matches(k, d.keys.Details)) {
+		return false, nil
+	}
+	return true, d.box.Update(msg)
 }
 
-// describeLock writes the details of sel.
-func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) string {
+// labelW is the width of the labels of describeLock's first lines.
+const labelW = 10
+
+// describeLock writes the details of sel in w cells a line, wrapped
+// between words: a value that wraps goes on under its own start.
+func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, w int) string {
 	var b strings.Builder
 	line := func(label, value string) {
-		b.WriteString(st.Bold.Render(cell(label, 10)))
-		b.WriteString(Sanitize(value))
+		b.WriteString(st.Bold.Render(cell(label, labelW)))
+		b.WriteString(hang(Sanitize(value), w-labelW, labelW))
 		b.WriteByte('\n')
 	}
-	where := string(sel.Kind)
+	para := func(indent int, s string) {
+		b.WriteString(spaces(indent))
+		b.WriteString(hang(s, w-indent, indent+2))
+		b.WriteByte('\n')
+	}
+	section := func(title string) {
+		b.WriteString("\n")
+		b.WriteString(st.Section.Render(title))
+		b.WriteString("\n")
+	}
+	where := kindName(sel.Kind) + " lock"
 	if sel.Database != "" {
-		where += " lock in database " + sel.Database
+		where += " in database " + sel.Database
 		if db != "" && sel.Database != db {
 			where += " (not the monitored one: the same key there is another lock)"
 		}
@@ -79,14 +97,19 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 			held = "held ≥" + fmtDur(sel.Held) + " (known held since " + sel.HeldSince.Format("15:04:05") +
 				"; the server does not record grant times)"
 		}
+		if idle := idleInTx(sel); idle != "" {
+			held += " · " + idle + ": the session holds its locks while doing nothing"
+		}
 		line("state", held)
 	} else {
 		line("state", "waits, #"+strconv.Itoa(sel.QueuePos)+" in queue, for "+fmtDur(sel.Waited)+
 			" (since "+sel.WaitStart.Format("15:04:05.000")+")")
 	}
 	line("mode", sel.Mode)
+	if sel.Owner != "" || sel.PID == 0 {
+		line("owner", orDash(sel.Owner))
+	}
 	if sel.Kind != model.KindAdvisory {
-		line("owner", sel.Owner)
 		line("lease", fmtDur(sel.LeaseLeft)+" left")
 	}
 	if sel.PID != 0 {
@@ -104,31 +127,23 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 		line("activity", act)
 	}
 
-	b.WriteString("\n")
-	b.WriteString(st.Section.Render("Query"))
-	b.WriteString("\n")
+	section("Query")
 	q := strings.TrimSpace(strings.ReplaceAll(sel.Query, "\t", "    "))
 	if q == "" {
 		q = "(none visible)"
 	}
 	for _, ql := range strings.Split(q, "\n") {
-		b.WriteString("  ")
-		b.WriteString(keepIndent(ql))
-		b.WriteByte('\n')
+		body := strings.TrimLeft(ql, " ")
+		para(2+len(ql)-len(body), Sanitize(body))
 	}
 
-	b.WriteString("\n")
-	b.WriteString(st.Section.Render("Blocking chain"))
-	b.WriteString("\n")
+	section("Blocking chain")
 	for _, cl := range blockingChain(snap, sel) {
-		b.WriteString("  ")
-		b.WriteString(keepIndent(cl))
-		b.WriteByte('\n')
+		body := strings.TrimLeft(cl, " ")
+		para(2+len(cl)-len(body), Sanitize(body))
 	}
 
-	b.WriteString("\n")
-	b.WriteString(st.Section.Render("Queue of " + Sanitize(sel.KeyLabel())))
-	b.WriteString("\n")
+	section("Queue of " + Sanitize(sel.KeyLabel()))
 	key := sel.KeyID()
 	for i := range snap.Locks {
 		l := &snap.Locks[i]
@@ -144,17 +159,24 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string) 
 			state = "waits #" + strconv.Itoa(l.QueuePos)
 		}
 		t, _ := lockTime(l)
-		b.WriteString(mark + cell(state, 10) + " " + rcell(Sanitize(l.Holder()), 7) + "  " + cell(Sanitize(modeText(l.Mode)), 5) + " " +
-			cell(t, 8) + " " + Sanitize(l.ApplicationName) + "\n")
+		row := mark + cell(state, 10) + " " + rcell(Sanitize(l.Holder()), 7) + "  " + cell(Sanitize(modeText(l.Mode)), 5) + " " + cell(t, 8) + " "
+		b.WriteString(row + hang(Sanitize(l.ApplicationName), w-ansi.StringWidth(row), ansi.StringWidth(row)))
+		b.WriteByte('\n')
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
 
-// keepIndent is sanitize for one line of a query shown whole: its
-// indentation stays.
-func keepIndent(s string) string {
-	body := strings.TrimLeft(s, " ")
-	return s[:len(s)-len(body)] + Sanitize(body)
+// hang wraps s at w cells between words (see wrap), and indents every
+// line after the first by indent.
+func hang(s string, w, indent int) string {
+	if w < 8 {
+		w = 8
+	}
+	lines := wrap(s, w)
+	for i := 1; i < len(lines); i++ {
+		lines[i] = spaces(indent) + lines[i]
+	}
+	return strings.Join(lines, "\n")
 }
 
 func orDash(s string) string {
@@ -162,101 +184,4 @@ func orDash(s string) string {
 		return "–"
 	}
 	return s
-}
-
-// maxChain bounds the blocking chain shown; a longer one is cut.
-const maxChain = 12
-
-// blockingChain follows who waits for whom from sel: for a waiter, the
-// holder it waits for, what that holder waits for in turn, and so on; for a
-// holder, the waiters it blocks and then the same walk from itself. A cycle
-// is a deadlock, which PostgreSQL breaks by cancelling one wait.
-func blockingChain(snap *model.Snapshot, sel *model.Lock) []string {
-	waiting := map[int32]*model.Lock{} // a backend waits for one lock at a time
-	for i := range snap.Locks {
-		if l := &snap.Locks[i]; !l.Granted && l.PID != 0 {
-			waiting[l.PID] = l
-		}
-	}
-	holder := func(key model.KeyID, pid int32) *model.Lock {
-		for i := range snap.Locks {
-			if l := &snap.Locks[i]; l.Granted && l.PID == pid && l.KeyID() == key {
-				return l
-			}
-		}
-		return nil
-	}
-	var out []string
-	indent := ""
-	cur := sel
-	if sel.Granted {
-		var blocked []string
-		key := sel.KeyID()
-		for i := range snap.Locks {
-			l := &snap.Locks[i]
-			if !l.Granted && l.KeyID() == key && containsPID(l.BlockedBy, sel.PID) {
-				blocked = append(blocked, strconv.Itoa(int(l.PID))+" ("+fmtDur(l.Waited)+")")
-			}
-		}
-		if len(blocked) == 0 {
-			out = append(out, sel.Holder()+" holds "+sel.KeyLabel()+" and blocks nobody")
-		} else {
-			out = append(out, sel.Holder()+" holds "+sel.KeyLabel()+" and blocks "+strconv.Itoa(len(blocked))+
-				": "+strings.Join(blocked, ", "))
-		}
-		w, ok := waiting[sel.PID]
-		if !ok {
-			return out
-		}
-		out = append(out, "└ and itself waits:")
-		indent = "  "
-		cur = w
-	}
-	seen := map[int32]bool{cur.PID: true}
-	for depth := 0; ; depth++ {
-		if depth == maxChain {
-			out = append(out, indent+"… (chain cut here)")
-			return out
-		}
-		out = append(out, indent+strconv.Itoa(int(cur.PID))+" waits for "+cur.KeyLabel()+
-			" (#"+strconv.Itoa(cur.QueuePos)+", "+fmtDur(cur.Waited)+")")
-		if len(cur.BlockedBy) == 0 {
-			out = append(out, indent+"└ blocked by nobody in this snapshot (about to be granted)")
-			return out
-		}
-		next := cur.BlockedBy[0]
-		more := ""
-		if n := len(cur.BlockedBy) - 1; n > 0 {
-			more = " and " + strconv.Itoa(n) + " more"
-		}
-		if h := holder(cur.KeyID(), next); h != nil {
-			desc := "└ held by " + strconv.Itoa(int(next)) + more + " · " + orDash(Sanitize(h.ApplicationName)) + " · " + orDash(h.State)
-			if !h.HeldSince.IsZero() {
-				desc += " · held ≥" + fmtDur(h.Held)
-			}
-			out = append(out, indent+desc)
-		} else {
-			out = append(out, indent+"└ queued behind "+strconv.Itoa(int(next))+more+", an earlier waiter in a conflicting mode")
-		}
-		if seen[next] {
-			out = append(out, indent+"   ↻ back to "+strconv.Itoa(int(next))+": a deadlock; PostgreSQL cancels one of the waits")
-			return out
-		}
-		seen[next] = true
-		w, ok := waiting[next]
-		if !ok {
-			return out
-		}
-		indent += "  "
-		cur = w
-	}
-}
-
-func containsPID(pids []int32, pid int32) bool {
-	for _, p := range pids {
-		if p == pid {
-			return true
-		}
-	}
-	return false
 }

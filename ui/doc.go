@@ -1,34 +1,51 @@
-// Package ui is locktop's Bubble Tea dashboard. It never runs SQL: lock
-// snapshots, pool statistics and simulator events arrive as messages, and
-// the simulator is driven through the Simulator interface.
+// Package ui is locktop's Bubble Tea dashboard. It never runs SQL or Redis
+// commands: lock snapshots, pool statistics and simulator events arrive as
+// messages from commands, and the simulator is driven through the
+// Simulator interface.
 //
 // # Structure
 //
-// Model is the root model. It owns the polling loop and composes one
-// component per part of the screen, each with SetSize and View: the header
-// (header.go), the gauges (gauges.go), the lock table (locktable.go), the
-// simulator panel (simpanel.go), the event log (eventlog.go), the footer
-// (the short help of KeyMap, and a status line), and the overlays: the full
-// help (bubbles/help over KeyMap), the lock details, the filter editor, the
-// confirm dialog and the scenario and fault chooser. Every key is in KeyMap
-// (keys.go); every style in Styles (styles.go).
+// Model is the root model. It owns the refresh loop (poller, poller.go)
+// and composes the components, each of which keeps one contract
+// (component, component.go): SetSize, View, and a help.KeyMap of its keys
+// from KeyMap (keys.go), which the footer and the help overlay render — no
+// key hint on screen is a literal. The components are the header
+// (header.go), which renders the poller's state and one banner per failing
+// source; the gauges (gauges.go); the lock table (locktable.go, its columns
+// in columns.go, per-kind presentation in kinds.go); the simulator panel
+// (simpanel.go); the event log (eventlog.go); and the footer (footer.go).
+//
+// At most one overlay is open, in one field: the help (helpoverlay.go), the
+// details of a lock (details.go), the filter's editor (filterinput.go), the
+// confirmation and the pickers (dialogs.go). An overlay is a component that
+// also handles messages while open (Update) and says where it is drawn
+// (Place); q quits from every overlay except one that takes text. The main
+// screen's keys are a table of bindings (actions.go). Layout (layout.go)
+// goes by content: the table's columns get what their visible cells need,
+// and the simulator and the events sit beside the table only when both get
+// their readable width; else they stack.
 //
 // # Data flow
 //
-// The loop is a re-armed tea.Tick: a tick starts a poll (Source.Poll, in a
-// command), the poll's SnapshotMsg arms the next tick. Exactly one tick or
-// one poll is outstanding, so pausing stops the loop outright (an idle
+// Locks come from Options.Source (the server) and Options.Sources (more
+// sources: a Redis, a lease table), each on its own loop: a re-armed
+// tea.Tick, a poll in a command, the poll's SnapshotMsg (carrying which
+// source answered) arming the next tick. Exactly one tick or one poll is
+// outstanding per source, so pausing stops every loop outright (an idle
 // dashboard costs nothing) and changing the interval never starts a second
-// loop. A failed poll shows a banner over the last good snapshot and the
-// next attempt comes after a backoff of 1, 2, 4 … 30 seconds.
+// one. A failed poll shows a banner for that source only, over its last
+// good locks, and that source alone retries after 1, 2, 4 … 30 seconds; the
+// others keep updating. Every source's locks share the one table.
 //
-// With a simulator, its status and the pools are read beside each poll, and
-// its events are taken in batches (at most one redraw per 100 ms for them).
-// Without one, the event log tells what changed between snapshots.
+// With a simulator, its status and the pools are read beside the server's
+// poll, and its events are taken in batches (at most one redraw per 100 ms
+// for them). Without one, the event log tells what changed between
+// snapshots. The log aggregates repeats per kind and key per second and
+// keeps rare events (timeouts, losses, violations) pinned for a minute.
 //
 // # Cost
 //
-// Only the rows that fit are rendered; grouping, filtering and sorting are
-// linear in the lock count. At 10,000 locks a refresh (Update and View)
-// takes a couple of milliseconds (BenchmarkSnapshot10k).
+// Only the rows that fit are rendered and measured; grouping, filtering
+// and sorting are linear in the lock count. At 10,000 locks a refresh
+// (Update and View) takes about a millisecond (BenchmarkSnapshot10k).
 package ui

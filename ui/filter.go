@@ -4,26 +4,40 @@ import (
 	"strconv"
 	"strings"
 
-	"charm.land/bubbles/v2/textinput"
-	tea "charm.land/bubbletea/v2"
-
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
 // filter selects lock rows. Its text is one of
 //
-//	ns:TEXT   the key's label contains TEXT ("ns:AGENT", "ns:AGENT 7")
-//	app:TEXT  the application name contains TEXT
-//	pid:N     the backend's pid is N
-//	TEXT      any of the above (a number also matches the pid exactly)
+//	ns:TEXT, key:TEXT   the key's label contains TEXT ("ns:AGENT", "ns:AGENT 7")
+//	ns:NAME =ID         exactly the key ID of namespace NAME ("ns:AGENT =1")
+//	key:"LABEL"         exactly the key LABEL ("key:\"AGENT 1\"")
+//	app:TEXT            the application name contains TEXT
+//	pid:N               the backend's pid is N
+//	kind:TEXT           the lock's kind contains TEXT ("kind:lease")
+//	TEXT                any of the above, or the owner; a number also matches
+//	                    the pid exactly
 //
-// Matching ignores case.
+// Matching ignores case. A TEXT given as it is (no field, or key:) also
+// finds the one-bigint key it hashes to with FNV-1a (registry.FNV1a32), so
+// "tenant-a:2025-01-15" finds the lock seed 003's booking service takes for
+// it; the hash is of the text as typed, case kept.
 type filter struct {
 	raw   string
-	field string // "ns", "app", "pid" or "" for any
+	field string // "ns", "app", "pid", "kind" or "" for any
 	text  string // lower-cased
 	pid   int64
 	isPID bool
+
+	exact   bool   // the key must be exactly…
+	label   string // …this label (lower-cased), or
+	ns      string // …this namespace (lower-cased)
+	id      int64  // …and id
+	byID    bool   // ns and id set
+	hashed  int64  // the FNV-1a key of the text as typed
+	hashes  bool   // hashed applies
+	pattern string // the registry's name of the hashed pattern the text fits, if any
 }
 
 func parseFilter(s string) filter {
@@ -40,13 +54,47 @@ func parseFilter(s string) filter {
 		case "pid":
 			f.field = "pid"
 			s = rest
+		case "kind":
+			f.field = "kind"
+			s = rest
 		}
 	}
-	f.text = strings.ToLower(strings.TrimSpace(s))
+	s = strings.TrimSpace(s)
+	f.text = strings.ToLower(s)
 	if n, err := strconv.ParseInt(f.text, 10, 64); err == nil {
 		f.pid, f.isPID = n, true
 	}
+	if f.field == "ns" {
+		f.parseExact(s)
+	}
+	if (f.field == "" || f.field == "ns") && !f.exact && s != "" {
+		f.hashed, f.hashes = int64(registry.FNV1a32(s)), true
+		if e, ok := registry.Match(registry.Hashed, s); ok {
+			f.pattern = e.Name
+		}
+	}
 	return f
+}
+
+// parseExact reads the exact forms of a key: "LABEL" in quotes, =LABEL,
+// or NAME =ID.
+func (f *filter) parseExact(s string) {
+	switch {
+	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"':
+		f.exact, f.label = true, strings.ToLower(strings.TrimSpace(s[1:len(s)-1]))
+	case strings.HasPrefix(s, "="):
+		f.exact, f.label = true, strings.ToLower(strings.TrimSpace(s[1:]))
+	default:
+		name, id, ok := strings.Cut(s, "=")
+		if !ok {
+			return
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(id), 10, 64)
+		if err != nil {
+			return
+		}
+		f.exact, f.byID, f.ns, f.id = true, true, strings.ToLower(strings.TrimSpace(name)), n
+	}
 }
 
 func (f filter) empty() bool { return f.text == "" }
@@ -54,16 +102,41 @@ func (f filter) empty() bool { return f.text == "" }
 func (f filter) match(l *model.Lock) bool {
 	switch f.field {
 	case "ns":
-		return containsFold(l.KeyLabel(), f.text)
+		return f.matchKey(l)
 	case "app":
 		return containsFold(l.ApplicationName, f.text)
 	case "pid":
 		return f.isPID && int64(l.PID) == f.pid
+	case "kind":
+		return containsFold(string(l.Kind), f.text)
 	}
 	return (f.isPID && int64(l.PID) == f.pid) ||
-		containsFold(l.KeyLabel(), f.text) ||
+		f.matchKey(l) ||
 		containsFold(l.ApplicationName, f.text) ||
 		containsFold(l.Owner, f.text)
+}
+
+// matchKey matches the key alone: exactly, by its hash, or by its label.
+func (f filter) matchKey(l *model.Lock) bool {
+	switch {
+	case f.byID:
+		return l.Pair && l.EntityID == f.id && strings.EqualFold(l.Namespace, f.ns)
+	case f.exact:
+		return strings.EqualFold(l.KeyLabel(), f.label)
+	case f.hashes && !l.Pair && l.Kind == model.KindAdvisory && l.EntityID == f.hashed:
+		return true
+	}
+	return containsFold(l.KeyLabel(), f.text)
+}
+
+// describe says what the filter found for the table's title: its text,
+// and the key a hashed pattern's string stands for.
+func (f filter) describe() string {
+	s := strconv.Quote(f.raw)
+	if f.pattern != "" {
+		s += " (" + f.pattern + " key " + strconv.FormatInt(f.hashed, 10) + ")"
+	}
+	return s
 }
 
 // containsFold reports whether s contains the lower-case sub, ignoring case.
@@ -77,62 +150,4 @@ func containsFold(s, sub string) bool {
 		}
 	}
 	return strings.Contains(s, sub)
-}
-
-// filterInput is the one-line editor for the filter; the table follows
-// it as it is typed.
-type filterInput struct {
-	st    *Styles
-	input textinput.Model
-	width int
-}
-
-func newFilterInput(st *Styles) filterInput {
-	in := textinput.New()
-	in.Prompt = "/ "
-	in.Placeholder = "AGENT, app:NAME, pid:N, ns:NAME"
-	in.CharLimit = 200
-	// A steady cursor: blinking would redraw the screen twice a second.
-	styles := in.Styles()
-	styles.Cursor.Blink = false
-	in.SetStyles(styles)
-	return filterInput{st: st, input: in}
-}
-
-// SetSize sets the width of the line.
-func (f *filterInput) SetSize(w int) {
-	f.width = w
-	f.input.SetWidth(max(w-lenHint-4, 10))
-}
-
-// Open focuses the editor on the current filter text.
-func (f *filterInput) Open(current string) tea.Cmd {
-	f.input.SetValue(current)
-	f.input.CursorEnd()
-	return f.input.Focus()
-}
-
-// Close ends editing.
-func (f *filterInput) Close() { f.input.Blur() }
-
-// Focused reports whether the filter is being edited.
-func (f *filterInput) Focused() bool { return f.input.Focused() }
-
-// Value is the text typed so far.
-func (f *filterInput) Value() string { return f.input.Value() }
-
-// Update passes a key to the editor.
-func (f *filterInput) Update(msg tea.Msg) tea.Cmd {
-	var cmd tea.Cmd
-	f.input, cmd = f.input.Update(msg)
-	return cmd
-}
-
-const filterHint = "enter keep · esc clear"
-
-var lenHint = len(filterHint)
-
-// View renders the editor line.
-func (f *filterInput) View() string {
-	return fitLine(f.input.View()+"  "+f.st.Dim.Render(filterHint), f.width)
 }

@@ -1,7 +1,10 @@
 package ui
 
 import (
+	"cmp"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,7 +90,7 @@ func cell(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	sw := ansi.StringWidth(s)
+	sw := width(s)
 	if sw > w {
 		return ansi.Truncate(s, w, "…")
 	}
@@ -99,12 +102,26 @@ func rcell(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	sw := ansi.StringWidth(s)
+	sw := width(s)
 	if sw > w {
 		return ansi.Truncate(s, w, "…")
 	}
 	return strings.Repeat(" ", w-sw) + s
 }
+
+// width is the cells s takes: len(s) for printable ASCII, the common
+// case, which spares the grapheme walk of ansi.StringWidth.
+func width(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return ansi.StringWidth(s)
+		}
+	}
+	return len(s)
+}
+
+// spaces is n blanks (none for n <= 0).
+func spaces(n int) string { return strings.Repeat(" ", max(n, 0)) }
 
 // fitLine truncates a styled line to w cells and pads it to exactly w.
 func fitLine(s string, w int) string {
@@ -238,4 +255,92 @@ func counted(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmtCount(int64(n)) + " " + many
+}
+
+// segment is one part of a line that may be dropped when the line is
+// narrow: drop 0 is always kept; the highest drop goes first.
+type segment struct {
+	text string
+	drop int
+}
+
+// fitSegments joins the segments with sep, leaving out the least needed
+// ones until the line fits w cells: the highest drop first, and of equal
+// drops the last first. Segments of the lowest drop are always kept: if
+// they do not fit, the caller's line is cut.
+func fitSegments(segs []segment, sep string, w int) string {
+	keep := make([]bool, len(segs))
+	order := make([]int, 0, len(segs)) // the order they are left out in
+	least := math.MaxInt
+	for i, s := range segs {
+		if s.text != "" {
+			keep[i] = true
+			order = append(order, i)
+			least = min(least, s.drop)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		if c := cmp.Compare(segs[b].drop, segs[a].drop); c != 0 {
+			return c
+		}
+		return cmp.Compare(b, a)
+	})
+	join := func() string {
+		var b strings.Builder
+		for i, s := range segs {
+			if keep[i] {
+				if b.Len() > 0 {
+					b.WriteString(sep)
+				}
+				b.WriteString(s.text)
+			}
+		}
+		return b.String()
+	}
+	for _, i := range order {
+		if l := join(); width(l) <= w || segs[i].drop == least {
+			return l
+		}
+		keep[i] = false
+	}
+	return join()
+}
+
+// wrap breaks s into lines of at most w cells between words (at spaces
+// only: an application name, a key or a number is never broken at a hyphen
+// or a dot); a word longer than a line is cut into pieces.
+func wrap(s string, w int) []string {
+	w = max(w, 1)
+	var lines []string
+	var cur strings.Builder
+	curW := 0
+	flush := func() {
+		lines = append(lines, cur.String())
+		cur.Reset()
+		curW = 0
+	}
+	for _, word := range strings.Split(s, " ") {
+		ww := ansi.StringWidth(word)
+		if curW > 0 && curW+1+ww > w {
+			flush()
+		}
+		for ww > w-curW && ww > w {
+			if curW > 0 {
+				flush()
+			}
+			lines = append(lines, ansi.Truncate(word, w, ""))
+			word = ansi.TruncateLeft(word, w, "")
+			ww = ansi.StringWidth(word)
+		}
+		if curW > 0 {
+			cur.WriteByte(' ')
+			curW++
+		}
+		cur.WriteString(word)
+		curW += ww
+	}
+	if curW > 0 || len(lines) == 0 {
+		flush()
+	}
+	return lines
 }

@@ -13,6 +13,7 @@ import (
 // max, and acquirers waiting for a connection), the server's connections
 // against max_connections, and lock waits per second.
 type gauges struct {
+	noKeys
 	st    *Styles
 	width int
 
@@ -29,12 +30,13 @@ type gauges struct {
 const rateHistory = 60
 
 // SetSize sets the width.
-func (g *gauges) SetSize(w int) { g.width = w }
+func (g *gauges) SetSize(w, _ int) { g.width = w }
 
-// SetSnapshot takes the connection count, the lock counts and the waits
-// that began since the last poll.
-func (g *gauges) SetSnapshot(s *model.Snapshot, held, waiting int) {
-	g.conns, g.held, g.waiting, g.polled = s.Connections, held, waiting, true
+// SetSnapshot takes the server's connection count and the waits that
+// began since its last poll. (The lock counts, of every source, are set by
+// the model.)
+func (g *gauges) SetSnapshot(s *model.Snapshot) {
+	g.conns, g.polled = s.Connections, true
 	if s.Interval > 0 {
 		g.waitRate = append(g.waitRate, float64(s.NewWaits)/s.Interval.Seconds())
 		if len(g.waitRate) > rateHistory {

@@ -3,89 +3,113 @@ package ui
 import (
 	"strconv"
 	"strings"
-	"time"
 
+	"charm.land/bubbles/v2/key"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/locktop/locktop/model"
 )
 
-// connState is the state of the connection to the server.
-type connState int
-
-const (
-	connConnecting connState = iota // no poll has answered yet
-	connOK
-	connLost // the last poll failed; retrying with backoff
-)
-
-// header is the top line (server, refresh, live or paused, connection) and
-// the banners under it: a lost connection and the role's privilege warning.
+// header is the top line — locktop, the server it watches, how it runs,
+// the refresh loop's state — and the banners under it: a source that does
+// not answer (one banner per source, the others live), the role's
+// privilege warning and the operator's warnings. It renders the poller; it
+// keeps no state of the loop itself.
 type header struct {
 	st    *Styles
+	keys  *KeyMap
+	poll  *poller
 	width int
 
-	info    model.ServerInfo
-	mode    string
-	conn    connState
-	latency time.Duration
-	taken   time.Time // the snapshot on screen
-
-	lastErr string
-	attempt int           // failed polls in a row
-	retryIn time.Duration // until the next attempt
+	info     model.ServerInfo
+	server   string // user@host:port/database, never a password
+	mode     string
+	warnings []string
 }
 
-// SetSize sets the width.
-func (h *header) SetSize(w int) { h.width = w }
+// maxWarningLines is how many lines one warning may wrap onto.
+const maxWarningLines = 2
 
-// Height is 1 plus a line per banner.
-func (h *header) Height() int {
-	n := 1
-	if h.conn == connLost {
-		n++
-	}
-	if h.info.Warning != "" {
-		n++
-	}
-	return n
+// SetSize sets the width; the height follows the banners (Height).
+func (h *header) SetSize(w, _ int) { h.width = w }
+
+// ShortHelp is the refresh loop's keys, which the header shows the state
+// of.
+func (h *header) ShortHelp() []key.Binding {
+	return []key.Binding{h.keys.Pause, h.keys.Faster, h.keys.Slower}
 }
 
-// View renders the header and its banners, for the dashboard's refresh
-// interval and whether it is paused.
-func (h *header) View(paused bool, interval time.Duration) string {
-	lines := []string{h.line(paused, interval)}
-	if h.conn == connLost {
-		// What to expect first, the cause after: a long cause is cut, not the rest.
-		msg := "no connection · retry " + strconv.Itoa(h.attempt) + " in " + fmtInterval(h.retryIn)
-		if !h.taken.IsZero() {
-			msg += " · showing " + h.taken.Format("15:04:05")
+// FullHelp is the loop's keys in one column.
+func (h *header) FullHelp() [][]key.Binding {
+	k := h.keys
+	return [][]key.Binding{{k.Pause, k.Refresh, k.Faster, k.Slower}}
+}
+
+// Height is the top line plus a line per banner.
+func (h *header) Height() int { return len(h.lines()) }
+
+// View renders the header and its banners.
+func (h *header) View() string { return strings.Join(h.lines(), "\n") }
+
+func (h *header) lines() []string {
+	lines := []string{h.line()}
+	for _, f := range h.poll.feeds {
+		if f.conn != connLost {
+			continue
 		}
-		msg += " · " + h.lastErr
+		// What to expect first, the cause after: a long cause is cut, not the rest.
+		msg := f.name + ": no connection · retry " + strconv.Itoa(f.failures) + " in " + fmtInterval(f.retryIn)
+		if !f.taken.IsZero() {
+			msg += " · showing " + f.taken.Format("15:04:05")
+		}
+		msg += " · " + f.lastErr
 		lines = append(lines, h.st.Banner.Render(cell(" ⚠ "+Sanitize(msg), h.width)))
 	}
+	warnings := h.warnings
 	if h.info.Warning != "" {
-		lines = append(lines, h.st.Warning.Render(fitLine(" ⚠ "+Sanitize(h.info.Warning), h.width)))
+		warnings = append([]string{h.info.Warning}, warnings...)
 	}
-	return strings.Join(lines, "\n")
+	for _, w := range warnings {
+		wrapped := wrap(Sanitize(w), max(h.width-3, 10))
+		if len(wrapped) > maxWarningLines {
+			wrapped = wrapped[:maxWarningLines]
+			wrapped[maxWarningLines-1] += " …"
+		}
+		for i, l := range wrapped {
+			lead := "   "
+			if i == 0 {
+				lead = " ⚠ "
+			}
+			lines = append(lines, h.st.Warning.Render(fitLine(lead+l, h.width)))
+		}
+	}
+	return lines
 }
 
-// line is the top line. Segments of least use are dropped first when it
-// does not fit.
-func (h *header) line(paused bool, interval time.Duration) string {
-	st := h.st
+// serverLabel is who and where: the server option, else user@database.
+func (h *header) serverLabel() string {
+	if h.server != "" {
+		return Sanitize(h.server)
+	}
+	return Sanitize(h.info.User + "@" + h.info.Database)
+}
+
+// line is the top line. It always names the server, cut in its middle
+// when even that does not fit; segments of least use go first.
+func (h *header) line() string {
+	st, p := h.st, h.poll
+	f := &feed{} // no server: connecting, for ever
+	if len(p.feeds) > 0 {
+		f = p.feeds[0]
+	}
 	// server_version may carry the packager's suffix: "15.18 (Debian 15.18-0+deb12u1)".
 	version, _, _ := strings.Cut(Sanitize(h.info.Version), " ")
-	server := strings.TrimSpace("PostgreSQL " + version)
-	who := Sanitize(h.info.User + "@" + h.info.Database)
-	var live string
-	if paused {
+	live := st.Live.Render("● LIVE")
+	if p.paused {
 		live = st.Paused.Render(" PAUSED ")
-	} else {
-		live = st.Live.Render("● LIVE")
 	}
 	var conn string
-	switch h.conn {
+	switch f.conn {
 	case connConnecting:
 		conn = st.Dim.Render("connecting…")
 	case connOK:
@@ -93,44 +117,47 @@ func (h *header) line(paused bool, interval time.Duration) string {
 	case connLost:
 		conn = st.Lost.Render("reconnecting")
 	}
-	type seg struct {
-		text     string
-		optional int // 0 always shown; higher is dropped first
-	}
-	segs := []seg{
+	segs := []segment{
 		{st.App.Render("locktop"), 0},
-		{server, 0},
-		{who, 0},
-		{st.Dim.Render(h.mode), 1},
-		{"every " + fmtInterval(interval), 0},
+		{"", 0}, // the server, below
+		{strings.TrimSpace("PostgreSQL " + version), 2},
+		{st.Dim.Render(h.mode), 3},
+		{"every " + fmtInterval(p.interval), 1},
 		{live, 0},
 		{conn, 0},
-		{st.Dim.Render("poll " + fmtDur(h.latency)), 3},
-		{st.Dim.Render("at " + h.taken.Format("15:04:05")), 2},
+	}
+	if f.conn == connOK {
+		segs = append(segs, segment{st.Dim.Render("poll " + fmtDur(f.latency)), 5})
+	}
+	if !f.taken.IsZero() {
+		segs = append(segs, segment{st.Dim.Render("at " + f.taken.Format("15:04:05")), 4})
 	}
 	if h.mode == "" {
 		segs[3].text = ""
 	}
-	if h.conn != connOK {
-		segs[7].text = ""
+	// The server gets what the kept segments leave, and at least its own
+	// width when that fits.
+	server := h.serverLabel()
+	segs[1].text = server
+	l := fitSegments(segs, st.Dim.Render(" · "), h.width)
+	if over := ansi.StringWidth(l) - h.width; over > 0 {
+		segs[1].text = middle(server, ansi.StringWidth(server)-over)
+		l = fitSegments(segs, st.Dim.Render(" · "), h.width)
 	}
-	if h.taken.IsZero() {
-		segs[8].text = ""
+	return fitLine(l, h.width)
+}
+
+// middle cuts s to w cells by taking out its middle: a socket directory's
+// start and a database's name both stay.
+func middle(s string, w int) string {
+	sw := ansi.StringWidth(s)
+	if sw <= w {
+		return s
 	}
-	sep := st.Dim.Render(" · ")
-	join := func(drop int) string {
-		var parts []string
-		for _, s := range segs {
-			if s.text != "" && (s.optional == 0 || s.optional < drop) {
-				parts = append(parts, s.text)
-			}
-		}
-		return strings.Join(parts, sep)
+	if w < 3 {
+		return ansi.Truncate(s, max(w, 0), "")
 	}
-	for drop := 4; drop > 0; drop-- {
-		if l := join(drop); ansi.StringWidth(l) <= h.width {
-			return fitLine(l, h.width)
-		}
-	}
-	return fitLine(join(1), h.width)
+	head := (w - 1) / 2
+	tail := w - 1 - head
+	return ansi.Truncate(s, head, "") + "…" + ansi.TruncateLeft(s, sw-tail, "")
 }

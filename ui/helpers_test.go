@@ -21,21 +21,20 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/ui")
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // t0 is the fixed clock of every test: goldens never depend on the time
 // they run.
 var t0 = time.Date(2026, 3, 14, 15, 4, 5, 0, time.UTC)
 
-// golden compares a view, ANSI stripped, with testdata/ui/name.golden at
-// the top of the module.
+// golden compares a view, ANSI stripped, with testdata/name.golden.
 func golden(t *testing.T, name, view string) {
 	t.Helper()
 	got := ansi.Strip(view)
 	if !strings.HasSuffix(got, "\n") {
 		got += "\n"
 	}
-	path := filepath.Join("..", "testdata", "ui", name+".golden")
+	path := filepath.Join("testdata", name+".golden")
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -276,16 +275,13 @@ func newHarness(t testing.TB, opts Options) *harness {
 	if fs, ok := opts.Simulator.(*fakeSim); ok {
 		h.sim = fs
 	}
-	if opts.Mode == "" {
-		opts.Mode = "read-only"
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	h.m = New(ctx, opts)
 	h.m.now = func() time.Time { return t0 }
 	// Ticks are recorded, never waited for: a test sends tickMsg itself
 	// when it wants the time to have passed.
-	h.m.after = func(d time.Duration, msg tea.Msg) tea.Cmd {
+	h.m.poll.after = func(d time.Duration, msg tea.Msg) tea.Cmd {
 		h.armed = append(h.armed, d)
 		return nil
 	}
@@ -346,6 +342,34 @@ func (h *harness) keys(keys ...string) {
 }
 
 func (h *harness) view() string { return h.m.render() }
+
+// feed is the server's part of the refresh loop.
+func (h *harness) feed() *feed { return h.m.poll.feeds[0] }
+
+// tick is the tick the server's loop waits for.
+func (h *harness) tick() tickMsg { return tickMsg{source: 0, seq: h.feed().seq} }
+
+// opened returns the open overlay if it is a T.
+func opened[T overlay](h *harness) (T, bool) {
+	o, ok := h.m.overlay.(T)
+	return o, ok
+}
+
+// isOpen reports whether the open overlay is a T.
+func isOpen[T overlay](h *harness) bool {
+	_, ok := opened[T](h)
+	return ok
+}
+
+// notes are the details of the rare lines of the event log (the
+// dashboard's own notes among them), oldest first.
+func (h *harness) notes() []string {
+	var out []string
+	for _, g := range h.m.events.rare {
+		out = append(out, g.detail)
+	}
+	return out
+}
 
 // press builds the key press a terminal would deliver for k.
 func press(k string) tea.KeyPressMsg {

@@ -1,13 +1,20 @@
 package ui
 
-import "charm.land/bubbles/v2/key"
+import (
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+)
 
-// KeyMap is every key the dashboard answers to. The footer and the help
-// overlay are generated from it, so a key that is not here does not exist.
+// KeyMap is every key the dashboard answers to. The footer, the help
+// overlay and every hint on screen are rendered from it, so a key that is
+// not here does not exist, and a hint cannot say another key than the one
+// that works.
 type KeyMap struct {
-	// Always there: quit, help, pause, refresh now and its interval.
-	Quit    key.Binding
-	Help    key.Binding
+	// Always there: quit and help.
+	Quit key.Binding
+	Help key.Binding
+
+	// The refresh loop: pause, refresh now and its interval.
 	Pause   key.Binding
 	Refresh key.Binding
 	Faster  key.Binding
@@ -37,12 +44,15 @@ type KeyMap struct {
 	// --allow-terminate, and always asks first.
 	Terminate key.Binding
 
-	// Keys of the overlays and dialogs: close one, answer the
-	// confirmation, pick from a list.
+	// Keys of the overlays: close one (on the table: clear the filter),
+	// answer the confirmation, pick from a list, keep or clear the filter
+	// being typed.
 	Close   key.Binding
 	Confirm key.Binding
 	Cancel  key.Binding
 	Choose  key.Binding
+	Keep    key.Binding
+	Clear   key.Binding
 }
 
 // DefaultKeyMap returns the keys. Simulator keys are enabled with a
@@ -52,8 +62,9 @@ func DefaultKeyMap() KeyMap {
 		return key.NewBinding(key.WithKeys(keys...), key.WithHelp(help, desc))
 	}
 	return KeyMap{
-		Quit:    b("q", "quit", "q", "ctrl+c"),
-		Help:    b("?", "help", "?"),
+		Quit: b("q", "quit", "q", "ctrl+c"),
+		Help: b("?", "help", "?"),
+
 		Pause:   b("space", "pause/resume", "space", "p"),
 		Refresh: b("r", "refresh now", "r"),
 		Faster:  b(">", "refresh faster", ">", "."),
@@ -80,31 +91,56 @@ func DefaultKeyMap() KeyMap {
 		Terminate: b("T", "terminate backend", "T"),
 
 		Close:   b("esc", "close", "esc"),
-		Confirm: b("y", "yes", "y", "Y"),
-		Cancel:  b("n/esc", "no", "n", "N", "esc"),
+		Confirm: b("y", "terminate", "y", "Y"),
+		Cancel:  b("n/esc", "keep it", "n", "N", "esc"),
 		Choose:  b("enter", "choose", "enter"),
+		Keep:    b("enter", "keep", "enter"),
+		Clear:   b("esc", "clear", "esc"),
 	}
 }
 
 // setAvailable enables the keys that depend on what was given.
 func (k *KeyMap) setAvailable(sim, terminate bool) {
-	for _, b := range []*key.Binding{&k.Scenario, &k.RatesUp, &k.RatesDown, &k.WorkersUp, &k.WorkersDown, &k.Locks, &k.Fault} {
+	for _, b := range k.simKeys() {
 		b.SetEnabled(sim)
 	}
 	k.Terminate.SetEnabled(terminate)
 }
 
-// ShortHelp is the footer: the keys most needed, in order.
+func (k *KeyMap) simKeys() []*key.Binding {
+	return []*key.Binding{&k.Scenario, &k.RatesUp, &k.RatesDown, &k.WorkersUp, &k.WorkersDown, &k.Locks, &k.Fault}
+}
+
+// ShortHelp is the footer of the main screen: the keys most needed, in
+// order.
 func (k KeyMap) ShortHelp() []key.Binding {
 	return []key.Binding{k.Quit, k.Help, k.Pause, k.Filter, k.Sort, k.Details, k.Scenario, k.Locks, k.Faster, k.Slower}
 }
 
-// FullHelp is the help overlay, one column per group.
+// FullHelp is the keys of the screen itself; the components add theirs
+// (see screenKeys).
 func (k KeyMap) FullHelp() [][]key.Binding {
-	return [][]key.Binding{
-		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Details},
-		{k.Filter, k.Sort, k.Pause, k.Refresh, k.Faster, k.Slower, k.Terminate},
-		{k.Scenario, k.RatesUp, k.RatesDown, k.WorkersUp, k.WorkersDown, k.Locks, k.Fault},
-		{k.Help, k.Close, k.Quit},
-	}
+	return [][]key.Binding{{k.Help, k.Close, k.Quit}}
 }
+
+// with returns b with another description, for an overlay whose key does
+// something of its own (esc "close" in the help, "clear" on the table).
+func with(b key.Binding, desc string) key.Binding {
+	b.SetHelp(b.Help().Key, desc)
+	return b
+}
+
+// pressed reports whether msg is one of b's keys, enabled or not (to
+// explain a key that is off).
+func pressed(msg tea.KeyPressMsg, b key.Binding) bool {
+	s := msg.String()
+	for _, k := range b.Keys() {
+		if k == s {
+			return true
+		}
+	}
+	return false
+}
+
+// hint names a key for a sentence: "esc", "space".
+func hint(b key.Binding) string { return b.Help().Key }

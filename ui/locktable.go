@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+
 	"github.com/locktop/locktop/model"
 )
 
@@ -16,7 +19,7 @@ import (
 type sortMode int
 
 const (
-	sortKey   sortMode = iota // by key, as the snapshot has them
+	sortKey   sortMode = iota // by key, as the sources have them
 	sortWait                  // longest current wait first
 	sortQueue                 // longest queue first
 	sortHeld                  // longest held first
@@ -56,19 +59,22 @@ type keyGroup struct {
 	maxHeld    time.Duration
 }
 
-// tableRow is one displayed row: an index into the snapshot's locks and
-// where it sits in its group (for the tree drawn in the key column).
+// tableRow is one displayed row: an index into the locks and where it sits
+// in its group (for the tree drawn in the key column).
 type tableRow struct {
 	lock  int
 	first bool
 	last  bool
 }
 
-// lockTable is the lock table: key groups (holder, then waiters in queue
-// order), filtered and sorted, with a cursor. Only the rows that fit are
-// ever rendered, so its cost per frame does not grow with the lock count.
+// lockTable is the lock table, every kind of lock in it: key groups
+// (holder, then waiters in queue order), filtered and sorted, with a
+// cursor. Only the rows that fit are ever rendered, and its columns are
+// measured on those rows, so its cost per frame does not grow with the
+// lock count.
 type lockTable struct {
 	st     *Styles
+	keys   *KeyMap
 	width  int
 	height int
 	db     string // the monitored database: keys elsewhere say where they are
@@ -77,6 +83,7 @@ type lockTable struct {
 	groups []keyGroup
 	rows   []tableRow
 	shown  int // groups after filtering
+	kinds  int // distinct kinds among the locks: more than one shows KIND
 
 	held, waiting int
 	sort          sortMode
@@ -90,14 +97,15 @@ type lockTable struct {
 
 // tablePaints are the table's styles as paints (see paint).
 type tablePaints struct {
-	key, tree, holds, waits, dim paint
-	sev                          [3]paint // by severity
+	key, tree, holds, waits, idle, dim paint
+	sev                                [3]paint // by severity
 }
 
-func newLockTable(st *Styles) lockTable {
-	return lockTable{st: st, paints: tablePaints{
+func newLockTable(st *Styles, k *KeyMap) lockTable {
+	return lockTable{st: st, keys: k, paints: tablePaints{
 		key: paintOf(st.Key), tree: paintOf(st.Tree), holds: paintOf(st.Holds), waits: paintOf(st.Waits),
-		dim: paintOf(st.Dim), sev: [3]paint{paintOf(st.TimeOK), paintOf(st.TimeWarn), paintOf(st.TimeCrit)},
+		idle: paintOf(st.IdleTx), dim: paintOf(st.Dim),
+		sev: [3]paint{paintOf(st.TimeOK), paintOf(st.TimeWarn), paintOf(st.TimeCrit)},
 	}}
 }
 
@@ -108,15 +116,67 @@ func (t *lockTable) SetSize(w, h int) {
 	t.scroll()
 }
 
-// SetLocks replaces the rows with a snapshot's, keeping the selection on the
-// same row when it is still there.
+// ShortHelp is the table's most used keys.
+func (t *lockTable) ShortHelp() []key.Binding {
+	k := t.keys
+	return []key.Binding{k.Filter, k.Sort, k.Details}
+}
+
+// FullHelp is every key of the table, in one column.
+func (t *lockTable) FullHelp() [][]key.Binding {
+	k := t.keys
+	return [][]key.Binding{
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Details},
+		{k.Filter, with(k.Close, "clear filter"), k.Sort, k.Terminate},
+	}
+}
+
+// onKey moves the cursor, sorts, or clears the filter. It reports whether
+// the key was the table's, and what to say about it.
+func (t *lockTable) onKey(msg tea.KeyPressMsg) (handled bool, status string) {
+	k := t.keys
+	switch {
+	case key.Matches(msg, k.Up):
+		t.Move(-1)
+	case key.Matches(msg, k.Down):
+		t.Move(1)
+	case key.Matches(msg, k.PageUp):
+		t.Move(-t.Page())
+	case key.Matches(msg, k.PageDown):
+		t.Move(t.Page())
+	case key.Matches(msg, k.Top):
+		t.MoveTo(0)
+	case key.Matches(msg, k.Bottom):
+		t.MoveTo(-1)
+	case key.Matches(msg, k.Sort):
+		t.CycleSort()
+		return true, "sorted by " + t.sort.String()
+	case key.Matches(msg, k.Close):
+		if !t.filter.empty() {
+			t.SetFilter("")
+			return true, "filter cleared"
+		}
+	default:
+		return false, ""
+	}
+	return true, ""
+}
+
+// SetLocks replaces the rows, keeping the selection on the same row when
+// it is still there. The rows of one key must be together, holders first.
 func (t *lockTable) SetLocks(locks []model.Lock) {
 	t.locks = locks
-	t.held, t.waiting = 0, 0
+	t.held, t.waiting, t.kinds = 0, 0, 0
 	t.groups = t.groups[:0]
+	var kinds [4]model.Kind // the first few distinct kinds; more than one is all that matters
 	for i := 0; i < len(locks); {
 		g := keyGroup{start: i}
-		for ; i < len(locks) && (i == g.start || sameKey(&locks[g.start], &locks[i])); i++ {
+		id := locks[i].KeyID()
+		if t.kinds < len(kinds) && !slices.Contains(kinds[:t.kinds], locks[i].Kind) {
+			kinds[t.kinds] = locks[i].Kind
+			t.kinds++
+		}
+		for ; i < len(locks) && (i == g.start || isKey(&locks[i], id)); i++ {
 			l := &locks[i]
 			if l.Granted {
 				t.held++
@@ -178,7 +238,7 @@ func (t *lockTable) rebuild() {
 	// Keep the selection on the same row, else at the same place.
 	if t.hasSelection {
 		for i, r := range t.rows {
-			if idOf(&t.locks[r.lock]) == t.selected {
+			if l := &t.locks[r.lock]; l.PID == t.selected.pid && idOf(l) == t.selected {
 				t.cursor = i
 				break
 			}
@@ -252,184 +312,75 @@ func (t *lockTable) Selected() (*model.Lock, bool) {
 // Page is the number of rows a page key moves.
 func (t *lockTable) Page() int { return max(t.visible()-1, 1) }
 
-// column is one column of the table: its title, width, alignment and how
-// a row fills it (text, and the style it is drawn in).
-type column struct {
-	title string
-	width int
-	right bool
-	cell  func(t *lockTable, r tableRow, l *model.Lock) (string, paint)
-}
-
-const markW = 2 // "› " in front of the selected row
-
-// columns lays the columns out in the table's width: the key, state, pid,
-// time and blocker always; the mode from 100 cells (narrower, a share lock
-// says "sh" in its state); then the application; then the user and the
-// query in what is left.
-func (t *lockTable) columns() []column {
-	plain := paint{}
-	p := &t.paints
-	narrow := t.width < 100
-	cols := []column{
-		{title: "KEY", width: 20, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			switch {
-			case r.first:
-				s := l.KeyLabel()
-				if l.Database != "" && t.db != "" && l.Database != t.db {
-					s += " @" + l.Database
-				}
-				return Sanitize(s), p.key
-			case r.last:
-				return " └─", p.tree
-			}
-			return " ├─", p.tree
-		}},
-		{title: "STATE", width: 10, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			s, st := "holds", p.holds
-			if !l.Granted {
-				s, st = "waits #"+strconv.Itoa(l.QueuePos), p.waits
-			}
-			if narrow && l.Mode == model.ModeShare {
-				s += " sh"
-			}
-			return s, st
-		}},
-		{title: "PID", width: 7, right: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return Sanitize(l.Holder()), plain // a lease's owner comes from elsewhere
-		}},
-		{title: "APPLICATION", cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return Sanitize(l.ApplicationName), plain
-		}},
-	}
-	if !narrow {
-		cols = append(cols, column{title: "MODE", width: 5, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return Sanitize(modeText(l.Mode)), plain
-		}})
-	} else {
-		cols[0].width, cols[1].width = 19, 11
-	}
-	cols = append(cols,
-		column{title: "TIME", width: 8, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			s, sev := lockTime(l)
-			if t.st.Marks && sev != sevNone {
-				s += " " + sev.mark()
-			}
-			return s, p.sev[sev]
-		}},
-		column{title: "BLOCKED BY", width: 10, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return blockedText(l.BlockedBy, 10), plain
-		}},
-	)
-	used := markW
-	for _, c := range cols {
-		used += c.width + 1
-	}
-	rest := t.width - used
-	app := &cols[3]
-	app.width = min(max(rest, 4), 22)
-	rest -= app.width
-	if rest >= 40 {
-		cols = append(cols, column{title: "USER", width: 12, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return Sanitize(l.User), plain
-		}})
-		rest -= 13
-	}
-	if rest >= 13 {
-		cols = append(cols, column{title: "QUERY", width: rest - 1, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return Sanitize(l.Query), p.dim
-		}})
-	}
-	return cols
-}
-
 // View renders the title, the column titles and the rows that fit.
 func (t *lockTable) View() string {
 	if t.width <= 0 || t.height <= 0 {
 		return ""
 	}
 	lines := make([]string, 0, t.height)
-	lines = append(lines, rule(t.st, "Locks", t.summary(), t.width))
+	lines = append(lines, rule(t.st, "Locks", t.summary(t.width-len("Locks ")-2), t.width))
 	if t.height == 1 {
 		return fitBlock(lines, t.width, t.height)
 	}
-	cols := t.columns()
-	var head strings.Builder
-	head.WriteString(strings.Repeat(" ", markW))
-	for i, c := range cols {
-		if i > 0 {
-			head.WriteByte(' ')
-		}
-		head.WriteString(align(c.title, c.width, c.right))
-	}
-	lines = append(lines, t.st.ColHead.Render(fitLine(head.String(), t.width)))
+	lay := t.layout()
+	lines = append(lines, t.st.ColHead.Render(fitLine(lay.head(), t.width)))
 	switch {
 	case len(t.locks) == 0:
-		lines = append(lines, "", t.st.Dim.Render("  No advisory locks are held or awaited right now."))
+		lines = append(lines, "", t.st.Dim.Render("  No locks are held or awaited right now."))
 	case len(t.rows) == 0:
-		lines = append(lines, "", t.st.Dim.Render("  No lock matches the filter "+strconv.Quote(t.filter.raw)+" (esc clears it)."))
+		lines = append(lines, "", t.st.Dim.Render("  No lock matches the filter "+strconv.Quote(t.filter.raw)+
+			" ("+hint(t.keys.Close)+" clears it)."))
 	}
-	end := min(t.offset+t.visible(), len(t.rows))
-	for i := t.offset; i < end; i++ {
-		lines = append(lines, t.renderRow(i, cols))
+	for i := range lay.rows {
+		lines = append(lines, t.renderRow(&lay, i))
 	}
 	return fitBlock(lines, t.width, t.height)
 }
 
-func align(s string, w int, right bool) string {
-	if right {
-		return rcell(s, w)
-	}
-	return cell(s, w)
-}
-
-// summary is the text beside the title: counts, sort, filter.
-func (t *lockTable) summary() string {
-	var b strings.Builder
-	b.WriteString(counted(len(t.groups), "key", "keys"))
-	b.WriteString(" · ")
-	b.WriteString(fmtCount(int64(t.held)))
-	b.WriteString(" held · ")
-	b.WriteString(fmtCount(int64(t.waiting)))
-	b.WriteString(" waiting · sort: ")
-	b.WriteString(t.sort.String())
+// summary is the text beside the title in at most w cells: the filter and
+// its match count first, then the counts, the rows shown and the sort; the
+// least needed go when it is narrow.
+func (t *lockTable) summary(w int) string {
+	var segs []segment
+	keys := counted(len(t.groups), "key", "keys")
 	if !t.filter.empty() {
-		b.WriteString(" · filter ")
-		b.WriteString(strconv.Quote(t.filter.raw))
-		b.WriteString(": ")
-		b.WriteString(counted(t.shown, "key", "keys"))
+		keys = "filter " + t.filter.describe() + ": " + counted(t.shown, "key", "keys") + " of " + fmtCount(int64(len(t.groups)))
 	}
+	segs = append(segs, segment{keys + " · " + fmtCount(int64(t.held)) + " held · " + fmtCount(int64(t.waiting)) + " waiting", 0})
 	if n := len(t.rows); n > t.visible() && t.visible() > 0 {
-		b.WriteString(" · rows ")
-		b.WriteString(strconv.Itoa(t.offset + 1))
-		b.WriteString("–")
-		b.WriteString(strconv.Itoa(min(t.offset+t.visible(), n)))
-		b.WriteString(" of ")
-		b.WriteString(fmtCount(int64(n)))
+		segs = append(segs, segment{"rows " + strconv.Itoa(t.offset+1) + "–" + strconv.Itoa(min(t.offset+t.visible(), n)) +
+			" of " + fmtCount(int64(n)), 1})
 	}
-	return b.String()
+	drop := 2
+	if t.sort != sortKey {
+		drop = 1 // a sort chosen is worth saying
+	}
+	segs = append(segs, segment{"sort: " + t.sort.String(), drop})
+	return fitSegments(segs, " · ", w)
 }
 
-// renderRow renders row i. The selected row is drawn plain and reversed,
-// so it reads the same with or without colour.
-func (t *lockTable) renderRow(i int, cols []column) string {
-	r := t.rows[i]
-	l := &t.locks[r.lock]
-	sel := i == t.cursor
+// renderRow renders row i of lay. The selected row is drawn plain and
+// reversed, so it reads the same with or without colour.
+func (t *lockTable) renderRow(lay *tableLayout, i int) string {
+	sel := lay.first+i == t.cursor
 	var b strings.Builder
 	if sel {
 		b.WriteString("› ")
 	} else {
 		b.WriteString("  ")
 	}
-	for ci, c := range cols {
+	for ci, c := range lay.cols {
 		if ci > 0 {
 			b.WriteByte(' ')
 		}
-		text, style := c.cell(t, r, l)
+		cl := &lay.rows[i][ci]
+		text := cl.text
+		if c.shrink != nil && len(text) > c.width {
+			text = c.shrink(&t.locks[t.rows[lay.first+i].lock], c.width)
+		}
 		text = align(text, c.width, c.right)
 		if !sel {
-			text = style.on(text)
+			text = cl.paint.on(text)
 		}
 		b.WriteString(text)
 	}
@@ -439,62 +390,11 @@ func (t *lockTable) renderRow(i int, cols []column) string {
 	return b.String()
 }
 
-// severity grades a wait against the thresholds.
-type severity int
-
-const (
-	sevNone severity = iota
-	sevWarn
-	sevCrit
-)
-
-func waitSeverity(d time.Duration) severity {
-	switch {
-	case d >= waitCrit:
-		return sevCrit
-	case d >= waitWarn:
-		return sevWarn
+func align(s string, w int, right bool) string {
+	if right {
+		return rcell(s, w)
 	}
-	return sevNone
-}
-
-// mark says without colour what the colour says.
-func (s severity) mark() string {
-	switch s {
-	case sevWarn:
-		return "!"
-	case sevCrit:
-		return "!!"
-	}
-	return ""
-}
-
-// lockTime is the time cell: how long a waiter has waited (graded), how
-// long at least a holder has held (the server does not record grant times:
-// see model.Lock.HeldSince), or the lease left.
-func lockTime(l *model.Lock) (string, severity) {
-	switch {
-	case l.Kind == model.KindLeasePG || l.Kind == model.KindLeaseRedis:
-		if l.Granted {
-			return "lease " + fmtDur(l.LeaseLeft), sevNone
-		}
-		return fmtDur(l.Waited), waitSeverity(l.Waited)
-	case !l.Granted:
-		return fmtDur(l.Waited), waitSeverity(l.Waited)
-	case l.HeldSince.IsZero():
-		return "", sevNone
-	}
-	return "≥" + fmtDur(l.Held), sevNone
-}
-
-func modeText(mode string) string {
-	switch mode {
-	case model.ModeExclusive:
-		return "excl"
-	case model.ModeShare:
-		return "share"
-	}
-	return strings.TrimSuffix(mode, "Lock")
+	return cell(s, w)
 }
 
 // blockedText lists blocking pids in at most w cells: "4242", "4242,4243",

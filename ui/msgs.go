@@ -9,17 +9,21 @@ import (
 	"github.com/locktop/locktop/model"
 )
 
-// SnapshotMsg carries one poll's result into Update: a snapshot, or the
-// error that kept the poll from reading one. The dashboard's own polls
+// SnapshotMsg carries one source's answer to one poll into Update: a
+// snapshot, or the error that kept the poll from reading one. Source says
+// whose: 0 is Options.Source, i is Options.Sources[i-1]. Each source
+// answers on its own, so a refresh brings one message per source and a
+// failing source never holds back the others. The dashboard's own polls
 // deliver it; a caller that polls elsewhere may send it too.
 type SnapshotMsg struct {
+	Source   int
 	Snapshot model.Snapshot
 	Err      error
 }
 
-// tickMsg re-arms the polling loop; seq tells a current tick from one
+// tickMsg re-arms one source's loop; seq tells a current tick from one
 // armed before the interval changed or a refresh was forced.
-type tickMsg struct{ seq int }
+type tickMsg struct{ source, seq int }
 
 // simMsg carries the simulator's status.
 type simMsg struct {
@@ -40,23 +44,22 @@ type actionMsg struct {
 	err  error
 }
 
-// pollTimeout bounds one poll, on top of the monitor's own
-// statement_timeout, so a dead network never hangs the loop.
-const pollTimeout = 10 * time.Second
-
-// pollCmd reads one snapshot from src.
-func pollCmd(ctx context.Context, src Source) tea.Cmd {
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(ctx, pollTimeout)
-		defer cancel()
-		snap, err := src.Poll(ctx)
-		return SnapshotMsg{Snapshot: snap, Err: err}
-	}
-}
-
 // simCmd reads the simulator's status.
 func simCmd(sim Simulator) tea.Cmd {
 	return func() tea.Msg { return simMsg{status: sim.Status()} }
+}
+
+// action runs fn in a command and reports it as an actionMsg.
+func action(note string, fn func() error) tea.Cmd {
+	return func() tea.Msg { return actionMsg{note: note, err: fn()} }
+}
+
+// outcome runs fn in a command and reports what it says it did.
+func outcome(fn func() (note string, err error)) tea.Cmd {
+	return func() tea.Msg {
+		note, err := fn()
+		return actionMsg{note: note, err: err}
+	}
 }
 
 // Event batching: a busy simulator sends thousands of events a second; the

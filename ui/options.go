@@ -3,14 +3,15 @@ package ui
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/locktop/locktop/model"
 )
 
-// Source is where lock snapshots come from; *monitor.Monitor satisfies it.
-// Poll is called from a command, never from Update, and at most one poll
-// runs at a time.
+// Source is the server the dashboard watches; *monitor.Monitor satisfies
+// it. Poll is called from a command, never from Update, and at most one
+// poll runs at a time.
 type Source interface {
 	// Poll reads the lock table once. Its error is shown on screen and
 	// logged as it is, so it must be one line and hold no password.
@@ -19,10 +20,29 @@ type Source interface {
 	Info() model.ServerInfo
 }
 
+// LockSource is one more place locks come from, beside Source: a Redis
+// holding session mutexes, a table of leases. Each is polled on its own
+// loop at the dashboard's interval, with its own timeout and backoff; its
+// locks join the one table, and its failure shows a banner of its own while
+// the other sources keep updating. Poll is called from a command, never
+// from Update, and at most one poll of a source runs at a time.
+type LockSource interface {
+	// Name names the source on its banner and in the log: "redis",
+	// "lease". Names are shown as they are.
+	Name() string
+	// Poll reads the source once: its locks with their Kind set, ordered
+	// as model.Snapshot orders them, and Taken by the source's own clock.
+	// Its error is shown as it is: one line, no password.
+	Poll(ctx context.Context) (model.Snapshot, error)
+}
+
 // Options are what the dashboard is given. Only Source is required.
 type Options struct {
-	// Source supplies the lock snapshots.
+	// Source supplies the lock snapshots of the server.
 	Source Source
+	// Sources are more places locks come from (see LockSource), polled
+	// beside Source; their locks share the table.
+	Sources []LockSource
 	// Simulator, when not nil, adds the simulator panel and its controls;
 	// the gauges show the pools in its status.
 	Simulator Simulator
@@ -32,14 +52,40 @@ type Options struct {
 	Terminate func(ctx context.Context, pid int32) error
 	// Interval is the refresh interval; default DefaultInterval.
 	Interval time.Duration
-	// Mode names how locktop runs, for the header: "monitor", "embedded",
-	// "monitor + sim".
-	Mode string
+	// Server names the watched server in the header, as pg_activity does:
+	// "user@host:port/database", the host being the socket directory for a
+	// Unix socket. Never a password. "" shows Source.Info's user@database.
+	Server string
+	// ThrowAway says the server is locktop's own throw-away PostgreSQL;
+	// the header's mode says so.
+	ThrowAway bool
+	// Warnings are shown under the header for as long as the dashboard
+	// runs: things the operator must not miss, such as --http listening
+	// on an address other machines reach.
+	Warnings []string
 	// Logger receives what happens (connection lost, actions taken); nil
 	// discards it. The TUI owns the screen, so this should write to a file.
 	Logger *slog.Logger
 	// NoColor renders without colour; Run sets it from NO_COLOR.
 	NoColor bool
+}
+
+// mode is the header's words for how locktop runs, derived from the
+// options alone: what it watches, and what it may do there.
+func (o *Options) mode() string {
+	var parts []string
+	switch {
+	case o.ThrowAway:
+		parts = append(parts, "throw-away server")
+	case o.Simulator != nil:
+		parts = append(parts, "simulator attached")
+	case o.Terminate == nil:
+		parts = append(parts, "read-only")
+	}
+	if o.Terminate != nil {
+		parts = append(parts, "terminate allowed")
+	}
+	return strings.Join(parts, " · ")
 }
 
 // DefaultInterval is the refresh interval when Options.Interval is zero.

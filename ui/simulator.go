@@ -17,8 +17,9 @@ type Simulator interface {
 	// rate without a limit (0) stays without one.
 	ScaleRates(factor float64) int
 	// ScaleWorkers multiplies the goroutines of every worker kind by factor
-	// (at least one more or one fewer, never none), adding or removing
-	// workers while they run, and returns how many there are now.
+	// (from the scenario's own numbers, so opposite factors cancel out;
+	// rounded, never none), adding or removing workers while they run, and
+	// returns how many there are now.
 	ScaleWorkers(factor float64) int
 	// ToggleLocks turns the locks off if they are on and on if they are off
 	// (off shows the races), and returns the new state. Two toggles cancel

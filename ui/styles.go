@@ -40,6 +40,7 @@ type Styles struct {
 	Status, ErrorMsg lipgloss.Style
 
 	Holds, Waits               lipgloss.Style
+	IdleTx                     lipgloss.Style // a holder idle in a transaction
 	TimeOK, TimeWarn, TimeCrit lipgloss.Style
 
 	GaugeOK, GaugeWarn, GaugeCrit, GaugeEmpty lipgloss.Style
@@ -78,6 +79,7 @@ func DefaultStyles() Styles {
 
 		Holds:    lipgloss.NewStyle().Foreground(colGreen),
 		Waits:    lipgloss.NewStyle().Foreground(colYellow),
+		IdleTx:   lipgloss.NewStyle().Bold(true).Foreground(colYellow),
 		TimeOK:   lipgloss.NewStyle(),
 		TimeWarn: lipgloss.NewStyle().Foreground(colYellow),
 		TimeCrit: lipgloss.NewStyle().Bold(true).Foreground(colBrRed),

@@ -29,20 +29,20 @@ func msgsOf[T any](msgs []tea.Msg) []T {
 func TestPollingLoopRearmsOneTick(t *testing.T) {
 	h := newHarness(t, Options{Interval: 2 * time.Second})
 	h.start(100, 30)
-	if h.src.polls != 1 || h.m.phase != phaseWaiting || !slices.Equal(h.armed, []time.Duration{2 * time.Second}) {
-		t.Fatalf("after the first poll: polls %d, phase %d, armed %v", h.src.polls, h.m.phase, h.armed)
+	if h.src.polls != 1 || h.feed().phase != phaseWaiting || !slices.Equal(h.armed, []time.Duration{2 * time.Second}) {
+		t.Fatalf("after the first poll: polls %d, phase %d, armed %v", h.src.polls, h.feed().phase, h.armed)
 	}
 	// The tick polls; the poll's answer arms the next tick.
-	msgs := h.step(tickMsg{seq: h.m.seq})
+	msgs := h.step(h.tick())
 	if len(msgsOf[SnapshotMsg](msgs)) != 1 || h.src.polls != 2 || len(h.armed) != 2 {
 		t.Fatalf("tick: %d snapshots, %d polls, armed %v", len(msgsOf[SnapshotMsg](msgs)), h.src.polls, h.armed)
 	}
 
 	// Faster: the pending tick is replaced; the old one is ignored.
-	old := h.m.seq
+	old := h.feed().seq
 	h.keys(">")
-	if h.m.interval != time.Second || h.armed[len(h.armed)-1] != time.Second {
-		t.Fatalf("faster: interval %v, armed %v", h.m.interval, h.armed)
+	if h.m.poll.interval != time.Second || h.armed[len(h.armed)-1] != time.Second {
+		t.Fatalf("faster: interval %v, armed %v", h.m.poll.interval, h.armed)
 	}
 	if cmd := h.send(tickMsg{seq: old}); cmd != nil {
 		t.Fatal("a stale tick started a poll")
@@ -51,15 +51,15 @@ func TestPollingLoopRearmsOneTick(t *testing.T) {
 		t.Fatalf("polls %d after a stale tick", h.src.polls)
 	}
 	h.keys("<", "<")
-	if h.m.interval != 5*time.Second {
-		t.Errorf("slower twice from 1s: %v", h.m.interval)
+	if h.m.poll.interval != 5*time.Second {
+		t.Errorf("slower twice from 1s: %v", h.m.poll.interval)
 	}
 	if !strings.Contains(ansi.Strip(h.view()), "every 5s") {
 		t.Error("the header does not show the new interval")
 	}
 
 	// Refresh now: polls at once and invalidates the armed tick.
-	stale := h.m.seq
+	stale := h.feed().seq
 	h.keys("r")
 	if h.src.polls != 3 {
 		t.Fatalf("refresh now: polls %d", h.src.polls)
@@ -92,12 +92,12 @@ func TestPauseHoldsTheScreen(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.start(100, 30)
 	h.keys("space")
-	if !h.m.paused || !strings.Contains(ansi.Strip(h.view()), "PAUSED") {
+	if !h.m.poll.paused || !strings.Contains(ansi.Strip(h.view()), "PAUSED") {
 		t.Fatal("not paused")
 	}
 	// The armed tick finds the dashboard paused: no poll, the loop stops.
-	if cmd := h.send(tickMsg{seq: h.m.seq}); cmd != nil || h.m.phase != phaseIdle {
-		t.Fatalf("a tick while paused: cmd %v, phase %d", cmd != nil, h.m.phase)
+	if cmd := h.send(h.tick()); cmd != nil || h.feed().phase != phaseIdle {
+		t.Fatalf("a tick while paused: cmd %v, phase %d", cmd != nil, h.feed().phase)
 	}
 	// A poll answered while paused (one in flight at the press) is not shown.
 	changed := sample()
@@ -109,14 +109,14 @@ func TestPauseHoldsTheScreen(t *testing.T) {
 	// r refreshes once, even paused, and does not restart the loop.
 	h.src.results = []SnapshotMsg{{Snapshot: changed}}
 	h.keys("r")
-	if got := len(h.m.table.rows); got != 1 || h.m.phase != phaseIdle || !h.m.paused {
-		t.Fatalf("refresh while paused: %d rows, phase %d, paused %v", got, h.m.phase, h.m.paused)
+	if got := len(h.m.table.rows); got != 1 || h.feed().phase != phaseIdle || !h.m.poll.paused {
+		t.Fatalf("refresh while paused: %d rows, phase %d, paused %v", got, h.feed().phase, h.m.poll.paused)
 	}
 	// Resuming polls at once and restarts the loop.
 	polls := h.src.polls
 	h.keys("space")
-	if h.m.paused || h.src.polls != polls+1 || h.m.phase != phaseWaiting {
-		t.Fatalf("resume: paused %v, polls %d (was %d), phase %d", h.m.paused, h.src.polls, polls, h.m.phase)
+	if h.m.poll.paused || h.src.polls != polls+1 || h.feed().phase != phaseWaiting {
+		t.Fatalf("resume: paused %v, polls %d (was %d), phase %d", h.m.poll.paused, h.src.polls, polls, h.feed().phase)
 	}
 }
 
@@ -127,7 +127,7 @@ func TestReconnectWithBackoff(t *testing.T) {
 	h := newHarness(t, Options{Source: src})
 	h.start(80, 24)
 	for i := 0; i < 3; i++ {
-		h.step(tickMsg{seq: h.m.seq})
+		h.step(h.tick())
 	}
 	want := []time.Duration{time.Second, time.Second, 2 * time.Second, 4 * time.Second}
 	if !slices.Equal(h.armed, want) {
@@ -137,12 +137,12 @@ func TestReconnectWithBackoff(t *testing.T) {
 	if !strings.Contains(v, "no connection · retry 3 in 4s") || !strings.Contains(v, "AGENT 7") {
 		t.Fatalf("no banner, or the last snapshot is gone:\n%s", v)
 	}
-	if n := len(h.m.events.last(10)); n != 1 {
+	if n := len(h.notes()); n != 1 {
 		t.Errorf("%d event lines for one outage, want 1", n)
 	}
-	h.step(tickMsg{seq: h.m.seq})
+	h.step(h.tick())
 	v = ansi.Strip(h.view())
-	if strings.Contains(v, "no connection") || h.m.header.conn != connOK || h.m.failures != 0 {
+	if strings.Contains(v, "no connection") || h.feed().conn != connOK || h.feed().failures != 0 {
 		t.Fatalf("still lost after a good poll:\n%s", v)
 	}
 	if !strings.Contains(v, "reconnected after 3 failed attempts") {
@@ -217,7 +217,7 @@ func TestFilterKeys(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.start(100, 30)
 	h.keys("/")
-	if !h.m.filterIn.Focused() {
+	if !isOpen[*filterInput](h) {
 		t.Fatal("/ does not open the filter")
 	}
 	h.typeText("app:prompt")
@@ -226,8 +226,8 @@ func TestFilterKeys(t *testing.T) {
 		t.Fatalf("app:prompt shows %d keys", h.m.table.shown)
 	}
 	h.keys("enter")
-	if h.m.filterIn.Focused() || h.m.table.filter.raw != "app:prompt" {
-		t.Fatalf("enter: focused %v, filter %q", h.m.filterIn.Focused(), h.m.table.filter.raw)
+	if isOpen[*filterInput](h) || h.m.table.filter.raw != "app:prompt" {
+		t.Fatalf("enter: focused %v, filter %q", isOpen[*filterInput](h), h.m.table.filter.raw)
 	}
 	if !strings.Contains(ansi.Strip(h.view()), `filter "app:prompt": 1 key`) {
 		t.Error("the table title does not say it is filtered")
@@ -244,7 +244,7 @@ func TestFilterKeys(t *testing.T) {
 		t.Fatalf("pid 4400: %d keys", h.m.table.shown)
 	}
 	h.keys("esc")
-	if h.m.filterIn.Focused() || !h.m.table.filter.empty() {
+	if isOpen[*filterInput](h) || !h.m.table.filter.empty() {
 		t.Fatal("esc while typing keeps the filter")
 	}
 	h.keys("/")
@@ -328,16 +328,16 @@ func TestDetailsAndHelpOverlays(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.start(100, 30)
 	h.keys("enter")
-	if !h.m.showDetails || !strings.Contains(ansi.Strip(h.view()), "Blocking chain") {
+	if !isOpen[*details](h) || !strings.Contains(ansi.Strip(h.view()), "Blocking chain") {
 		t.Fatal("enter does not open the details")
 	}
 	h.keys("esc")
-	if h.m.showDetails {
+	if isOpen[*details](h) {
 		t.Fatal("esc does not close the details")
 	}
 	h.keys("?")
 	v := ansi.Strip(h.view())
-	if !h.m.showHelp || !strings.Contains(v, "refresh faster") || !strings.Contains(v, "pause/resume") {
+	if !isOpen[*helpOverlay](h) || !strings.Contains(v, "refresh faster") || !strings.Contains(v, "pause/resume") {
 		t.Fatalf("? does not show the full help:\n%s", v)
 	}
 	// Simulator keys and terminate are not offered here.
@@ -345,7 +345,7 @@ func TestDetailsAndHelpOverlays(t *testing.T) {
 		t.Errorf("help offers keys that do nothing here:\n%s", v)
 	}
 	h.keys("?")
-	if h.m.showHelp {
+	if isOpen[*helpOverlay](h) {
 		t.Fatal("? does not close the help")
 	}
 	// q quits from an overlay too.
@@ -384,8 +384,8 @@ func TestTerminateNeedsTheFlagAndConfirmation(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.start(80, 24)
 	h.keys("T")
-	if h.m.confirm.open || !strings.Contains(h.m.status, "--allow-terminate") {
-		t.Fatalf("without the flag: confirm %v, status %q", h.m.confirm.open, h.m.status)
+	if isOpen[*confirm](h) || !strings.Contains(h.m.footer.status, "--allow-terminate") {
+		t.Fatalf("without the flag: confirm %v, status %q", isOpen[*confirm](h), h.m.footer.status)
 	}
 
 	var killed atomic.Int32
@@ -395,15 +395,15 @@ func TestTerminateNeedsTheFlagAndConfirmation(t *testing.T) {
 	}})
 	h.start(80, 24)
 	h.keys("down", "T")
-	if !h.m.confirm.open || !strings.Contains(ansi.Strip(h.view()), "Terminate backend 4250") {
+	if !isOpen[*confirm](h) || !strings.Contains(ansi.Strip(h.view()), "Terminate backend 4250") {
 		t.Fatalf("no confirmation:\n%s", ansi.Strip(h.view()))
 	}
 	h.keys("n")
-	if h.m.confirm.open || killed.Load() != 0 {
+	if isOpen[*confirm](h) || killed.Load() != 0 {
 		t.Fatal("n did not cancel")
 	}
 	h.keys("T", "x", "enter") // anything but y leaves it open and does nothing
-	if !h.m.confirm.open || killed.Load() != 0 {
+	if !isOpen[*confirm](h) || killed.Load() != 0 {
 		t.Fatal("a key other than y or n answered the question")
 	}
 	h.keys("y")
@@ -420,8 +420,8 @@ func TestTerminateNeedsTheFlagAndConfirmation(t *testing.T) {
 	}})
 	h.start(80, 24)
 	h.keys("T", "y")
-	if !h.m.statusErr || strings.Contains(h.m.status, "\n") || !strings.Contains(h.m.status, "permission denied") {
-		t.Errorf("status %q (error %v)", h.m.status, h.m.statusErr)
+	if !h.m.footer.isErr || strings.Contains(h.m.footer.status, "\n") || !strings.Contains(h.m.footer.status, "permission denied") {
+		t.Errorf("status %q (error %v)", h.m.footer.status, h.m.footer.isErr)
 	}
 }
 
@@ -433,7 +433,7 @@ func TestSimulatorControls(t *testing.T) {
 		t.Fatalf("status not read: %+v pools %d", h.m.simp.status.Scenario, len(h.m.gauges.pools))
 	}
 	h.keys("s")
-	if h.m.chooser == nil || h.m.chooser.items[h.m.chooser.cursor] != "steady" {
+	if c, ok := opened[*chooser](h); !ok || c.items[c.cursor] != "steady" {
 		t.Fatal("s does not open the scenarios at the current one")
 	}
 	h.keys("down", "enter")
@@ -443,18 +443,15 @@ func TestSimulatorControls(t *testing.T) {
 	if got := sim.Calls(); !slices.Equal(got, want) {
 		t.Errorf("calls %q, want %q", got, want)
 	}
-	var notes []string
-	for _, e := range h.m.events.last(10) {
-		notes = append(notes, e.Detail)
-	}
+	notes := h.notes()
 	if want := []string{"scenario burst", "rates ×1.25 (3 rates)", "rates ×0.8 (3 rates)", "locks off: the races are allowed", "injected fault pool-drain"}; !slices.Equal(notes, want) {
 		t.Errorf("event log %q, want %q", notes, want)
 	}
 	// A failed action is an error in the footer, not a crash.
 	sim.failNext = errors.New("no scenario named burst2")
 	h.keys("s", "enter")
-	if !h.m.statusErr || !strings.Contains(h.m.status, "no scenario named burst2") {
-		t.Errorf("status %q", h.m.status)
+	if !h.m.footer.isErr || !strings.Contains(h.m.footer.status, "no scenario named burst2") {
+		t.Errorf("status %q", h.m.footer.status)
 	}
 }
 
@@ -481,8 +478,8 @@ func TestRatesKeysSayWhatChanged(t *testing.T) {
 	h := newHarness(t, Options{Simulator: sim})
 	h.start(100, 30)
 	h.keys("+")
-	if h.m.statusErr || h.m.status != "rates ×1.25 (1 rate)" {
-		t.Errorf("status %q (error %v)", h.m.status, h.m.statusErr)
+	if h.m.footer.isErr || h.m.footer.status != "rates ×1.25 (1 rate)" {
+		t.Errorf("status %q (error %v)", h.m.footer.status, h.m.footer.isErr)
 	}
 	if !strings.Contains(ansi.Strip(h.view()), "hooks/s max") {
 		t.Error("a rate without a limit is not shown as max")
@@ -491,8 +488,8 @@ func TestRatesKeysSayWhatChanged(t *testing.T) {
 	sim.status.Rates = sim.status.Rates[:1]
 	sim.mu.Unlock()
 	h.keys("-")
-	if !h.m.statusErr || !strings.Contains(h.m.status, "no rate to scale") {
-		t.Errorf("status %q (error %v)", h.m.status, h.m.statusErr)
+	if !h.m.footer.isErr || !strings.Contains(h.m.footer.status, "no rate to scale") {
+		t.Errorf("status %q (error %v)", h.m.footer.status, h.m.footer.isErr)
 	}
 }
 
@@ -505,8 +502,8 @@ func TestWorkersKeys(t *testing.T) {
 	if got, want := sim.Calls(), []string{"workers 1.2", "workers 0.8"}; !slices.Equal(got, want) {
 		t.Errorf("calls %q, want %q", got, want)
 	}
-	if h.m.status != "workers ×0.8: 42 goroutines" {
-		t.Errorf("status %q", h.m.status)
+	if h.m.footer.status != "workers ×0.8: 42 goroutines" {
+		t.Errorf("status %q", h.m.footer.status)
 	}
 }
 
@@ -514,10 +511,10 @@ func TestSimulatorKeysWithoutSimulator(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.start(80, 24)
 	for _, k := range []string{"s", "+", "-", "]", "[", "l", "i"} {
-		h.m.status = ""
+		h.m.footer.status = ""
 		h.keys(k)
-		if !strings.Contains(h.m.status, "no simulator") || h.m.chooser != nil {
-			t.Errorf("%s without a simulator: status %q", k, h.m.status)
+		if !strings.Contains(h.m.footer.status, "no simulator") || h.m.overlay != nil {
+			t.Errorf("%s without a simulator: status %q", k, h.m.footer.status)
 		}
 	}
 }
@@ -673,7 +670,7 @@ func TestResizeAnytime(t *testing.T) {
 	}
 	// The details overlay survived the resizes and still closes.
 	h.keys("esc")
-	if h.m.showDetails {
+	if isOpen[*details](h) {
 		t.Error("details stuck open after resizing")
 	}
 }
@@ -706,5 +703,34 @@ func TestViewIsAltScreen(t *testing.T) {
 	v := h.m.View()
 	if !v.AltScreen || !strings.Contains(v.WindowTitle, "monitor@app") {
 		t.Errorf("view: alt %v, title %q", v.AltScreen, v.WindowTitle)
+	}
+}
+
+// A broken invariant in the event stream reads the simulator's status at
+// once, not with the next poll, which a slow interval or a reconnect's
+// backoff can put far off: the panel must not say fewer invariants are
+// broken than the event log already names.
+func TestViolationEventReadsTheSimulatorStatus(t *testing.T) {
+	ended := make(chan model.Event)
+	close(ended)
+	sim := &fakeSim{status: simStatus(), events: ended}
+	h := newHarness(t, Options{Simulator: sim})
+	h.start(100, 30)
+	sim.mu.Lock()
+	sim.status.Invariants = slices.Clone(sim.status.Invariants) // the panel holds the old slice
+	for i := range 3 {
+		sim.status.Invariants[i].Violations = 1
+	}
+	sim.mu.Unlock()
+	ev := model.Event{Time: t0, Worker: "check", Outcome: model.OutcomeViolation, Detail: "no lost update: AGENT 1"}
+	h.step(eventsMsg{events: []model.Event{ev}})
+	broken := 0
+	for _, inv := range h.m.simp.status.Invariants {
+		if inv.Violations > 0 {
+			broken++
+		}
+	}
+	if broken != 3 {
+		t.Errorf("the panel shows %d invariants broken after the event, want the simulator's 3", broken)
 	}
 }

@@ -17,18 +17,25 @@ import (
 
 func TestGoldenHeader(t *testing.T) {
 	st := DefaultStyles()
-	h := header{st: &st, width: 80, info: info, mode: "read-only", conn: connOK,
-		latency: 3 * time.Millisecond, taken: t0}
-	golden(t, "header_80", h.View(false, time.Second))
+	k := DefaultKeyMap()
+	p := newPoller(context.Background(), time.Second, []*feed{{name: "PostgreSQL", conn: connOK, latency: 3 * time.Millisecond, taken: t0}})
+	opts := Options{}
+	h := header{st: &st, keys: &k, poll: &p, width: 80, info: info, mode: opts.mode()}
+	golden(t, "header_80", h.View())
 	h.width = 120
-	golden(t, "header_120", h.View(false, time.Second))
-
+	golden(t, "header_120", h.View())
+	h.server = "monitor@db-prod-eu-west-1.example.com:5432/app"
+	golden(t, "header_server_120", h.View())
 	h.width = 80
-	h.conn, h.lastErr, h.attempt, h.retryIn = connLost, errLost.Error(), 3, 4*time.Second
+	golden(t, "header_server_80", h.View())
+
+	p.paused = true
+	f := p.feeds[0]
+	f.conn, f.lastErr, f.failures, f.retryIn = connLost, errLost.Error(), 3, 4*time.Second
 	h.info.Warning = `role "monitor" lacks pg_monitor: other roles' queries, application names and states are hidden (GRANT pg_monitor TO monitor)`
-	golden(t, "header_lost_80", h.View(true, time.Second))
-	if h.Height() != 3 {
-		t.Errorf("height with two banners: %d", h.Height())
+	golden(t, "header_lost_80", h.View())
+	if h.Height() != 4 {
+		t.Errorf("height with a banner and a warning on two lines: %d", h.Height())
 	}
 }
 
@@ -36,9 +43,10 @@ func TestGoldenGauges(t *testing.T) {
 	st := DefaultStyles()
 	snap := sample()
 	g := gauges{st: &st, width: 80, maxConns: 100}
-	g.SetSnapshot(&snap, 6, 5)
+	g.held, g.waiting = 6, 5
+	g.SetSnapshot(&snap)
 	for _, r := range []int{0, 3, 10, 4} {
-		g.SetSnapshot(&model.Snapshot{Connections: 57, Interval: time.Second, NewWaits: r}, 6, 5)
+		g.SetSnapshot(&model.Snapshot{Connections: 57, Interval: time.Second, NewWaits: r})
 	}
 	golden(t, "gauges_80_monitor", g.View())
 	g.pools = simStatus().Pools
@@ -52,7 +60,8 @@ func TestGoldenGauges(t *testing.T) {
 
 func newTable(w, h int) *lockTable {
 	st := DefaultStyles()
-	t := newLockTable(&st)
+	k := DefaultKeyMap()
+	t := newLockTable(&st, &k)
 	t.db = "app"
 	t.SetSize(w, h)
 	s := sample()
@@ -85,7 +94,8 @@ func TestGoldenLockTable(t *testing.T) {
 
 func TestGoldenSimPanel(t *testing.T) {
 	st := DefaultStyles()
-	p := simPanel{st: &st}
+	k := DefaultKeyMap()
+	p := simPanel{st: &st, keys: &k}
 	for _, v := range []float64{100, 150, 180, 212, 90, 240, 212} {
 		s := simStatus()
 		s.Throughput = v
@@ -132,7 +142,7 @@ func TestGoldenScreens(t *testing.T) {
 	}
 	withSim := func(w, h int) *harness {
 		sim := &fakeSim{status: simStatus()}
-		hs := newHarness(t, Options{Simulator: sim, Mode: "throw-away server"})
+		hs := newHarness(t, Options{Simulator: sim, ThrowAway: true})
 		hs.start(w, h)
 		return hs
 	}
@@ -196,7 +206,7 @@ func TestGoldenLost(t *testing.T) {
 	src := &fakeSource{info: info, results: []SnapshotMsg{{Snapshot: sample()}, {Err: errLost}}}
 	hs := newHarness(t, Options{Source: src})
 	hs.start(80, 24)
-	hs.step(tickMsg{seq: hs.m.seq}) // the second poll fails
+	hs.step(hs.tick()) // the second poll fails
 	golden(t, "screen_lost_80x24", hs.view())
 }
 

@@ -26,8 +26,7 @@ func (e *Env) Reap(ctx context.Context, agents []int32) error {
 			return err
 		}
 		if state == "ended" {
-			_, err := e.DB.Exec(ctx, "UPDATE agents SET state = 'reaped' WHERE id = $1 AND state = 'ended'", a)
-			return err
+			return e.write(ctx, a, "UPDATE agents SET state = 'reaped' WHERE id = $1 AND state = 'ended'", []any{a})
 		}
 		return nil
 	})
@@ -41,8 +40,7 @@ func (e *Env) Poll(ctx context.Context, agents []int32) error {
 		if err != nil {
 			return err
 		}
-		_, err = e.DB.Exec(ctx, "UPDATE agents SET context_pct = $2 WHERE id = $1", a, int32(n%100))
-		return err
+		return e.write(ctx, a, "UPDATE agents SET context_pct = $2 WHERE id = $1", []any{a, int32(n % 100)})
 	})
 }
 

@@ -28,16 +28,44 @@
 //   - The handoff executor and the remote agent service take the agent lock
 //     around their critical step.
 //
+// # Lost locks and fencing
+//
+// A session lock is lost when its backend dies (terminated, a server
+// restart, a cut connection) while the section runs: another waiter is
+// granted the key at once, and the holder, which has not noticed yet, could
+// write over the successor's work. Two things stop it:
+//
+//   - the body's context is cancelled with cause lockcore.ErrLost when
+//     lockcore sees the loss, so the body stops at its next statement;
+//   - each section records its lock's fence on entry (agents.fence, raised
+//     only upward, under the agent's row lock) and every write of the
+//     section is conditional on it: sent in one transaction after
+//     check_fence, which holds the agent's row FOR SHARE, so a newer fence
+//     raised by a successor refuses the write (ErrFenced), and a raise under
+//     way waits for a write under way. A fence of 0 (locks off, or fencing
+//     off) means unfenced: the writes go through as before.
+//
+// A lost section reports its loss with its attempt (Outcome lost,
+// Attempt.Loss): whether the fence refused a write, the cancel stopped it,
+// or it was lost only after its writes, each accepted under its fence.
+//
 // # Checks
 //
 // The database is the source of truth, so the checks hold across processes
 // that share one database:
 //
-//   - every critical section registers itself on entry (a row, counted under
-//     a row lock of the agent) and leaves on exit: finding another section of
-//     the same agent inside is an overlap. Another process's sections count
-//     only while its live session is connected (Env.Join), so a process
-//     killed inside a section leaves no false overlap behind;
+//   - every critical section registers itself on entry (a row with its
+//     lock's backend pid and fence, counted under a row lock of the agent)
+//     and leaves on exit: finding another live section of the same agent
+//     inside is an overlap. A registered section whose backend no longer
+//     holds the agent's lock (or whose fence is older than the agent's) is
+//     a lost holder running on, not a second live holder: it is noted, and
+//     its writes are refused. Another process's sections count only while
+//     its live session is connected (Env.Join), so a process killed inside
+//     a section leaves no false overlap behind; rows older than the
+//     server's start are left from before a restart and never count, and a
+//     section's row is deleted on a fresh connection when the first one
+//     turns out dead;
 //   - events go to a transcript first and are applied to a ledger by the hook
 //     or, later, the reconciler: an event in the ledger twice, or never, was
 //     not applied exactly once;
@@ -49,6 +77,12 @@
 //     inside an open transaction is counted by the next one at once);
 //   - config keys whose edit completed must all be in the file (AuditConfig,
 //     run every second or so while the workloads run).
+//
+// Each run judges only its own work (Env.Begin): the checks count the rows
+// written since the run began, so a schema that an earlier run without
+// locks damaged (a counter set back, a subject claimed twice) passes none
+// of its violations on. Claims are made in the transaction of the write
+// they stand for, so a claim is never left without its effect.
 //
 // Live detections go to the Recorder as they happen, and the database marks
 // what they reported; Audit repeats the checks over the database at the end

@@ -2,12 +2,11 @@ package workers
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
@@ -87,6 +86,9 @@ type Attempt struct {
 	// (or of the release after it): it counts as an error, not as a
 	// second attempt.
 	Body bool
+	// Loss describes the critical section of a lost lock (Outcome lost):
+	// whether it was aborted, and how.
+	Loss *Loss
 }
 
 // Recorder receives what the workloads do. It must be safe for concurrent
@@ -182,6 +184,13 @@ func (f *Faults) Add(name string, n int32) bool {
 	return true
 }
 
+// Clear disarms every pending fault.
+func (f *Faults) Clear() {
+	f.killHolder.Store(0)
+	f.slowBody.Store(0)
+	f.reentrant.Store(0)
+}
+
 func take(c *atomic.Int32) bool {
 	for {
 		n := c.Load()
@@ -221,9 +230,12 @@ type Env struct {
 	configKeys   configBook
 	audited      keySet // subjects Audit reported, so a second Audit does not again
 	eventCounter atomic.Int64
+	since        atomic.Pointer[time.Time] // the run's start, on the server's clock (Begin)
+	unexited     idSet                     // sections whose row exit could not delete yet
 
-	liveMu sync.Mutex
-	live   *pgx.Conn // the live session (Join)
+	liveMu   sync.Mutex
+	live     *liveSession // the live session (Join)
+	liveDown atomic.Int64 // unix nanoseconds since the live session is down; 0 while up
 }
 
 // NewEnv returns an Env with locking on.
@@ -232,8 +244,27 @@ func NewEnv(db *DB, locks *lockcore.Service, rec Recorder, proc string) *Env {
 	e.locking.Store(true)
 	e.timing.Store(&Timing{})
 	e.lockTimeout.Store(int64(lockcore.DefaultTimeout))
+	e.since.Store(&time.Time{})
 	return e
 }
+
+// Begin starts a run: from now on the checks judge only what is written
+// from now on (by any process), so a run on a schema that an earlier run
+// without locks damaged (a counter set back, a subject claimed twice)
+// inherits none of its violations, and each run of a simulator is judged
+// on its own work. It reads the server's clock, which stamps the rows.
+func (e *Env) Begin(ctx context.Context) error {
+	var now time.Time
+	if err := e.DB.Get(ctx, "SELECT clock_timestamp()", nil, &now); err != nil {
+		return fmt.Errorf("workers: starting a run: %w", err)
+	}
+	e.since.Store(&now)
+	return nil
+}
+
+// Since returns when the current run began (Begin), on the server's clock;
+// the zero time before the first Begin (every row counts).
+func (e *Env) Since() time.Time { return *e.since.Load() }
 
 // SetLocking turns every lock of the workloads on or off: advisory locks,
 // the summariser's row lock and the config editor's flock.

@@ -12,9 +12,12 @@ import (
 	"github.com/locktop/locktop/workers"
 )
 
-// Kill-holder: the section terminates the backend that holds its lock. The
-// lock frees (a waiter gets it), the worker sees ErrLost, nothing leaks.
+// Kill-holder: the section terminates the backend that holds its lock, on
+// entry, and carries on. The lock frees (a waiter gets it), the worker
+// sees its loss (ErrLost, or its write refused by the fence: ErrFenced),
+// nothing leaks, and no update is lost.
 func TestKillHolder(t *testing.T) {
+	defer workers.MintFences()()
 	w := newWorld(t, 2)
 	ctx := context.Background()
 	w.env.Faults.Add(workers.FaultKillHolder, 1)
@@ -24,8 +27,8 @@ func TestKillHolder(t *testing.T) {
 	waiter := goErr(func() error { return w.env.Hook(ctx, workers.RoutePreToolUse, 1) })
 	w.waitQueued(t, 1, 1)
 	b.release()
-	if err := recv(t, victim); !errors.Is(err, lockcore.ErrLost) {
-		t.Fatalf("victim: %v, want ErrLost", err)
+	if err := recv(t, victim); !errors.Is(err, lockcore.ErrLost) && !errors.Is(err, workers.ErrFenced) {
+		t.Fatalf("victim: %v, want ErrLost or ErrFenced", err)
 	}
 	if err := recv(t, waiter); err != nil {
 		t.Fatalf("waiter after the kill: %v", err)
@@ -33,10 +36,16 @@ func TestKillHolder(t *testing.T) {
 	if n := w.rec.count(workers.KindHook, model.OutcomeLost); n != 1 {
 		t.Errorf("%d lost locks recorded, want 1", n)
 	}
+	if _, err := w.env.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.env.Audit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	w.rec.clean(t)
+	if l := w.rec.loss(); l == nil || !l.Aborted() {
+		t.Errorf("the killed holder's section: %+v, want it aborted", l)
+	}
 	if h := w.locks.Held(); h != 0 {
 		t.Errorf("lockcore holds %d locks", h)
 	}

@@ -152,7 +152,7 @@ func (e *Env) apply(ctx context.Context, kind Kind, ev, route string, agent int3
 	// The first repeat of an event is reported, and its ledger row marked
 	// so that Audit does not report it again.
 	var before int64
-	err = e.DB.Get(ctx, `
+	err = e.write(ctx, agent, `
 		WITH b AS (SELECT count(*) AS n FROM ledger WHERE event_id = $1),
 		     l AS (INSERT INTO ledger (event_id, agent_id, route, applied_by, reported) SELECT $1, $2, $3, $4, n = 1 FROM b),
 		     t AS (UPDATE transcript SET applied = true WHERE event_id = $1)
@@ -171,7 +171,7 @@ func (e *Env) apply(ctx context.Context, kind Kind, ev, route string, agent int3
 func (e *Env) counterRoute(kind Kind, field, state string) func(context.Context, int32) error {
 	return func(ctx context.Context, agent int32) error {
 		if state != "" {
-			if _, err := e.DB.Exec(ctx, "UPDATE agents SET state = $2, last_seen = now() WHERE id = $1", agent, state); err != nil {
+			if err := e.write(ctx, agent, "UPDATE agents SET state = $2, last_seen = now() WHERE id = $1", []any{agent, state}); err != nil {
 				return err
 			}
 		}
@@ -184,8 +184,8 @@ func (e *Env) counterRoute(kind Kind, field, state string) func(context.Context,
 // injection mark is cleared, and the persona skills are injected (inline:
 // this section already holds the agent).
 func (e *Env) sessionStart(ctx context.Context, agent int32) error {
-	if _, err := e.DB.Exec(ctx, `UPDATE agents SET session_no = session_no + 1, prompt_injected_at = NULL,
-		state = 'idle', last_seen = now() WHERE id = $1`, agent); err != nil {
+	if err := e.write(ctx, agent, `UPDATE agents SET session_no = session_no + 1, prompt_injected_at = NULL,
+		state = 'idle', last_seen = now() WHERE id = $1`, []any{agent}); err != nil {
 		return err
 	}
 	if _, err := e.bump(ctx, KindHook, agent, "ready"); err != nil {
@@ -196,7 +196,7 @@ func (e *Env) sessionStart(ctx context.Context, agent int32) error {
 
 // promptSubmit starts a command and its first turn.
 func (e *Env) promptSubmit(ctx context.Context, agent int32) error {
-	return e.DB.Tx(ctx, func(tx pgx.Tx) error {
+	return e.writeTx(ctx, agent, func(tx pgx.Tx) error {
 		var cmd, turn int64
 		if err := tx.QueryRow(ctx, "INSERT INTO commands (agent_id) VALUES ($1) RETURNING id", agent).Scan(&cmd); err != nil {
 			return err
@@ -218,7 +218,7 @@ func (e *Env) stop(ctx context.Context, agent int32) error {
 	if err := e.DB.Get(ctx, "SELECT current_command, current_turn FROM agents WHERE id = $1", []any{agent}, &cmd, &turn); err != nil {
 		return err
 	}
-	if _, err := e.DB.Exec(ctx, "UPDATE agents SET state = 'idle', last_seen = now() WHERE id = $1", agent); err != nil {
+	if err := e.write(ctx, agent, "UPDATE agents SET state = 'idle', last_seen = now() WHERE id = $1", []any{agent}); err != nil {
 		return err
 	}
 	if _, err := e.bump(ctx, KindHook, agent, "ready"); err != nil {
@@ -248,8 +248,7 @@ func (e *Env) sessionEnd(ctx context.Context, agent int32) error {
 			return err
 		}
 	}
-	_, err := e.DB.Exec(ctx, "UPDATE agents SET state = 'ended', last_seen = now() WHERE id = $1", agent)
-	return err
+	return e.write(ctx, agent, "UPDATE agents SET state = 'ended', last_seen = now() WHERE id = $1", []any{agent})
 }
 
 // completeCommand completes cmd unless it is already COMPLETE, re-reading
@@ -264,13 +263,16 @@ func (e *Env) completeCommand(ctx context.Context, kind Kind, agent int32, cmd i
 		return false, nil
 	}
 	e.at(ctx, PointCompleteChecked, agent)
-	if err := e.claim(ctx, kind, claimCompletion, "command "+strconv.FormatInt(cmd, 10), string(kind)); err != nil {
-		return false, err
-	}
 	if err := sleep(ctx, e.Timing().Step); err != nil {
 		return false, err
 	}
-	_, err := e.DB.Exec(ctx, "UPDATE commands SET state = 'COMPLETE', completed_by = $2 WHERE id = $1", cmd, string(kind))
+	err := e.writeTx(ctx, agent, func(tx pgx.Tx) error {
+		if err := e.claimTx(ctx, tx, kind, claimCompletion, "command "+strconv.FormatInt(cmd, 10), string(kind)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "UPDATE commands SET state = 'COMPLETE', completed_by = $2 WHERE id = $1", cmd, string(kind))
+		return err
+	})
 	return err == nil, err
 }
 

@@ -39,14 +39,23 @@ type world struct {
 // think time.
 func newWorld(t *testing.T, agents int) *world {
 	t.Helper()
+	return newWorldWith(t, agents, func(t *testing.T, configure func(*pgxpool.Config)) *pgxpool.Pool {
+		return pgtest.Pool(t, configure)
+	})
+}
+
+// newWorldWith is newWorld with pools from pool (given the configuration
+// the world needs); the work pool is the first one asked for.
+func newWorldWith(t *testing.T, agents int, pool func(*testing.T, func(*pgxpool.Config)) *pgxpool.Pool) *world {
+	t.Helper()
 	schema := fmt.Sprintf("wt_%d", schemaSeq.Add(1))
 	cfg := func(c *pgxpool.Config) {
 		c.MaxConns = 8
 		c.ConnConfig.RuntimeParams["search_path"] = schema
 	}
 	w := &world{schema: schema, rec: &rec{}, hooks: &hooks{}}
-	w.work = pgtest.Pool(t, cfg)
-	w.lock = pgtest.Pool(t, cfg)
+	w.work = pool(t, cfg)
+	w.lock = pool(t, cfg)
 	ctx := context.Background()
 	if err := workers.Setup(ctx, w.work, schema); err != nil {
 		t.Fatal(err)
@@ -184,9 +193,20 @@ func (h *hooks) at(ctx context.Context, p workers.Point, agent int32) {
 }
 
 // stop adds a barrier: the first workload to reach point p for agent stops
-// there until release is called.
+// there until release is called, or its context ends.
 func (h *hooks) stop(t *testing.T, p workers.Point, agent int32) *barrier {
-	b := &barrier{point: p, agent: agent, arrived: make(chan struct{}), gate: make(chan struct{})}
+	return h.add(t, &barrier{point: p, agent: agent})
+}
+
+// hold is stop for a workload that does not look at its context while it
+// is held: it stays at p until release even if its lock is lost meanwhile,
+// as a holder busy with work that sends no statement would.
+func (h *hooks) hold(t *testing.T, p workers.Point, agent int32) *barrier {
+	return h.add(t, &barrier{point: p, agent: agent, deaf: true})
+}
+
+func (h *hooks) add(t *testing.T, b *barrier) *barrier {
+	b.arrived, b.gate = make(chan struct{}), make(chan struct{})
 	t.Cleanup(b.release)
 	h.mu.Lock()
 	h.list = append(h.list, b)
@@ -197,6 +217,7 @@ func (h *hooks) stop(t *testing.T, p workers.Point, agent int32) *barrier {
 type barrier struct {
 	point   workers.Point
 	agent   int32
+	deaf    bool // ignores the workload's context
 	taken   atomic.Bool
 	arrived chan struct{}
 	gate    chan struct{}
@@ -208,6 +229,10 @@ func (b *barrier) at(ctx context.Context, p workers.Point, agent int32) {
 		return
 	}
 	close(b.arrived)
+	if b.deaf {
+		<-b.gate
+		return
+	}
 	select {
 	case <-b.gate:
 	case <-ctx.Done():

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 )
 
 // DefaultSchema is the PostgreSQL schema the workloads own.
@@ -18,6 +19,9 @@ const DefaultSchema = "locktop_sim"
 // one statement and written in a later one, with work in between, as the
 // seed's ORM code does; without the agent lock two writers lose an update.
 var Fields = []string{"applied", "ready", "generation", "tools", "progress", "notifications", "subagents", "polls", "checks", "reaps"}
+
+// fenceCode is the SQLSTATE check_fence raises for a stale fence.
+const fenceCode = "LT409"
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
@@ -124,23 +128,103 @@ CREATE TABLE IF NOT EXISTS claim_counts (
 	PRIMARY KEY (kind, subject)
 );
 
--- enter_section registers a critical section of an agent and counts the
--- other sections inside. The row lock on the agent serialises concurrent
--- entries (each statement of a volatile function sees what committed before
--- it), so two overlapping sections never miss each other. A section of
--- another process counts only while that process's live session (see
--- Env.Join) is connected: a process killed inside a section leaves its row
--- behind, and the row must not pass for a section still inside.
-CREATE OR REPLACE FUNCTION enter_section(p_agent int, p_worker text, p_proc text, p_horizon interval,
-	OUT section_id bigint, OUT others bigint, OUT who text)
+-- fence is the newest lock fence that entered a section of the agent
+-- (raised only upward): a write of a section with an older fence is
+-- refused (check_fence).
+ALTER TABLE agents ADD COLUMN IF NOT EXISTS fence bigint NOT NULL DEFAULT 0;
+-- pid and fence are those of the section's lock (NULL and 0 without one).
+ALTER TABLE sections ADD COLUMN IF NOT EXISTS pid int;
+ALTER TABLE sections ADD COLUMN IF NOT EXISTS fence bigint NOT NULL DEFAULT 0;
+-- at is when the subject was last claimed: a run counts only the claims
+-- made since it began.
+ALTER TABLE claim_counts ADD COLUMN IF NOT EXISTS at timestamptz NOT NULL DEFAULT clock_timestamp();
+CREATE INDEX IF NOT EXISTS claims_at ON claims (at);
+CREATE INDEX IF NOT EXISTS transcript_proc_at ON transcript (proc, at);
+
+-- holds_agent reports whether backend p_pid holds the advisory lock of
+-- agent p_agent (space p_space) in this database now.
+CREATE OR REPLACE FUNCTION holds_agent(p_space int, p_agent int, p_pid int) RETURNS bool
+LANGUAGE sql STABLE AS $$
+	SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.pid = p_pid AND l.granted
+		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND l.classid = p_space::oid AND l.objid = p_agent::oid AND l.objsubid = 2)
+$$;
+
+-- check_fence takes the agent's row FOR SHARE and raises LT409 unless the
+-- agent's fence is at most p_fence. Sent first in the transaction of a
+-- fenced write, it makes the write wait for a fence raise under way (an
+-- entering section's row lock) and refuses it once a newer fence is in.
+CREATE OR REPLACE FUNCTION check_fence(p_agent int, p_fence bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-	PERFORM 1 FROM agents WHERE id = p_agent FOR UPDATE;
-	INSERT INTO sections (agent_id, worker, proc) VALUES (p_agent, p_worker, p_proc) RETURNING id INTO section_id;
-	SELECT count(*), coalesce(string_agg(s.worker, ','), '') INTO others, who
-	FROM sections s
-	WHERE s.agent_id = p_agent AND s.id <> section_id AND NOT s.lost AND s.entered > clock_timestamp() - p_horizon
-		AND (s.proc = p_proc OR EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = '` + LiveAppPrefix + `' || s.proc));
+	PERFORM 1 FROM agents WHERE id = p_agent AND fence <= p_fence FOR SHARE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'agent %: fence % is stale: a newer lock grant has entered', p_agent, p_fence USING ERRCODE = '` + fenceCode + `';
+	END IF;
+END $$;
+
+-- enter_section registers a critical section of an agent, raises the
+-- agent's fence to the section's, and counts the other sections inside.
+-- The row lock on the agent serialises concurrent entries with each other
+-- and with fenced writes (each statement of a volatile function sees what
+-- committed before it), so two overlapping sections never miss each other.
+--
+-- Another section counts as inside (an overlap) only if it is live:
+--   - one that holds a lock (pid set) is live while its backend still
+--     holds the agent's lock and its fence is not older than the agent's;
+--     otherwise its lock was lost and it runs on (lost_who names it; it is
+--     marked lost, and its fenced writes are refused): not an overlap;
+--   - one without a lock (locks off) is live while its process is: a
+--     section of another process counts only while that process's live
+--     session (see Env.Join) is connected, so a process killed inside a
+--     section leaves no false overlap behind;
+--   - rows older than the server's start are left from before a restart:
+--     every session of that time is gone.
+-- stale says the entering section's own lock is already lost (its fence
+-- is older than the agent's, or its backend no longer holds the lock while
+-- others are inside): it must not write.
+DROP FUNCTION IF EXISTS enter_section(int, text, text, interval);
+CREATE OR REPLACE FUNCTION enter_section(p_agent int, p_worker text, p_proc text, p_horizon interval,
+	p_space int, p_pid int, p_fence bigint,
+	OUT section_id bigint, OUT others bigint, OUT who text, OUT lost_who text, OUT stale bool)
+LANGUAGE plpgsql AS $$
+DECLARE
+	cur  bigint;
+	gone bigint[];
+BEGIN
+	SELECT a.fence INTO cur FROM agents a WHERE a.id = p_agent FOR UPDATE;
+	stale := p_fence > 0 AND cur > p_fence;
+	IF p_fence > cur THEN
+		UPDATE agents SET fence = p_fence WHERE id = p_agent;
+		cur := p_fence;
+	END IF;
+	INSERT INTO sections (agent_id, worker, proc, pid, fence) VALUES (p_agent, p_worker, p_proc, p_pid, p_fence)
+	RETURNING id INTO section_id;
+	SELECT count(*) FILTER (WHERE o.live), coalesce(string_agg(o.worker, ',') FILTER (WHERE o.live), ''),
+		coalesce(string_agg(format('%s, pid %s, fence %s', o.worker, o.pid, o.fence), '; ') FILTER (WHERE NOT o.live), ''),
+		coalesce(array_agg(o.id) FILTER (WHERE NOT o.live), '{}')
+	INTO others, who, lost_who, gone
+	FROM (
+		SELECT s.id, s.worker, s.pid, s.fence,
+			s.pid IS NULL OR ((s.fence = 0 OR s.fence >= cur) AND holds_agent(p_space, p_agent, s.pid)) AS live
+		FROM sections s
+		WHERE s.agent_id = p_agent AND s.id <> section_id AND NOT s.lost
+			AND s.entered > greatest(clock_timestamp() - p_horizon, pg_postmaster_start_time())
+			AND (s.proc = p_proc OR EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = '` + LiveAppPrefix + `' || s.proc))
+	) o;
+	IF others > 0 AND p_pid IS NOT NULL AND NOT stale AND NOT holds_agent(p_space, p_agent, p_pid) THEN
+		-- Two holders of one exclusive lock cannot both hold it: the
+		-- entering one lost its lock before it came in.
+		stale := true;
+	END IF;
+	IF stale THEN
+		others := 0;
+		who := '';
+		gone := gone || section_id;
+	END IF;
+	IF cardinality(gone) > 0 THEN
+		UPDATE sections SET lost = true WHERE id = ANY (gone);
+	END IF;
 END $$;
 `
 
@@ -152,7 +236,7 @@ func Setup(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		return err
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := lockcore.XactLock(ctx, tx, lockcore.Int64(lockcore.SimSchemaID)); err != nil {
+		if err := lockcore.XactLock(ctx, tx, lockcore.Int64(registry.SimSchemaID)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
@@ -176,7 +260,7 @@ func Drop(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		return err
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := lockcore.XactLock(ctx, tx, lockcore.Int64(lockcore.SimSchemaID)); err != nil {
+		if err := lockcore.XactLock(ctx, tx, lockcore.Int64(registry.SimSchemaID)); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")

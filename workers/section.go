@@ -6,17 +6,41 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
 // cleanupTimeout bounds the bookkeeping that runs after a section, on a
-// fresh context.
+// fresh context: long enough to ride out a server restart.
 const cleanupTimeout = 5 * time.Second
+
+// stopExitTimeout bounds a section's exit when its work was cancelled
+// (the run is stopping): a row it cannot delete by then is deleted by the
+// audit, if the server answers.
+const stopExitTimeout = time.Second
+
+// section is one critical section of an agent as it runs: its row in the
+// sections table and the lock it runs under. Its fenced writes (see write)
+// count here, for the Loss a lost section reports.
+type section struct {
+	id    int64
+	agent int32
+	fence int64  // the lock's fence; 0: unfenced (locks off, or fencing off)
+	pid   uint32 // the lock's backend; 0: no lock
+
+	writes  atomic.Int64 // fenced writes accepted
+	refused atomic.Int64 // fenced writes (or the entry) refused: a newer grant had entered
+	stopped atomic.Bool  // the body ended because the loss of its lock cancelled it
+}
+
+// loss describes the section as lost.
+func (s *section) loss() *Loss {
+	return &Loss{Fence: s.fence, PID: s.pid, Writes: s.writes.Load(), Refused: s.refused.Load(), Stopped: s.stopped.Load()}
+}
 
 // withAgent runs body as a critical section of agent: under the AGENT lock
 // taken with a blocking acquire, or at once when locking is off. It records
@@ -34,10 +58,12 @@ func (e *Env) tryAgent(ctx context.Context, kind Kind, agent int32, body func(co
 func (e *Env) section(ctx context.Context, kind Kind, route string, agent int32, try bool, timeout time.Duration, body func(context.Context) error) (ran bool, err error) {
 	key := lockcore.AgentKey(agent)
 	start := time.Now()
+	var sec *section
 	inner := func(ctx context.Context) error {
 		ran = true
 		e.Rec.Attempt(Attempt{Kind: kind, Route: route, Key: key, Outcome: model.OutcomeAcquired, Wait: time.Since(start)})
-		return e.runSection(ctx, kind, agent, body)
+		sec = &section{agent: agent}
+		return e.runSection(ctx, kind, sec, body)
 	}
 	switch {
 	case !e.Locking():
@@ -57,88 +83,195 @@ func (e *Env) section(ctx context.Context, kind Kind, route string, agent int32,
 		err = e.Locks.WithTimeout(ctx, key, timeout, inner)
 	}
 	if err != nil {
-		e.Rec.Attempt(Attempt{Kind: kind, Route: route, Key: key, Outcome: classify(ctx, err), Wait: time.Since(start), Err: err, Body: ran})
+		a := Attempt{Kind: kind, Route: route, Key: key, Outcome: classify(ctx, err), Wait: time.Since(start), Err: err, Body: ran}
+		if a.Outcome == model.OutcomeLost && sec != nil {
+			a.Loss = sec.loss()
+		}
+		e.Rec.Attempt(a)
 	}
 	return ran, err
 }
 
-// classify turns a workload's error into an outcome.
-func classify(ctx context.Context, err error) model.Outcome {
-	switch {
-	case errors.Is(err, lockcore.ErrTimeout):
-		return model.OutcomeTimeout
-	case errors.Is(err, lockcore.ErrReentrant):
-		return model.OutcomeReentrant
-	case errors.Is(err, lockcore.ErrLost):
-		return model.OutcomeLost
-	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-		return model.OutcomeCanceled
-	}
-	return model.OutcomeError
-}
+// fenceOf is where a section takes its lock's fence (a test may mint its
+// own, to test the storage side of fencing).
+var fenceOf = lockcore.FenceOf
 
 // sectionOf is the context key that marks a body as inside a critical
-// section of an agent, locked or not.
+// section of an agent, locked or not; its value is the *section.
 type sectionOf struct{ agent int32 }
 
 // inSection reports whether ctx is inside a critical section of agent:
 // work that ctx's holder does inline then belongs to that section, with
 // locking on or off.
-func inSection(ctx context.Context, agent int32) bool { return ctx.Value(sectionOf{agent}) != nil }
+func inSection(ctx context.Context, agent int32) bool { return sectionIn(ctx, agent) != nil }
 
-// runSection registers the section (the overlap check), runs body, applies
-// any pending fault to a hook's section, and deregisters it.
-func (e *Env) runSection(ctx context.Context, kind Kind, agent int32, body func(context.Context) error) (err error) {
-	id, err := e.enter(ctx, kind, agent)
+// sectionIn returns the section of agent that ctx is inside, or nil.
+func sectionIn(ctx context.Context, agent int32) *section {
+	s, _ := ctx.Value(sectionOf{agent}).(*section)
+	return s
+}
+
+// runSection registers the section (the overlap check, and the fence
+// raise), applies any pending fault to a hook's section, runs body, and
+// deregisters the section. ctx is the lock's body context: it carries the
+// lock's pid and fence, and is cancelled with cause lockcore.ErrLost when
+// the lock is lost.
+func (e *Env) runSection(ctx context.Context, kind Kind, sec *section, body func(context.Context) error) (err error) {
+	key := lockcore.AgentKey(sec.agent)
+	if pid, ok := lockcore.HolderPID(ctx, key); ok {
+		sec.pid = pid
+		sec.fence, _ = fenceOf(ctx, key)
+	}
+	defer func() {
+		// A body that failed because its lock was lost says so, whatever
+		// statement noticed it first.
+		if cause := context.Cause(ctx); err != nil && errors.Is(cause, lockcore.ErrLost) {
+			sec.stopped.Store(true)
+			if !errors.Is(err, lockcore.ErrLost) {
+				err = fmt.Errorf("%w: %w", err, cause)
+			}
+		}
+	}()
+	err = e.enter(ctx, kind, sec)
+	if sec.id != 0 {
+		defer func() {
+			e.exit(ctx, sec.id)
+			if err == nil {
+				e.Rec.Section(kind)
+			}
+		}()
+	}
 	if err != nil {
 		return err
 	}
-	ctx = context.WithValue(ctx, sectionOf{agent}, true)
-	defer func() {
-		e.exit(ctx, id)
-		if err == nil {
-			e.Rec.Section(kind)
-		}
-	}()
-	e.at(ctx, PointEntered, agent)
-	if err := body(ctx); err != nil {
-		return err
-	}
+	ctx = context.WithValue(ctx, sectionOf{sec.agent}, sec)
+	e.at(ctx, PointEntered, sec.agent)
 	if kind == KindHook {
-		return e.fault(ctx, agent, id)
+		if err := e.fault(ctx, sec); err != nil {
+			return err
+		}
+	}
+	return body(ctx)
+}
+
+// enter registers sec, raises the agent's fence to sec's, and reports an
+// overlap if another live section of the agent is inside. A section found
+// registered whose lock was lost is no overlap: it is noted, and its fenced
+// writes are refused from now on. If sec's own lock turns out lost (its
+// fence is older than the agent's) enter returns an error wrapping
+// ErrFenced: the section must not write.
+func (e *Env) enter(ctx context.Context, kind Kind, sec *section) error {
+	var others int64
+	var who, lostWho string
+	var stale bool
+	var pid *int32
+	if sec.pid != 0 {
+		p := int32(sec.pid)
+		pid = &p
+	}
+	horizon := strconv.FormatInt(e.horizon.Milliseconds(), 10) + " milliseconds"
+	// Not cancelled with the body: a statement cut short by a lost lock
+	// may still have registered the section, and a row whose id we never
+	// learnt could not be removed. One statement, bounded.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	err := e.DB.Get(ctx, "SELECT section_id, others, who, lost_who, stale FROM enter_section($1, $2, $3, $4::interval, $5, $6, $7)",
+		[]any{sec.agent, string(kind), e.Proc, horizon, registry.SpaceAgent, pid, sec.fence},
+		&sec.id, &others, &who, &lostWho, &stale)
+	if err != nil {
+		return fmt.Errorf("entering section of agent %d: %w", sec.agent, err)
+	}
+	key := lockcore.AgentKey(sec.agent)
+	if lostWho != "" {
+		guard := "its writes are refused by the fence"
+		if sec.fence == 0 {
+			guard = "nothing refuses its writes (unfenced)"
+		}
+		e.Rec.Note(kind, key, fmt.Sprintf("%s entered while a section whose lock was lost ran on (%s): a lost holder, not an overlap; %s",
+			kind, lostWho, guard))
+	}
+	if stale {
+		sec.refused.Add(1)
+		return fmt.Errorf("%w: %s on AGENT %d entered after its lock was lost (fence %d)", ErrFenced, kind, sec.agent, sec.fence)
+	}
+	if others > 0 {
+		e.Rec.Violation(InvNoOverlap, "section:"+strconv.FormatInt(sec.id, 10),
+			fmt.Sprintf("AGENT %d: %s entered while %d other section(s) were inside (%s)", sec.agent, kind, others, who))
 	}
 	return nil
 }
 
-// enter registers a section of agent and reports an overlap if another
-// section of the agent is inside.
-func (e *Env) enter(ctx context.Context, kind Kind, agent int32) (int64, error) {
-	var id, others int64
-	var who string
-	horizon := strconv.FormatInt(e.horizon.Milliseconds(), 10) + " milliseconds"
-	err := e.DB.Get(ctx, "SELECT section_id, others, who FROM enter_section($1, $2, $3, $4::interval)",
-		[]any{agent, string(kind), e.Proc, horizon}, &id, &others, &who)
-	if err != nil {
-		return 0, fmt.Errorf("entering section of agent %d: %w", agent, err)
-	}
-	if others > 0 {
-		e.Rec.Violation(InvNoOverlap, "section:"+strconv.FormatInt(id, 10),
-			fmt.Sprintf("AGENT %d: %s entered while %d other section(s) were inside (%s)", agent, kind, others, who))
-	}
-	return id, nil
-}
-
 // exit deregisters a section, on a fresh context so that a cancelled body
-// leaves nothing behind.
+// leaves nothing behind, and retries on a fresh connection: after a server
+// restart the first pooled connection is dead. A row it still cannot
+// delete (the server is down) is kept in a list and deleted by a later
+// exit or the audit; until then enter_section does not count it (it is
+// older than the server's start, or its lock is gone).
 func (e *Env) exit(ctx context.Context, id int64) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	bound := cleanupTimeout
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), lockcore.ErrLost) {
+		bound = stopExitTimeout // the work is being abandoned: do not hold the stop up
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
-	_, _ = e.DB.Exec(cctx, "DELETE FROM sections WHERE id = $1", id) // a failure shows in Audit as a section left behind
+	ids := append(e.unexited.list(), id)
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		if _, err := e.DB.Exec(cctx, "DELETE FROM sections WHERE id = ANY ($1)", ids); err == nil {
+			e.unexited.remove(ids)
+			return
+		}
+		if Pause(cctx, backoff) != nil {
+			e.unexited.add(id)
+			return
+		}
+	}
 }
 
-// fault applies one pending fault to a hook's section, if any is armed.
-func (e *Env) fault(ctx context.Context, agent int32, section int64) error {
-	key := lockcore.AgentKey(agent)
+// idSet is a set of section ids, safe for concurrent use.
+type idSet struct {
+	mu sync.Mutex
+	m  map[int64]struct{}
+}
+
+func (s *idSet) add(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[int64]struct{}{}
+	}
+	s.m[id] = struct{}{}
+}
+
+func (s *idSet) remove(ids []int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		delete(s.m, id)
+	}
+}
+
+func (s *idSet) has(id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[id]
+	return ok
+}
+
+func (s *idSet) list() []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int64, 0, len(s.m))
+	for id := range s.m {
+		out = append(out, id)
+	}
+	return out
+}
+
+// fault applies one pending fault to a hook's section, if any is armed. It
+// runs when the section has entered, before the body's work, so a killed
+// holder is lost in the middle of its section.
+func (e *Env) fault(ctx context.Context, sec *section) error {
+	key := lockcore.AgentKey(sec.agent)
 	switch {
 	case take(&e.Faults.reentrant):
 		// A nested acquire of the key this body holds: lockcore refuses it
@@ -159,24 +292,28 @@ func (e *Env) fault(ctx context.Context, agent int32, section int64) error {
 		e.Rec.Note(KindHook, key, fmt.Sprintf("slow body: holding the lock %s more", d.Round(time.Millisecond)))
 		return Pause(ctx, d) // no jitter: it must outlast the timeout
 	case take(&e.Faults.killHolder):
-		return e.killHolder(ctx, key, section)
+		return e.killHolder(ctx, key)
 	}
 	return nil
 }
 
+// lossWait bounds how long the kill-holder fault waits for lockcore to
+// report the loss of the lock it killed.
+const lossWait = time.Second
+
 // killHolder terminates the backend whose session holds key, from inside
-// the section, and waits until it is gone. The section is marked lost
-// first: a killed holder no longer guarantees exclusion (that is what
-// lockcore.ErrLost says), so a successor entering now is not an overlap.
-// The body then returns; the release finds the lock lost.
-func (e *Env) killHolder(ctx context.Context, key lockcore.Key, section int64) error {
+// the section, waits until it is gone and then (up to lossWait) until the
+// lock's loss cancels the body's context, as lockcore does when it sees
+// the backend die: the section then ends at once, before its work. A
+// lockcore that does not report the loss leaves the body to go on as if
+// nothing had happened, as a holder that does not watch its lock would; a
+// waiter is granted the key meanwhile, and its fence refuses whatever
+// write of this body comes after it entered.
+func (e *Env) killHolder(ctx context.Context, key lockcore.Key) error {
 	pid, ok := lockcore.HolderPID(ctx, key)
 	if !ok {
 		e.Rec.Note(KindHook, key, "kill-holder: no lock held (locking is off); nothing to kill")
 		return nil
-	}
-	if _, err := e.DB.Exec(ctx, "UPDATE sections SET lost = true WHERE id = $1", section); err != nil {
-		return err
 	}
 	e.Rec.Note(KindHook, key, fmt.Sprintf("kill-holder: terminating backend %d, which holds %s", pid, key))
 	var done bool
@@ -190,123 +327,18 @@ func (e *Env) killHolder(ctx context.Context, key lockcore.Key, section int64) e
 			return err
 		}
 		if n == 0 || time.Now().After(deadline) {
-			return nil
+			break
 		}
 		if err := sleep(ctx, 10*time.Millisecond); err != nil {
 			return err
 		}
 	}
-}
-
-// readCounter reads one of agent's read-modify-write counters.
-func (e *Env) readCounter(ctx context.Context, agent int32, field string) (int64, error) {
-	var v int64
-	err := e.DB.Get(ctx, "SELECT value FROM counters WHERE agent_id = $1 AND field = $2", []any{agent, field}, &v)
-	if err != nil {
-		return 0, fmt.Errorf("reading %s of agent %d: %w", field, agent, err)
+	t := time.NewTimer(lossWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
 	}
-	return v, nil
-}
-
-// writeCounter writes a counter read earlier and logs the value. A value
-// already in the log means another read-modify-write read the same value
-// and wrote the same result: one of the two updates is lost. The first
-// repeat of a value is reported, and its log row marked so that Audit does
-// not report it again.
-func (e *Env) writeCounter(ctx context.Context, kind Kind, agent int32, field string, v int64) error {
-	var seen int64
-	err := e.DB.Get(ctx, `
-		WITH b AS (SELECT count(*) AS n FROM rmw_log WHERE agent_id = $1 AND field = $2 AND after = $3),
-		     u AS (UPDATE counters SET value = $3 WHERE agent_id = $1 AND field = $2),
-		     l AS (INSERT INTO rmw_log (agent_id, field, after, worker, proc, reported) SELECT $1, $2, $3, $4, $5, n = 1 FROM b)
-		SELECT n FROM b`,
-		[]any{agent, field, v, string(kind), e.Proc}, &seen)
-	if err != nil {
-		return fmt.Errorf("writing %s of agent %d: %w", field, agent, err)
-	}
-	if seen == 1 {
-		e.Rec.Violation(InvNoLostUpdate, counterSubject(agent, field, v),
-			fmt.Sprintf("AGENT %d: %s wrote %s=%d, a value already written: a concurrent update was lost", agent, kind, field, v))
-	}
-	return nil
-}
-
-func counterSubject(agent int32, field string, v int64) string {
-	return fmt.Sprintf("counter:%d/%s/%d", agent, field, v)
-}
-
-// bump is a read-modify-write of one counter with a pause in between, as
-// the seed's ORM code does (load, change the attribute, commit later).
-func (e *Env) bump(ctx context.Context, kind Kind, agent int32, field string) (int64, error) {
-	v, err := e.readCounter(ctx, agent, field)
-	if err != nil {
-		return 0, err
-	}
-	e.at(ctx, PointCounterRead, agent)
-	if err := sleep(ctx, e.Timing().Step); err != nil {
-		return 0, err
-	}
-	return v + 1, e.writeCounter(ctx, kind, agent, field, v+1)
-}
-
-// claim records that kind did a once-only thing (ck) to subject. A claim
-// already there breaks the invariant.
-func (e *Env) claim(ctx context.Context, kind Kind, ck, subject, what string) error {
-	var n int64
-	err := e.DB.Get(ctx, claimSQL, []any{ck, subject, string(kind), e.Proc}, &n)
-	return e.claimed(kind, ck, subject, what, n, err)
-}
-
-// claimTx is claim inside tx, for a workload that already holds a
-// connection: taking a second one from the pool while holding the first
-// could exhaust it. The claim is seen by other transactions at once: a
-// second claim on subject waits for tx to end (claim_counts' key), then
-// counts it.
-func (e *Env) claimTx(ctx context.Context, tx pgx.Tx, kind Kind, ck, subject, what string) error {
-	var n int64
-	err := tx.QueryRow(ctx, claimSQL, ck, subject, string(kind), e.Proc).Scan(&n)
-	return e.claimed(kind, ck, subject, what, n, err)
-}
-
-// claimSQL numbers the claim on its subject and logs it with its number;
-// the number comes from claim_counts, whose key serialises the claims on
-// one subject even across open transactions.
-const claimSQL = `
-	WITH c AS (
-		INSERT INTO claim_counts AS cc (kind, subject, n) VALUES ($1, $2, 1)
-		ON CONFLICT (kind, subject) DO UPDATE SET n = cc.n + 1
-		RETURNING n)
-	INSERT INTO claims (kind, subject, worker, proc, n) SELECT $1, $2, $3, $4, n FROM c
-	RETURNING n`
-
-// claimed reports the second claim on a subject (later ones are the same
-// broken subject); Audit skips subjects with a second claim.
-func (e *Env) claimed(kind Kind, ck, subject, what string, n int64, err error) error {
-	if err != nil {
-		return fmt.Errorf("recording %s %s: %w", ck, subject, err)
-	}
-	if n == 2 {
-		e.Rec.Violation(claimInvariant[ck], ck+":"+subject, fmt.Sprintf("%s: %s done twice (%s)", subject, ck, what))
-	}
-	return nil
-}
-
-// keySet is a set of strings safe for concurrent use.
-type keySet struct {
-	mu sync.Mutex
-	m  map[string]struct{}
-}
-
-// add adds k and reports whether it was new.
-func (s *keySet) add(k string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string]struct{}{}
-	}
-	if _, ok := s.m[k]; ok {
-		return false
-	}
-	s.m[k] = struct{}{}
-	return true
 }

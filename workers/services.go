@@ -84,15 +84,17 @@ func (e *Env) InjectSkills(ctx context.Context, agent int32) error {
 			return nil
 		}
 		e.at(ctx, PointInjectChecked, agent)
-		subject := fmt.Sprintf("agent %d session %d", agent, session)
-		if err := e.claim(ctx, KindSkillInjector, claimInjection, subject, "skill injection"); err != nil {
-			return err
-		}
 		if err := sleep(ctx, e.Timing().Inject); err != nil {
 			return err
 		}
-		_, err := e.DB.Exec(ctx, "UPDATE agents SET prompt_injected_at = now() WHERE id = $1", agent)
-		return err
+		subject := fmt.Sprintf("agent %d session %d", agent, session)
+		return e.writeTx(ctx, agent, func(tx pgx.Tx) error {
+			if err := e.claimTx(ctx, tx, KindSkillInjector, claimInjection, subject, "skill injection"); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "UPDATE agents SET prompt_injected_at = now() WHERE id = $1", agent)
+			return err
+		})
 	}
 	if inSection(ctx, agent) {
 		return body(ctx) // part of the section ctx is in (session_start's), locked or not
@@ -111,14 +113,16 @@ func (e *Env) Handoff(ctx context.Context, agent int32) error {
 			return err
 		}
 		e.at(ctx, PointHandoffChecked, agent)
-		subject := fmt.Sprintf("agent %d generation %d", agent, gen)
-		if err := e.claim(ctx, KindHandoff, claimHandoff, subject, "handoff"); err != nil {
-			return err
-		}
 		if err := sleep(ctx, e.Timing().Handoff); err != nil {
 			return err
 		}
-		return e.writeCounter(ctx, KindHandoff, agent, "generation", gen+1)
+		subject := fmt.Sprintf("agent %d generation %d", agent, gen)
+		return e.writeTx(ctx, agent, func(tx pgx.Tx) error {
+			if err := e.claimTx(ctx, tx, KindHandoff, claimHandoff, subject, "handoff"); err != nil {
+				return err
+			}
+			return e.writeCounterTx(ctx, tx, KindHandoff, agent, "generation", gen+1)
+		})
 	})
 	return err
 }
@@ -139,15 +143,17 @@ func (e *Env) RemoteSend(ctx context.Context, agent int32) error {
 			return nil
 		}
 		e.at(ctx, PointSendChecked, agent)
-		subject := fmt.Sprintf("agent %d readiness %d", agent, ready)
-		if err := e.claim(ctx, KindRemote, claimSend, subject, "remote send"); err != nil {
-			return err
-		}
 		if err := sleep(ctx, e.Timing().Send); err != nil {
 			return err
 		}
-		_, err := e.DB.Exec(ctx, "UPDATE agents SET state = 'processing', last_seen = now() WHERE id = $1", agent)
-		return err
+		subject := fmt.Sprintf("agent %d readiness %d", agent, ready)
+		return e.writeTx(ctx, agent, func(tx pgx.Tx) error {
+			if err := e.claimTx(ctx, tx, KindRemote, claimSend, subject, "remote send"); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "UPDATE agents SET state = 'processing', last_seen = now() WHERE id = $1", agent)
+			return err
+		})
 	})
 	return err
 }

@@ -119,7 +119,7 @@ func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Dur
 
 // benchPackages are the packages whose test binaries hold benchmarks ("."
 // is package main, with the dashboard's refresh benchmark).
-var benchPackages = []string{"lockcore", "ui", "."}
+var benchPackages = []string{"lockcore", "internal/monitor", "ui", "."}
 
 // steps are the measurements, in report order.
 var steps = []struct {
@@ -128,6 +128,7 @@ var steps = []struct {
 }{
 	{"lock cycle", lockCycle},
 	{"contended hand-over", contended},
+	{"loss detection", loss},
 	{"monitor poll", inspect},
 	{"dashboard refresh", dashboard},
 	{"dashboard at rest", idle},
@@ -194,7 +195,7 @@ func testBinary(pkg string) string {
 	if pkg == "." {
 		return "locktop.test"
 	}
-	return pkg + ".test"
+	return strings.ReplaceAll(pkg, "/", "_") + ".test"
 }
 
 func median(v []float64) float64 {
@@ -269,7 +270,7 @@ func contended(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 	}}, nil
 }
 
-// inspect: lockcore.Inspect with N advisory locks held, against pgbench
+// inspect: monitor.Inspect with N advisory locks held, against pgbench
 // running the bare pg_locks query (pg_locks_poll.sql) with the same N held.
 // Budget: within 1.3x at 1,000 locks; the 10,000 figure feeds the
 // poll + decode + render budget.
@@ -279,7 +280,7 @@ func inspect(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 		var goNS, pgMS, ratios []float64
 		var gocmd, pgcmd string
 		for range r.rounds {
-			ns, c, err := r.goBench(ctx, "lockcore", fmt.Sprintf("^BenchmarkInspect$/^locks=%d$", n))
+			ns, c, err := r.goBench(ctx, "internal/monitor", fmt.Sprintf("^BenchmarkInspect$/^locks=%d$", n))
 			if err != nil {
 				return nil, err
 			}
@@ -516,14 +517,19 @@ const reading = `
 ## Reading the figures
 
 - **Lock cycle.** One acquire and one release are one round trip each: lock connections get
-  their lock_timeout (and application_name) once per connection, so the acquire is the bare
-  pg_advisory_lock, as in the baseline. The baseline's pgbench client turns out to be the
+  their lock_timeout (and application_name) once per connection, so the acquire is one
+  statement, pg_advisory_lock and the fencing token's nextval, against the baseline's bare
+  pg_advisory_lock. The baseline's pgbench client turns out to be the
   slower client on these machines; the budget only asks that locktop not be slower.
 - **Contended hand-over.** On two cores the eight backends and the client share the CPU, so
   the client's CPU per hand-over decides the rate. Go's runtime spends more of it than
   pgbench's single-threaded loop (cross-thread wake-ups in the netpoller); with GOMAXPROCS=1
   the Go client is faster than pgbench. The figure is taken at the default GOMAXPROCS, as
   users run it.
+- **Loss detection.** A held lock's idle connection is watched (a blocked read, no round
+  trip); the delay is what the server takes to send its farewell to each backend, plus a
+  wake-up. A restart ends 20 backends at once on two shared cores, which is most of its
+  figure.
 - **Monitor poll.** One statement per poll, returning each backend's details once rather
   than once per lock, decoded without per-row allocations. It reads more than the bare query
   (database, user, query text, wait start), which is what the remaining ratio at 10,000 locks

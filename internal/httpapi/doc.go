@@ -5,6 +5,14 @@
 //	GET /healthz             200 when a probe lock can be taken and released
 //	                         within a second, else 503 with the reason
 //
+// No HTTP load becomes database load: /healthz runs one probe at a time for
+// every request waiting and reuses its result for DefaultHealthMaxAge (1 s);
+// /api/advisory-locks is answered from a Latest, which polls at most once
+// at a time, and while the database hangs answers within StaleWait (1 s)
+// from the newest snapshot, marked "stale" with its "age" and the
+// "stale_reason", or 503 when there is none. /metrics refuses a fifth
+// concurrent scrape with 503 (internal/metrics).
+//
 // New builds the handler from its dependencies (Deps), so the same handler
 // serves `locktop serve` and the dashboard's --http. Listen and
 // ServeListener run it on an address (DefaultAddr, loopback only, unless
@@ -12,12 +20,12 @@
 // listener closes at once, requests in flight get ShutdownTimeout to finish.
 //
 // The dashboard already polls the monitor, so HTTP clients should not poll
-// as well: put its snapshots into a Latest and serve Latest.Snapshot.
+// as well: put its snapshots into a Latest and serve from it.
 //
 //	met := metrics.New()
-//	latest := httpapi.NewLatest(nil, 0) // serves what was put, never polls
+//	latest := httpapi.NewLatest(mon.Poll, 2*interval) // polls itself only when the loop falls behind
 //	h := httpapi.New(httpapi.Deps{
-//		Snapshot: latest.Snapshot,
+//		Latest:   latest,
 //		Info:     mon.Info,
 //		Health:   mon.Probe,
 //		Metrics:  met.Handler(),

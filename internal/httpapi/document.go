@@ -22,6 +22,15 @@ type Document struct {
 	Warning string `json:"warning,omitempty"`
 	// Locks are grouped by key, holders first, then waiters in queue order.
 	Locks []Lock `json:"locks"`
+	// Age is how old the lock table is as served, in seconds, by the
+	// serving process's clock: the time since its poll finished (0 for
+	// `locktop snapshot`, which polls once).
+	Age float64 `json:"age"`
+	// Stale is true when a newer lock table was due but the database did
+	// not deliver it (it failed, or did not answer within StaleWait): the
+	// table is the newest there is, Age old. StaleReason says why.
+	Stale       bool   `json:"stale"`
+	StaleReason string `json:"stale_reason,omitempty"`
 }
 
 // Lock is one holder or waiter. Times are RFC 3339, durations are seconds as
@@ -40,8 +49,10 @@ type Lock struct {
 	// PID is the backend that holds or waits; null when there is none (a
 	// prepared transaction's lock, a lease lock).
 	PID *int32 `json:"pid"`
-	// Holder is the pid as a string, or a lease's owner.
-	Holder          string     `json:"holder"`
+	// Holder names who holds the lock on a holding row: its pid as a
+	// string, or a lease's owner. It is null on a waiting row, whose own
+	// pid is PID and whose holders are BlockedBy.
+	Holder          *string    `json:"holder"`
 	Database        string     `json:"database"`
 	User            string     `json:"user"`
 	ApplicationName string     `json:"application_name"`
@@ -104,7 +115,6 @@ func newLock(l *model.Lock, taken time.Time) Lock {
 		Key:             l.KeyLabel(),
 		Namespace:       l.Namespace,
 		EntityID:        l.EntityID,
-		Holder:          l.Holder(),
 		Database:        l.Database,
 		User:            l.User,
 		ApplicationName: l.ApplicationName,
@@ -128,6 +138,8 @@ func newLock(l *model.Lock, taken time.Time) Lock {
 	}
 	if l.Granted {
 		out.WaitStart = nil
+		holder := l.Holder()
+		out.Holder = &holder
 	}
 	// Seed 000's duration: now() - query_start. For a lock connection, whose
 	// last statement is the lock itself, that is the wait plus the hold so

@@ -5,26 +5,34 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/locktop/locktop/internal/termsafe"
 	"github.com/locktop/locktop/model"
 )
 
-// Deps are what the handler serves from. Snapshot is required; an endpoint
-// whose dependency is nil answers 404.
+// Deps are what the handler serves from. Latest or Snapshot is required;
+// an endpoint whose dependency is nil answers 404.
 type Deps struct {
-	// Snapshot returns the lock table for /api/advisory-locks: Monitor.Poll,
-	// or Latest.Snapshot to share a poll loop's snapshots.
+	// Latest, when set, serves /api/advisory-locks from a poll loop's newest
+	// snapshot (Latest.Serve): while the database hangs, the answer comes
+	// within StaleWait, from the newest snapshot marked stale.
+	Latest *Latest
+	// Snapshot returns the lock table for /api/advisory-locks when Latest
+	// is nil: Monitor.Poll, one poll per request.
 	Snapshot SnapshotFunc
 	// Info describes the server and what the monitor's role cannot see
 	// (Monitor.Info); its Warning goes into the document. Optional.
 	Info func() model.ServerInfo
 	// Health is the check behind /healthz (Monitor.Probe): nil means
-	// healthy, an error is the reason for a 503.
+	// healthy, an error is the reason for a 503. Concurrent requests share
+	// one check, and its result is reused for HealthMaxAge.
 	Health func(ctx context.Context) error
+	// HealthMaxAge is how long a check's result answers /healthz: 0 means
+	// DefaultHealthMaxAge, < 0 a check per request.
+	HealthMaxAge time.Duration
 	// Metrics serves /metrics (Metrics.Handler).
 	Metrics http.Handler
 	// Log receives failed requests; nil means slog.Default().
@@ -35,20 +43,24 @@ type Deps struct {
 const requestTimeout = 10 * time.Second
 
 // New returns the handler of the three endpoints (and a small index at /).
-// It panics if d.Snapshot is nil: that is a programming error.
+// It panics if both d.Latest and d.Snapshot are nil: that is a programming
+// error.
 func New(d Deps) http.Handler {
-	if d.Snapshot == nil {
-		panic("httpapi.New: Deps.Snapshot is nil")
+	if d.Latest == nil && d.Snapshot == nil {
+		panic("httpapi.New: Deps.Latest and Deps.Snapshot are nil")
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
 	h := &handler{d: d}
+	if d.Health != nil {
+		h.health = newHealthCache(d.Health, d.HealthMaxAge, d.Log)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.index)
 	mux.HandleFunc("GET /api/advisory-locks", h.locks)
 	if d.Health != nil {
-		mux.HandleFunc("GET /healthz", h.health)
+		mux.HandleFunc("GET /healthz", h.healthz)
 	}
 	if d.Metrics != nil {
 		mux.Handle("GET /metrics", d.Metrics)
@@ -56,7 +68,10 @@ func New(d Deps) http.Handler {
 	return mux
 }
 
-type handler struct{ d Deps }
+type handler struct {
+	d      Deps
+	health *healthCache
+}
 
 func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -74,7 +89,13 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	snap, err := h.d.Snapshot(ctx)
+	var served Served
+	var err error
+	if h.d.Latest != nil {
+		served, err = h.d.Latest.Serve(ctx)
+	} else {
+		served.Snapshot, err = h.d.Snapshot(ctx)
+	}
 	if err != nil {
 		if r.Context().Err() == nil {
 			h.d.Log.Warn("GET /api/advisory-locks failed", "err", err)
@@ -86,7 +107,10 @@ func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
 	if h.d.Info != nil {
 		info = h.d.Info()
 	}
-	writeJSON(w, http.StatusOK, NewDocument(snap, info))
+	doc := NewDocument(served.Snapshot, info)
+	doc.Age = seconds(served.Age)
+	doc.Stale, doc.StaleReason = served.Stale, oneLine(served.Reason)
+	writeJSON(w, http.StatusOK, doc)
 }
 
 // Health is the body of GET /healthz.
@@ -97,20 +121,27 @@ type Health struct {
 	Reason string `json:"reason,omitempty"`
 	// Took is how long the check took, in seconds.
 	Took float64 `json:"took"`
+	// Age is how long ago the check finished, in seconds: a result is
+	// reused for HealthMaxAge (1 s by default), so no HTTP load becomes
+	// database load.
+	Age float64 `json:"age"`
 }
 
-func (h *handler) health(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	err := h.d.Health(r.Context())
-	took := math.Round(time.Since(start).Seconds()*1e6) / 1e6
+func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
+	res, err := h.health.get(r.Context())
+	if err == nil {
+		err = res.err
+	}
+	hb := Health{Status: "ok", Took: seconds(res.took)}
+	if !res.at.IsZero() {
+		hb.Age = seconds(max(time.Since(res.at), 0))
+	}
 	if err != nil {
-		if r.Context().Err() == nil {
-			h.d.Log.Warn("health check failed", "reason", err.Error())
-		}
-		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "unavailable", Reason: oneLine(err.Error()), Took: took})
+		hb.Status, hb.Reason = "unavailable", oneLine(err.Error())
+		writeJSON(w, http.StatusServiceUnavailable, hb)
 		return
 	}
-	writeJSON(w, http.StatusOK, Health{Status: "ok", Took: took})
+	writeJSON(w, http.StatusOK, hb)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -120,6 +151,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 		http.Error(w, fmt.Sprintf("encoding the response: %v", err), http.StatusInternalServerError)
 		return
 	}
+	body = termsafe.EscapeJSON(body) // `curl` prints it to a terminal
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)

@@ -17,7 +17,9 @@ import (
 	"github.com/locktop/locktop/internal/metrics"
 	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/poolstats"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
@@ -248,7 +250,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	mon := connect(t, dsn)
 	met := metrics.New()
-	met.AddPools(func() []model.PoolStats { return []model.PoolStats{lockcore.PoolStats("monitor", mon.Pool())} })
+	met.AddPools(func() []model.PoolStats { return []model.PoolStats{poolstats.Of("monitor", mon.Pool(), 0)} })
 	srv := server(t, mon, met)
 
 	locks := lockcore.New(pgtest.Pool(t, nil), lockcore.WithObserver(met.Observer()))
@@ -312,26 +314,33 @@ func TestHealthz(t *testing.T) {
 		t.Fatalf("healthy: %d %s (%v)", code, body, err)
 	}
 
-	// Another session holds the probe lock: 503, and the reason.
+	// Another session holds the probe lock: 503, and the reason, once the
+	// last result has aged out (results are reused for a second).
 	other := pgtest.Conn(t)
-	if _, err := other.Exec(ctx, "SELECT pg_advisory_lock($1::int8)", lockcore.HealthProbeID); err != nil {
+	if _, err := other.Exec(ctx, "SELECT pg_advisory_lock($1::int8)", registry.HealthProbeID); err != nil {
 		t.Fatal(err)
 	}
-	code, _, body = get(t, srv.URL+"/healthz")
+	pgtest.Eventually(t, "a 503 with the probe lock held elsewhere", func() bool {
+		code, _, body = get(t, srv.URL+"/healthz")
+		return code != http.StatusOK
+	})
 	h = httpapi.Health{}
 	if err := json.Unmarshal(body, &h); err != nil || code != http.StatusServiceUnavailable || h.Status != "unavailable" ||
 		!strings.Contains(h.Reason, "LOCKTOP_HEALTH not granted within 1s") {
 		t.Errorf("probe lock held elsewhere: %d %s (%v)", code, body, err)
 	}
-	if _, err := other.Exec(ctx, "SELECT pg_advisory_unlock($1::int8)", lockcore.HealthProbeID); err != nil {
+	if _, err := other.Exec(ctx, "SELECT pg_advisory_unlock($1::int8)", registry.HealthProbeID); err != nil {
 		t.Fatal(err)
 	}
 
 	// The database goes away: 503 with a reason, and /api/advisory-locks
 	// says what went wrong too.
 	mon.Close()
-	code, _, body = get(t, srv.URL+"/healthz")
-	h = httpapi.Health{}
+	pgtest.Eventually(t, "a 503 from a closed monitor", func() bool {
+		code, _, body = get(t, srv.URL+"/healthz")
+		h = httpapi.Health{}
+		return json.Unmarshal(body, &h) == nil && h.Reason != "" && !strings.Contains(h.Reason, "LOCKTOP_HEALTH")
+	})
 	if err := json.Unmarshal(body, &h); err != nil || code != http.StatusServiceUnavailable || h.Reason == "" {
 		t.Errorf("closed monitor: %d %s (%v)", code, body, err)
 	}

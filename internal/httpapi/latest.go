@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -66,6 +67,76 @@ func (l *Latest) fresh() (model.Snapshot, bool) {
 	return model.Snapshot{}, false
 }
 
+// StaleWait is how long Serve waits for a poll before it answers from the
+// newest snapshot it has, marked stale: a database that hangs must not hold
+// every request for the whole poll (statement_timeout and a grace).
+const StaleWait = time.Second
+
+// Served is a snapshot as Serve hands it out, with how current it is.
+type Served struct {
+	model.Snapshot
+	// Age is the time since the snapshot was put, on this process's clock.
+	Age time.Duration
+	// Stale is true when a newer snapshot was due and the poll for it
+	// failed or did not finish within StaleWait; Reason says which.
+	Stale  bool
+	Reason string
+}
+
+// Serve returns the newest snapshot for a request. While it is younger
+// than maxAge (or Latest has no poll function) that is all. Otherwise it
+// starts a poll, or joins the one running, and waits for it at most
+// StaleWait: a fresh snapshot when the poll succeeds in time, else the
+// newest one it has, marked stale with the reason. With no snapshot at all
+// it returns the poll's error, or an error saying the database did not
+// answer in time. The poll goes on after Serve returns and is put when it
+// completes. Cancelling ctx makes Serve return at once with ctx's error.
+func (l *Latest) Serve(ctx context.Context) (Served, error) {
+	if snap, ok := l.fresh(); ok {
+		return Served{Snapshot: snap, Age: l.age()}, nil
+	}
+	if l.poll == nil {
+		return Served{}, ErrNoSnapshot
+	}
+	wait := time.NewTimer(StaleWait)
+	defer wait.Stop()
+	var reason string
+	select {
+	case r := <-l.flight.DoChan("poll", l.pollShared(ctx)):
+		if r.Err == nil {
+			return Served{Snapshot: r.Val.(model.Snapshot), Age: l.age()}, nil
+		}
+		reason = "the newest poll failed: " + r.Err.Error()
+		if !l.has() {
+			return Served{}, r.Err
+		}
+	case <-wait.C:
+		if !l.has() {
+			return Served{}, fmt.Errorf("the database did not answer within %s", StaleWait)
+		}
+		reason = fmt.Sprintf("the database did not answer within %s", StaleWait)
+	case <-ctx.Done():
+		return Served{}, ctx.Err()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Served{Snapshot: l.snap, Age: time.Since(l.at), Stale: true, Reason: reason}, nil
+}
+
+// has reports whether a snapshot was ever put.
+func (l *Latest) has() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.at.IsZero()
+}
+
+// age is the time since the newest snapshot was put.
+func (l *Latest) age() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return time.Since(l.at)
+}
+
 // Snapshot returns the newest snapshot, polling first if it is too old (see
 // Latest). Cancelling ctx makes the call return at once with ctx's error; a
 // shared poll goes on for the other callers and is put when it completes.
@@ -76,7 +147,21 @@ func (l *Latest) Snapshot(ctx context.Context) (model.Snapshot, error) {
 	if l.poll == nil {
 		return model.Snapshot{}, ErrNoSnapshot
 	}
-	ch := l.flight.DoChan("poll", func() (any, error) {
+	ch := l.flight.DoChan("poll", l.pollShared(ctx))
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return model.Snapshot{}, r.Err
+		}
+		return r.Val.(model.Snapshot), nil
+	case <-ctx.Done():
+		return model.Snapshot{}, ctx.Err()
+	}
+}
+
+// pollShared is the poll that concurrent callers share.
+func (l *Latest) pollShared(ctx context.Context) func() (any, error) {
+	return func() (any, error) {
 		// A caller that found the snapshot stale may get here just after
 		// another flight put a fresh one: use that, not a second poll.
 		if snap, ok := l.fresh(); ok {
@@ -92,14 +177,5 @@ func (l *Latest) Snapshot(ctx context.Context) (model.Snapshot, error) {
 		}
 		l.Put(s)
 		return s, nil
-	})
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return model.Snapshot{}, r.Err
-		}
-		return r.Val.(model.Snapshot), nil
-	case <-ctx.Done():
-		return model.Snapshot{}, ctx.Err()
 	}
 }

@@ -36,7 +36,7 @@ var (
 
 // PoolSource reports connection pools. It is called at every scrape, from the
 // scraping goroutine, so it must be quick and must not do I/O (pgxpool's Stat
-// and lockcore.PoolStats are both in memory). Pool names should be unique
+// and poolstats.Of are both in memory). Pool names should be unique
 // across sources; a repeated name gets a "-2", "-3" suffix.
 type PoolSource func() []model.PoolStats
 

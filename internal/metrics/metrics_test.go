@@ -16,6 +16,7 @@ import (
 	"github.com/locktop/locktop/internal/metrics"
 	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/poolstats"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 )
@@ -272,7 +273,9 @@ func TestAgainstTheDatabase(t *testing.T) {
 	r := m.Registry()
 	pool := pgtest.Pool(t, nil)
 	locks := lockcore.New(pool, lockcore.WithObserver(m.Observer()), lockcore.WithDefaultTimeout(300*time.Millisecond))
-	m.AddPools(func() []model.PoolStats { return []model.PoolStats{locks.PoolStats("lock")} })
+	m.AddPools(func() []model.PoolStats {
+		return []model.PoolStats{poolstats.Of("lock", locks.Pool(), locks.Waiting())}
+	})
 	key := lockcore.AgentKey(9001)
 
 	held, err := locks.Acquire(ctx, key, time.Second)

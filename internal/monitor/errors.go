@@ -2,10 +2,14 @@ package monitor
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -22,6 +26,7 @@ const (
 	KindNoDatabase       // the database does not exist
 	KindPrivilege        // the role lacks a privilege the statement needs
 	KindLost             // the connection broke
+	KindTLS              // TLS failed: the certificate is not trusted, or the server will not speak TLS
 )
 
 // ConnectError is a failure to use the server, with a one-line message that
@@ -77,25 +82,63 @@ func classify(err error) Kind {
 	if errors.As(err, &pce) {
 		return KindBadDSN
 	}
-	var ne net.Error
-	var oe *net.OpError
-	switch {
-	case errors.As(err, &oe), errors.As(err, &ne), errors.Is(err, context.DeadlineExceeded):
+	if isTLS(err) {
+		return KindTLS
+	}
+	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
 		return KindUnreachable
 	}
+	// Failing to open a connection is not reaching the server; a connection
+	// that was open and then failed (broken pipe, reset, EOF after a
+	// restart or a terminated backend) is a lost one, which a read-only
+	// caller may retry at once on a fresh connection.
 	var cerr *pgconn.ConnectError
 	if errors.As(err, &cerr) {
 		return KindUnreachable
 	}
-	if pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "unexpected EOF") {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return KindUnreachable
+	}
+	var ne net.Error
+	switch {
+	case errors.As(err, &oe), errors.As(err, &ne),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		pgconn.SafeToRetry(err),
+		strings.Contains(err.Error(), "conn closed"), strings.Contains(err.Error(), "unexpected EOF"):
 		return KindLost
 	}
 	return KindOther
 }
 
+// isTLS reports whether err is a failed TLS negotiation: a certificate the
+// client does not trust (or that names another host), a server that will
+// not speak TLS when the DSN requires it, or a handshake the server broke
+// off (it rejected the client's certificate).
+func isTLS(err error) bool {
+	var (
+		cve  *tls.CertificateVerificationError
+		ua   x509.UnknownAuthorityError
+		he   x509.HostnameError
+		ci   x509.CertificateInvalidError
+		alrt tls.AlertError
+		rhe  tls.RecordHeaderError
+	)
+	switch {
+	case errors.As(err, &cve), errors.As(err, &ua), errors.As(err, &he), errors.As(err, &ci),
+		errors.As(err, &alrt), errors.As(err, &rhe):
+		return true
+	}
+	// pgx's words for a server that answers "no" to the SSLRequest.
+	return strings.Contains(err.Error(), "server refused TLS connection")
+}
+
 func describeMsg(kind Kind, err error) string {
 	var pgErr *pgconn.PgError
 	errors.As(err, &pgErr)
+	var cerr *pgconn.ConnectError
+	connecting := errors.As(err, &cerr)
 	switch kind {
 	case KindBadDSN:
 		var pce *pgconn.ParseConfigError
@@ -109,17 +152,32 @@ func describeMsg(kind Kind, err error) string {
 			return "bad DSN: " + oneLine(msg)
 		}
 		return "bad DSN: " + oneLine(err.Error())
+	case KindTLS:
+		var cve *tls.CertificateVerificationError
+		switch {
+		case strings.Contains(err.Error(), "server refused TLS connection"):
+			return "TLS failed: the server does not accept TLS connections, and the DSN's sslmode requires TLS"
+		case errors.As(err, &cve):
+			return "TLS failed: the server's certificate is not trusted: " + oneLine(cve.Err.Error()) + " (see sslmode and sslrootcert)"
+		}
+		return "TLS failed: " + oneLine(rootCause(err))
 	case KindUnreachable:
 		var oe *net.OpError
 		if errors.As(err, &oe) {
 			return "cannot reach the server: " + oneLine(oe.Error())
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			return "cannot reach the server: timed out connecting"
+		if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
+			if connecting {
+				return "cannot reach the server: timed out connecting"
+			}
+			return "the server stopped answering: timed out"
 		}
 		return "cannot reach the server: " + oneLine(rootCause(err))
 	case KindAuth:
 		if pgErr != nil && pgErr.Code == "28P01" {
+			if connecting && cerr.Config != nil && cerr.Config.Password == "" {
+				return "authentication failed: no password given, and the server asks for one (set it in the DSN, PGPASSWORD or a password file)"
+			}
 			return "authentication failed: wrong password (" + oneLine(pgErr.Message) + ")"
 		}
 		if pgErr != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/locktop/locktop/internal/connect"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 )
@@ -21,7 +22,9 @@ const ApplicationName = "locktop.monitor"
 type Options struct {
 	StatementTimeout time.Duration // default 2s
 	LockTimeout      time.Duration // default 500ms
-	ConnectTimeout   time.Duration // default 5s
+	// ConnectTimeout bounds Connect: the connection and the first query.
+	// Default: the DSN's connect_timeout, else connect.DefaultTimeout.
+	ConnectTimeout time.Duration
 }
 
 // Monitor polls one server. It is safe for concurrent use, but polls run one
@@ -62,10 +65,7 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 	if err != nil {
 		return nil, Describe(err)
 	}
-	cto := opts.ConnectTimeout
-	if cto <= 0 {
-		cto = 5 * time.Second
-	}
+	cto := cfg.ConnConfig.ConnectTimeout
 	cctx, cancel := context.WithTimeout(ctx, cto)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(cctx, cfg)
@@ -78,8 +78,9 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 	}
 	m := &Monitor{pool: pool, pollTimeout: st + pollGrace, polling: make(chan struct{}, 1),
 		firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID]struct{}{},
-		probeLocks: lockcore.New(pool, lockcore.WithSharedPool(), lockcore.WithApplicationName(""),
-			lockcore.WithDefaultTimeout(ProbeTimeout))}
+		// The connection is read-only: no fencing sequence to create or draw from.
+		probeLocks: lockcore.New(pool, lockcore.SharedPool(), lockcore.ApplicationName(""),
+			lockcore.Timeout(ProbeTimeout), lockcore.NoFencing())}
 	if err := m.readInfo(cctx); err != nil {
 		pool.Close()
 		return nil, Describe(err)
@@ -89,11 +90,15 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 
 // Config returns the pool configuration of a monitor connection: read-only,
 // named, with its timeouts in the start-up packet, at most two connections
-// (a poll and a health probe).
+// (a poll and a health probe), each connection attempt bounded as package
+// connect bounds every connection locktop opens.
 func Config(dsn string, opts Options) (*pgxpool.Config, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := connect.PoolConfig(dsn)
 	if err != nil {
 		return nil, &ConnectError{Kind: KindBadDSN, Err: err}
+	}
+	if opts.ConnectTimeout > 0 {
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
 	}
 	st, lt := opts.StatementTimeout, opts.LockTimeout
 	if st <= 0 {
@@ -114,9 +119,6 @@ func Config(dsn string, opts Options) (*pgxpool.Config, error) {
 	// a second statement per poll. Poll retries once instead, on a fresh
 	// connection, when the pooled one died while idle.
 	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	}
 	return cfg, nil
 }
 
@@ -184,7 +186,7 @@ func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.pollTimeout)
 	defer cancel()
 	start := time.Now()
-	snap, err := lockcore.Inspect(ctx, m.pool)
+	snap, err := Inspect(ctx, m.pool)
 	snap.Latency = time.Since(start)
 	return snap, err
 }

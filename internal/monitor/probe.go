@@ -9,7 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 )
+
+// probeKey is the health probe's lock.
+var probeKey = lockcore.Int64(registry.HealthProbeID)
 
 // ProbeTimeout is how long a health probe may take: seed 002's health check
 // gives the probe lock one second.
@@ -26,7 +30,7 @@ func (e *ProbeError) Error() string { return e.Reason }
 func (e *ProbeError) Unwrap() error { return e.Err }
 
 // Probe is seed 002's health check: it takes and releases the probe lock
-// (lockcore.HealthProbeKey, registered as LOCKTOP_HEALTH) on the monitor's
+// (registry.HealthProbeID, registered as LOCKTOP_HEALTH) on the monitor's
 // read-only connection, through lockcore, and returns nil when both happened
 // within ProbeTimeout. Otherwise it returns a *ProbeError saying why: the server
 // did not answer, no monitor connection was free, the lock was not granted
@@ -35,8 +39,9 @@ func (e *ProbeError) Unwrap() error { return e.Err }
 // The acquire blocks (for at most the timeout) rather than tries, so two
 // probes, from this process or another locktop watching the same database,
 // queue for the lock instead of failing each other. The probe's Service is
-// told the pool is shared (lockcore.WithSharedPool), so the connection's own
-// settings stay as Connect made them. Concurrent calls share one probe. Cancelling ctx makes
+// told the pool is shared (lockcore.SharedPool), so the connection's own
+// settings stay as Connect made them, and fences nothing (lockcore.NoFencing:
+// the connection is read-only). Concurrent calls share one probe. Cancelling ctx makes
 // this call return at once with ctx's error wrapped; the shared probe still
 // ends within ProbeTimeout, and a probe that fails closes its connection
 // after an unconditional unlock, so nothing it took outlives it.
@@ -74,18 +79,18 @@ func (m *Monitor) probe(ctx context.Context) error {
 	// lockcore does the rest by the lock contract: the connection wait counts
 	// against the second, the server's lock_timeout ends the wait, a failed
 	// acquire is unlocked unconditionally and its connection closed.
-	if err := m.probeLocks.With(ctx, lockcore.HealthProbeKey(), func(context.Context) error { return nil }); err != nil {
+	if err := m.probeLocks.With(ctx, probeKey, func(context.Context) error { return nil }); err != nil {
 		return m.probeFailed(err)
 	}
 	if took := time.Since(start); took > ProbeTimeout {
-		return &ProbeError{Reason: fmt.Sprintf("probe lock %s took %s to take and release, over %s", lockcore.HealthProbeKey(), took.Round(time.Millisecond), ProbeTimeout)}
+		return &ProbeError{Reason: fmt.Sprintf("probe lock %s took %s to take and release, over %s", probeKey, took.Round(time.Millisecond), ProbeTimeout)}
 	}
 	return nil
 }
 
 // probeFailed says why a probe failed.
 func (m *Monitor) probeFailed(err error) error {
-	key := lockcore.HealthProbeKey()
+	key := probeKey
 	var le *lockcore.AdvisoryLockError
 	switch {
 	case errors.Is(err, lockcore.ErrLost):

@@ -11,14 +11,14 @@ import (
 
 	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgtest"
-	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
 // probeRows returns the rows of the health-probe key on the server.
 func probeRows(t *testing.T) []model.Lock {
 	t.Helper()
-	snap, err := lockcore.Inspect(context.Background(), pgtest.Pool(t, nil))
+	snap, err := monitor.Inspect(context.Background(), pgtest.Pool(t, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestProbeLockHeldElsewhere(t *testing.T) {
 	ctx := context.Background()
 	m := connect(t, pgtest.DSN(t))
 	holder := pgtest.Conn(t)
-	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1::int8)", lockcore.HealthProbeID); err != nil {
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1::int8)", registry.HealthProbeID); err != nil {
 		t.Fatal(err)
 	}
 	err := m.Probe(ctx)
@@ -124,7 +124,7 @@ func TestProbeLockHeldElsewhere(t *testing.T) {
 	if rows := probeRows(t); len(rows) != 1 || !rows[0].Granted {
 		t.Errorf("after the failed probe, rows of the key: %+v, want the other holder only", rows)
 	}
-	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock($1::int8)", lockcore.HealthProbeID); err != nil {
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock($1::int8)", registry.HealthProbeID); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Probe(ctx); err != nil {
@@ -138,7 +138,7 @@ func TestProbeCallerCancels(t *testing.T) {
 	ctx := context.Background()
 	m := connect(t, pgtest.DSN(t))
 	holder := pgtest.Conn(t)
-	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1::int8)", lockcore.HealthProbeID); err != nil {
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1::int8)", registry.HealthProbeID); err != nil {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithCancel(ctx)

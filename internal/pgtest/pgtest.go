@@ -114,6 +114,19 @@ func DSN(t testing.TB) string {
 	return dsn
 }
 
+// DSNForExamples returns the DSN of the test binary's database to runnable
+// examples, which have no testing.TB to fail; it panics with the reason
+// when there is none.
+func DSNForExamples() string {
+	if setupErr != nil {
+		panic(fmt.Sprintf("pgtest: %v", setupErr))
+	}
+	if dsn == "" {
+		panic("pgtest: no database: call pgtest.Main from TestMain")
+	}
+	return dsn
+}
+
 // AdminDSN returns the DSN of the server's maintenance database, for tests
 // that create roles or databases of their own.
 func AdminDSN(t testing.TB) string {
