@@ -281,11 +281,11 @@ func TestFenceStrictlyIncreasing(t *testing.T) {
 // waiters returns key's registered waiters now.
 func waiters(t testing.TB, l *Locker, key string) []Waiter {
 	t.Helper()
-	infos, err := l.Inspect(context.Background(), 0)
+	tbl, err := l.Inspect(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, in := range infos {
+	for _, in := range tbl.Locks {
 		if in.Key == key {
 			return in.Waiters
 		}
@@ -298,11 +298,11 @@ func waitForWaiters(t testing.TB, l *Locker, key string, n int) []Waiter {
 	t.Helper()
 	var ws []Waiter
 	pgtest.Eventually(t, fmt.Sprintf("%s has %d waiters", key, n), func() bool {
-		infos, err := l.Inspect(context.Background(), 0)
+		tbl, err := l.Inspect(context.Background(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, in := range infos {
+		for _, in := range tbl.Locks {
 			if in.Key == key {
 				ws = in.Waiters
 				return len(ws) == n

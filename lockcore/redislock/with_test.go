@@ -97,7 +97,8 @@ func TestForceReleaseAudited(t *testing.T) {
 	}()
 	var infos []Info
 	pgtest.Eventually(t, "the victim holds k", func() bool {
-		infos, _ = admin.Inspect(ctx, 0)
+		tbl, _ := admin.Inspect(ctx, 0)
+		infos = tbl.Locks
 		return len(infos) == 1
 	})
 	ok, err := admin.ForceRelease(ctx, "k", "stuck after a crash")
