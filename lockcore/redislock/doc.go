@@ -109,6 +109,10 @@
 // second and the extender's deadlines would not hold. go-redis retries a
 // command after a network error; a release whose reply was lost and which
 // was retried reports ErrNotHeld although it released.
+// After PoolSize failed dials, go-redis stops dialling and answers with the
+// last dial error until a probe it makes every second gets through, so
+// calls keep returning ErrUnavailable for up to about a second after Redis
+// is back.
 //
 // Redis 8.4's DELEX IFEQ / SET IFEQ could replace the compare-and-delete
 // and compare-and-extend scripts, but the release here also hands the key
