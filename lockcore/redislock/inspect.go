@@ -54,12 +54,13 @@ const (
 )
 
 // Inspect lists the locks held under prefix ("" for the default), for
-// monitors. It only reads (SCAN, HMGET, PTTL, ZRANGE, TIME: a read-only ACL
-// user will do), never uses KEYS, and is bounded: at most limit locks
+// monitors. It sends only commands that read (SCAN, HMGET, PTTL, ZRANGE,
+// TIME), never KEYS, and is bounded: at most limit locks
 // (DefaultInspectLimit when limit <= 0), at most 100 SCAN calls of 1,000
 // keys on each master (so past 100,000 keys on a node it sees part of the
 // keyspace and says Truncated), and at most MaxWaiters waiters per lock. It
-// takes two round trips per node, three when some lock has waiters. On a
+// costs a SCAN call per 1,000 keys on each node, then one pipelined read,
+// and a second one when some lock has waiters. On a
 // *redis.ClusterClient it scans every master; on a *redis.Ring every shard.
 // Waiters whose registration has expired (their process died) are left out.
 func Inspect(ctx context.Context, rdb redis.UniversalClient, prefix string, limit int) (Table, error) {
