@@ -145,6 +145,7 @@ var steps = []struct {
 	{"simulator at scale", simulator},
 	{"recording size", recordingSize},
 	{"lease locks", leaseLocks},
+	{"Redis session mutex", redisMutex},
 }
 
 func (r *runner) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {
