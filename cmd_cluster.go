@@ -14,7 +14,7 @@ import (
 
 func init() {
 	register(command{name: "cluster", summary: "run a command against a throw-away PostgreSQL and Redis, removed when the command ends",
-		about: "The command runs with PGHOST, PGPORT, PGUSER, PGDATABASE, DATABASE_URL and LOCKTOP_TEST_DSN\npointing at the server (a Unix socket, never TCP), and REDIS_URL and LOCKTOP_TEST_REDIS at the\nRedis; its exit code is locktop's.",
+		about: "The command runs with PGHOST, PGPORT, PGUSER, PGDATABASE, DATABASE_URL and LOCKTOP_TEST_DSN\npointing at the PostgreSQL server, and REDIS_URL and LOCKTOP_TEST_REDIS at the Redis\n(both on Unix sockets, never TCP); its exit code is locktop's.",
 		run:   runCluster})
 }
 

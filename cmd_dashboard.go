@@ -42,6 +42,7 @@ type dashboardFlags struct {
 	allowTerminate *bool
 	httpAddr       *string
 	logPath        *string
+	record         *string
 }
 
 // newDashboardFlags defines the dashboard's flags; locktop --help lists
@@ -54,6 +55,7 @@ func newDashboardFlags() (*flagSet, *dashboardFlags) {
 	f.interval = fs.Duration("interval", ui.DefaultInterval, "refresh interval")
 	f.allowTerminate = fs.Bool("allow-terminate", false, "allow terminating a backend from the dashboard (asks for confirmation)")
 	f.httpAddr = fs.String("http", "", "also serve /api/advisory-locks, /metrics and /healthz on this `address` (e.g. "+httpapi.DefaultAddr+")")
+	f.record = fs.String("record", "", "also record every snapshot to this new `file` (locktop replay and report read it)")
 	f.logPath = fs.String("log", "", "log `file` (the dashboard owns the screen; default $XDG_CACHE_HOME/locktop/locktop.log)")
 	return fs, f
 }
@@ -165,6 +167,13 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if mo != nil {
 			mo.met.AddPools(pools)
 		}
+	}
+	if *f.record != "" {
+		closeRec, err := recordOptions(&opts, *f.record, logger)
+		if err != nil {
+			return err
+		}
+		defer closeRec()
 	}
 	return ui.Run(ctx, opts)
 }

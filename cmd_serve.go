@@ -30,6 +30,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	conn := addConnFlags(fs)
 	addr := fs.String("http", httpapi.DefaultAddr, "address to serve on, host:port (loopback unless you say otherwise)")
 	interval := fs.Duration("interval", 2*time.Second, "how often to poll the lock table for the metrics")
+	record := fs.String("record", "", "also record every poll to this new `file` (locktop replay and report read it)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -55,6 +56,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	mo := newMonitoring(mon, 2*(*interval), log)
 	info := mon.Info()
+	if *record != "" {
+		w, err := createRecording(*record, newRedactor(dsn).target(), info, []string{primarySource}, *interval)
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		rec := &recorder{w: w, log: log}
+		mo.onPoll = func(s model.Snapshot) { rec.write(0, s) }
+	}
 	if info.Warning != "" {
 		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
 	}
@@ -115,6 +125,7 @@ type monitoring struct {
 	latest  *httpapi.Latest
 	handler http.Handler
 	log     *slog.Logger
+	onPoll  func(model.Snapshot) // loop hands it every snapshot (serve --record)
 }
 
 // newMonitoring wires metrics, a Latest that polls by itself once its
@@ -171,6 +182,9 @@ func (mo *monitoring) loop(ctx context.Context, interval time.Duration) {
 		switch {
 		case err == nil:
 			mo.latest.Put(s)
+			if mo.onPoll != nil {
+				mo.onPoll(s)
+			}
 			if failing {
 				mo.log.Info("polling the lock table again")
 				failing = false

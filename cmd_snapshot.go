@@ -45,16 +45,21 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	doc := httpapi.NewDocument(snap, info)
 	if *asJSON {
-		b, err := json.MarshalIndent(doc, "", "  ")
-		if err != nil {
-			return err
-		}
-		// As the table sanitizes, the JSON escapes what a terminal would
-		// act on (C1 controls, bidi overrides): it is printed too.
-		_, err = stdout.Write(append(termsafe.EscapeJSON(b), '\n'))
-		return err
+		return printJSON(stdout, doc)
 	}
 	return writeTable(stdout, doc)
+}
+
+// printJSON prints v as indented JSON. As the table sanitizes, the JSON
+// escapes what a terminal would act on (C1 controls, bidi overrides): it
+// is printed too.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(termsafe.EscapeJSON(b), '\n'))
+	return err
 }
 
 // writeTable prints the document for people: one line per holder or waiter.

@@ -24,6 +24,9 @@ const noSim = "no simulator here: run locktop without a DSN, or with --sim"
 // bindings are the main screen's keys beside the table's own (lockTable.onKey).
 func (m *Model) bindings() []binding {
 	k := &m.keys
+	if m.replay != nil {
+		return m.replayBindings()
+	}
 	return []binding{
 		{key: &k.Quit, do: m.quit},
 		{key: &k.Help, do: func() tea.Cmd { m.open(newHelpOverlay(m.st, k, m.screen)); return nil }},
@@ -41,6 +44,30 @@ func (m *Model) bindings() []binding {
 		{key: &k.WorkersUp, do: func() tea.Cmd { return scaleWorkers(m.sim, 1.25) }, off: noSim},
 		{key: &k.WorkersDown, do: func() tea.Cmd { return scaleWorkers(m.sim, 0.8) }, off: noSim},
 		{key: &k.Locks, do: func() tea.Cmd { return toggleLocks(m.sim) }, off: noSim},
+	}
+}
+
+// replayBindings are the main screen's keys in a replay: the timeline's
+// instead of the refresh loop's, no simulator, nothing to terminate.
+func (m *Model) replayBindings() []binding {
+	k := &m.keys
+	nothing := func() tea.Cmd { return nil } // disabled here: only their "off" is said
+	return []binding{
+		{key: &k.Quit, do: m.quit},
+		{key: &k.Help, do: func() tea.Cmd { m.open(newHelpOverlay(m.st, k, m.screen)); return nil }},
+		{key: &k.Pause, do: m.replayPlay},
+		{key: &k.StepBack, do: func() tea.Cmd { return m.replayStep(-1) }},
+		{key: &k.StepForward, do: func() tea.Cmd { return m.replayStep(+1) }},
+		{key: &k.Seek, do: m.openSeek},
+		{key: &k.Faster, do: func() tea.Cmd { return m.replaySpeed(+1) }},
+		{key: &k.Slower, do: func() tea.Cmd { return m.replaySpeed(-1) }},
+		{key: &k.Details, do: m.openDetails},
+		{key: &k.Filter, do: m.openFilter},
+		{key: &k.Terminate, do: nothing, off: "a replay cannot terminate a backend"},
+		{key: &k.Refresh, do: nothing, off: "a replay does not refresh: " + hint(k.StepForward) + " steps forward"},
+		{key: &k.Scenario, do: nothing, off: noSim},
+		{key: &k.Fault, do: nothing, off: noSim},
+		{key: &k.Locks, do: nothing, off: noSim},
 	}
 }
 
@@ -181,7 +208,11 @@ func (s screenKeys) ShortHelp() []key.Binding { return s.m.keys.ShortHelp() }
 func (s screenKeys) FullHelp() [][]key.Binding {
 	m := s.m
 	var out [][]key.Binding
-	for _, c := range []help.KeyMap{&m.table, &m.header, &m.simp, m.keys} {
+	parts := []help.KeyMap{&m.table, &m.header, &m.simp, m.keys}
+	if m.replay != nil {
+		parts = []help.KeyMap{&m.table, m.replay, m.keys}
+	}
+	for _, c := range parts {
 		out = append(out, c.FullHelp()...)
 	}
 	return out

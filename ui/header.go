@@ -25,6 +25,7 @@ type header struct {
 	server   string // user@host:port/database, never a password
 	mode     string
 	warnings []string
+	replay   *timeline // not nil in a replay: the line says so, and when
 }
 
 // maxWarningLines is how many lines one warning may wrap onto.
@@ -104,6 +105,9 @@ func (h *header) line() string {
 	}
 	// server_version may carry the packager's suffix: "15.18 (Debian 15.18-0+deb12u1)".
 	version, _, _ := strings.Cut(Sanitize(h.info.Version), " ")
+	if h.replay != nil {
+		return h.replayLine(version)
+	}
 	live := st.Live.Render("● LIVE")
 	if p.paused {
 		live = st.Paused.Render(" PAUSED ")
@@ -160,4 +164,38 @@ func middle(s string, w int) string {
 	head := (w - 1) / 2
 	tail := w - 1 - head
 	return ansi.Truncate(s, head, "") + "…" + ansi.TruncateLeft(s, sw-tail, "")
+}
+
+// replayLine is the top line of a replay: the recorded server, that this
+// is a replay, and of when; the timeline under the table says where.
+func (h *header) replayLine(version string) string {
+	st, r := h.st, h.replay
+	when := ""
+	if n := r.rep.Len(); n > 0 {
+		first, last := r.rep.Time(0), r.rep.Time(n-1)
+		when = "recorded " + first.Format("2006-01-02 15:04:05") + " – "
+		if first.YearDay() == last.YearDay() && first.Year() == last.Year() {
+			when += last.Format("15:04:05")
+		} else {
+			when += last.Format("2006-01-02 15:04:05")
+		}
+	}
+	segs := []segment{
+		{st.App.Render("locktop"), 0},
+		{"", 0}, // the server, below
+		{strings.TrimSpace("PostgreSQL " + version), 2},
+		{st.Paused.Render(" REPLAY "), 0},
+		{st.Dim.Render(when), 0},
+	}
+	if n := r.rep.Len(); n > 0 {
+		segs = append(segs, segment{"at " + r.rep.Time(r.pos).Format("15:04:05"), 0})
+	}
+	server := h.serverLabel()
+	segs[1].text = server
+	l := fitSegments(segs, st.Dim.Render(" · "), h.width)
+	if over := ansi.StringWidth(l) - h.width; over > 0 {
+		segs[1].text = middle(server, ansi.StringWidth(server)-over)
+		l = fitSegments(segs, st.Dim.Render(" · "), h.width)
+	}
+	return fitLine(l, h.width)
 }

@@ -40,6 +40,12 @@ type KeyMap struct {
 	Locks       key.Binding
 	Fault       key.Binding
 
+	// A replay's timeline: a step back or forward, seek to a time (Pause
+	// plays, Faster and Slower change the speed). Enabled only in a replay.
+	StepBack    key.Binding
+	StepForward key.Binding
+	Seek        key.Binding
+
 	// Terminate ends the selected backend, enabled only with
 	// --allow-terminate, and always asks first.
 	Terminate key.Binding
@@ -90,6 +96,10 @@ func DefaultKeyMap() KeyMap {
 
 		Terminate: b("T", "terminate backend", "T"),
 
+		StepBack:    b("←", "step back", "left"),
+		StepForward: b("→", "step forward", "right"),
+		Seek:        b("t", "seek to a time", "t"),
+
 		Close:   b("esc", "close", "esc"),
 		Confirm: b("y", "terminate", "y", "Y"),
 		Cancel:  b("n/esc", "keep it", "n", "N", "esc"),
@@ -105,6 +115,22 @@ func (k *KeyMap) setAvailable(sim, terminate bool) {
 		b.SetEnabled(sim)
 	}
 	k.Terminate.SetEnabled(terminate)
+	k.setReplay(false)
+}
+
+// setReplay turns the refresh loop's keys into the timeline's: pause
+// plays, faster and slower change the speed, refresh has nothing to do.
+func (k *KeyMap) setReplay(on bool) {
+	for _, b := range []*key.Binding{&k.StepBack, &k.StepForward, &k.Seek} {
+		b.SetEnabled(on)
+	}
+	if !on {
+		return
+	}
+	k.Refresh.SetEnabled(false)
+	k.Pause = with(k.Pause, "play/pause")
+	k.Faster = with(k.Faster, "faster")
+	k.Slower = with(k.Slower, "slower")
 }
 
 func (k *KeyMap) simKeys() []*key.Binding {
@@ -114,7 +140,7 @@ func (k *KeyMap) simKeys() []*key.Binding {
 // ShortHelp is the footer of the main screen: the keys most needed, in
 // order.
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Quit, k.Help, k.Pause, k.Filter, k.Sort, k.Details, k.Scenario, k.Locks, k.Faster, k.Slower}
+	return []key.Binding{k.Quit, k.Help, k.Pause, k.StepBack, k.StepForward, k.Seek, k.Filter, k.Sort, k.Details, k.Scenario, k.Locks, k.Faster, k.Slower}
 }
 
 // FullHelp is the keys of the screen itself; the components add theirs

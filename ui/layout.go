@@ -38,6 +38,10 @@ func (m *Model) layout() {
 	m.gauges.SetSize(w, 0)
 	m.footer.SetSize(w, 1)
 	body := h - m.header.Height() - m.gauges.Height() - 1
+	if m.replay != nil {
+		m.replay.SetSize(w, 1)
+		body-- // the timeline
+	}
 	events := min(max(body/5, 3), 8)
 	m.lay = stacked
 	need := 0 // the table's, beside a side panel

@@ -52,6 +52,7 @@ type Model struct {
 	screen  screenKeys
 	lay     arrangement
 	bind    []binding // the main screen's keys
+	replay  *timeline // nil unless replaying a recording
 }
 
 // New returns the dashboard for opts. ctx bounds every command it runs.
@@ -69,6 +70,13 @@ func New(ctx context.Context, opts Options) *Model {
 	m.keys.setAvailable(m.sim != nil, opts.Terminate != nil)
 
 	var feeds []*feed
+	if opts.Replay != nil {
+		// A replay's sources are fed by its timeline, never polled.
+		opts.Source, opts.Sources = nil, nil
+		for _, name := range opts.Replay.Sources() {
+			feeds = append(feeds, &feed{name: name})
+		}
+	}
 	if opts.Source != nil {
 		feeds = append(feeds, &feed{name: "PostgreSQL", poll: opts.Source.Poll})
 	}
@@ -97,6 +105,15 @@ func New(ctx context.Context, opts Options) *Model {
 		m.gauges.maxConns = info.MaxConnections
 		m.table.db = info.Database
 	}
+	if opts.Replay != nil {
+		info := opts.Replay.Info()
+		m.header.info = info
+		m.gauges.maxConns = info.MaxConnections
+		m.table.db = info.Database
+		m.replay = &timeline{st: &st, keys: &m.keys, rep: opts.Replay, speed: 1}
+		m.header.replay = m.replay
+		m.keys.setReplay(true)
+	}
 	if m.sim != nil {
 		m.scenarios = m.sim.Scenarios()
 		m.faults = m.sim.Faults()
@@ -107,6 +124,9 @@ func New(ctx context.Context, opts Options) *Model {
 
 // Init starts the refresh loop and, with a simulator, the event stream.
 func (m *Model) Init() tea.Cmd {
+	if m.replay != nil {
+		return m.startReplay()
+	}
 	cmds := []tea.Cmd{m.poll.start()}
 	if m.sim != nil {
 		if ch := m.sim.Events(); ch != nil {
@@ -128,6 +148,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		cmd = m.onSnapshot(msg)
 	case tickMsg:
 		cmd = m.poll.onTick(msg)
+	case replayTickMsg:
+		cmd = m.onReplayTick(msg)
 	case simMsg:
 		m.onSim(msg)
 	case eventsMsg:
@@ -332,6 +354,9 @@ func (m *Model) render() string {
 		return m.tooSmall()
 	}
 	base := m.header.View() + "\n" + m.gauges.View() + "\n" + m.body() + "\n" + m.footerView()
+	if m.replay != nil {
+		base = m.header.View() + "\n" + m.gauges.View() + "\n" + m.body() + "\n" + m.replay.View() + "\n" + m.footerView()
+	}
 	o := m.overlay
 	if o == nil || o.Place() == placeFooter {
 		return base

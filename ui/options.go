@@ -68,6 +68,11 @@ type Options struct {
 	Logger *slog.Logger
 	// NoColor renders without colour; Run sets it from NO_COLOR.
 	NoColor bool
+	// Replay, when not nil, plays a recording instead of polling: Source
+	// and Sources are not used, and a timeline shows where the screen is
+	// in it (locktop replay). ReplayAt is the step it opens at.
+	Replay   Replay
+	ReplayAt int
 }
 
 // mode is the header's words for how locktop runs, derived from the
@@ -75,6 +80,8 @@ type Options struct {
 func (o *Options) mode() string {
 	var parts []string
 	switch {
+	case o.Replay != nil:
+		parts = append(parts, "REPLAY of a recording")
 	case o.ThrowAway:
 		parts = append(parts, "throw-away server")
 	case o.Simulator != nil:

@@ -231,7 +231,8 @@ func (t *Turns) Outage(ctx context.Context, d time.Duration) error {
 // Inspect lists the session locks held under the turns' prefix (by any
 // process), with their waiters.
 func (t *Turns) Inspect(ctx context.Context) ([]redislock.Info, error) {
-	return redislock.Inspect(ctx, t.rdb, t.opts.Prefix, 100000)
+	tb, err := redislock.Inspect(ctx, t.rdb, t.opts.Prefix, 100000)
+	return tb.Locks, err
 }
 
 // Close closes every pod's Locker (holds stay in Redis as they are).

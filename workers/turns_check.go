@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/locktop/locktop/lockcore/redislock"
 )
 
 // Audit checks, over the database and Redis, the turns of the current run
@@ -82,7 +80,7 @@ func (t *Turns) Audit(ctx context.Context) error {
 // auditHolds reports holds of this process's pods still in Redis that are
 // not left to expire.
 func (t *Turns) auditHolds(ctx context.Context) error {
-	infos, err := redislock.Inspect(ctx, t.rdb, t.opts.Prefix, 100000)
+	infos, err := t.Inspect(ctx)
 	if err != nil {
 		return fmt.Errorf("audit of the session locks: %w", err)
 	}

@@ -126,7 +126,7 @@ func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Dur
 
 // benchPackages are the packages whose test binaries hold benchmarks ("."
 // is package main, with the dashboard's refresh benchmark).
-var benchPackages = []string{"lockcore", "internal/monitor", "ui", "."}
+var benchPackages = []string{"lockcore", "internal/monitor", "ui", ".", "internal/recording"}
 
 // only, if set (-only), selects the steps to run by name.
 var only *regexp.Regexp
@@ -143,8 +143,9 @@ var steps = []struct {
 	{"dashboard refresh", dashboard},
 	{"dashboard at rest", idle},
 	{"simulator at scale", simulator},
-	{"Redis session mutex", redisMutex},
+	{"recording size", recordingSize},
 	{"lease locks", leaseLocks},
+	{"Redis session mutex", redisMutex},
 }
 
 func (r *runner) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {

@@ -59,6 +59,13 @@ func Main(m *testing.M) {
 
 func run(m *testing.M) int {
 	setupErr = setup()
+	if setupErr != nil {
+		// Every test and example needs the server: fail the run at once
+		// with the reason (a test never skips), rather than once per test.
+		fmt.Fprintln(os.Stderr, "redistest:", setupErr)
+		fmt.Println("FAIL")
+		return 1
+	}
 	code := m.Run()
 	if server != nil {
 		if err := server.Stop(); err != nil {

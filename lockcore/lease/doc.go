@@ -82,6 +82,27 @@
 // records who waits for what since when, for monitors (Locks, Inspect,
 // InspectPostgres, InspectSQLite).
 //
+// # Monitors
+//
+// Manager.Locks and Manager.Inspect list every process's holders and
+// waiters; InspectPostgres(ctx, q, schema) and InspectSQLite(ctx, path)
+// read the same Snapshot without a Manager, read-only, creating nothing (no
+// schema, table or file: an error wrapping ErrNoSchema where lease locks
+// were never used) and locking nothing, in one round trip on PostgreSQL
+// and one read transaction on SQLite. A Snapshot carries the database's
+// clock (Now), each holder's and waiter's Info (resource, mode, owner,
+// fence, lease expiry and LeaseLeft, heartbeat and HeartbeatAge, since,
+// metadata, Stale by the grant's own Grace, a waiter's Position in its
+// resource's queue), the jobs, and the newest audit records.
+//
+// # Errors
+//
+// Every failed operation returns an *Error (operation, resource, mode,
+// time waited) wrapping one of the package's sentinels, a context error or
+// the driver's. ErrLocked, ErrTimeout, ErrLost and ErrReleased also match
+// lockcore's sentinels of the same name, so errors.Is(err,
+// lockcore.ErrLost) holds for a lost lease as for a lost advisory lock.
+//
 // # Jobs
 //
 // StartJob queues a Job and returns once a slot is free under

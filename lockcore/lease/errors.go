@@ -4,19 +4,26 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/locktop/locktop/lockcore"
 )
 
+// The sentinels are distinct from each other. ErrLocked, ErrTimeout, ErrLost
+// and ErrReleased also match lockcore's sentinels of the same name
+// (errors.Is(err, lockcore.ErrLost) holds for a lost lease), so code that
+// sorts the lock family's outcomes by lockcore's sentinels (workers, the
+// simulator) needs no second table for lease locks.
 var (
 	// ErrLocked means a try found the resource held in a conflicting mode (or
 	// a writer waiting ahead of a reader).
-	ErrLocked = errors.New("resource held in a conflicting mode")
+	ErrLocked error = &familyError{"resource held in a conflicting mode", lockcore.ErrLocked}
 	// ErrTimeout means the lock, the upgrade or all of AcquireAll's locks did
 	// not come within Options.Wait.
-	ErrTimeout = errors.New("timed out waiting for the lock")
+	ErrTimeout error = &familyError{"timed out waiting for the lock", lockcore.ErrTimeout}
 	// ErrLost means the lock is no longer held: its row was taken over or
 	// removed, or its lease ran out with no heartbeat renewing it. The work
 	// done under it may not have been exclusive to the end.
-	ErrLost = errors.New("lease lost")
+	ErrLost error = &familyError{"lease lost", lockcore.ErrLost}
 	// ErrLockOrder means the acquire would break the global lock order of
 	// seed 004 §8.1: the context already holds a resource that sorts at or
 	// after the one asked for. It is refused instead of risking a deadlock.
@@ -26,7 +33,7 @@ var (
 	ErrNotUpgradeable = errors.New("lock not held in upgradeable mode")
 	// ErrReleased is what Lock.Err reports after Release, and the cause of
 	// the lock's context then.
-	ErrReleased = errors.New("lock released")
+	ErrReleased error = &familyError{"lock released", lockcore.ErrReleased}
 	// ErrClosed means the Manager was closed.
 	ErrClosed = errors.New("lease manager closed")
 	// ErrNoSchema means the database has no lease tables (InspectPostgres,
@@ -66,3 +73,15 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// familyError is a sentinel of this package that errors.Is also matches
+// with its counterpart in lockcore, the lock family's root.
+type familyError struct {
+	msg string
+	kin error // lockcore's sentinel of the same meaning
+}
+
+func (e *familyError) Error() string { return e.msg }
+
+// Is reports whether target is e's counterpart in lockcore.
+func (e *familyError) Is(target error) bool { return target == e.kin }

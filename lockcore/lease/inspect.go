@@ -17,7 +17,16 @@ type Info struct {
 	LeaseExpires time.Time
 	Heartbeat    time.Time // the last heartbeat (holders) or retry (waiters)
 	Since        time.Time // granted (holders) or began waiting (waiters)
-	Metadata     map[string]any
+	// LeaseLeft is LeaseExpires less the database's clock at the listing:
+	// negative once the lease (or a waiter's row) has passed.
+	LeaseLeft time.Duration
+	// HeartbeatAge is how long ago, by the database's clock at the
+	// listing, the last heartbeat (or retry) was.
+	HeartbeatAge time.Duration
+	// Position is a waiter's place among the resource's waiters, by Since
+	// (1 first); 0 for holders.
+	Position int
+	Metadata map[string]any
 	// Stale: the holder's lease has passed, its heartbeat is older than
 	// its own Grace (recorded with the grant) and no active job claims its
 	// owner, all by the database's clock: a Manager with the same Grace
@@ -55,6 +64,27 @@ type Snapshot struct {
 	Locks []Info        // by resource in lock order; holders, then waiters by since
 	Jobs  []JobInfo     // by arrival
 	Audit []AuditRecord // newest first, at most 100
+}
+
+// finish completes a listing read at now (the database's clock): the
+// order, the ages and the waiters' positions.
+func finish(infos []Info, now time.Time) {
+	sortInfos(infos)
+	pos := 0
+	for i := range infos {
+		in := &infos[i]
+		in.LeaseLeft, in.HeartbeatAge = in.LeaseExpires.Sub(now), now.Sub(in.Heartbeat)
+		switch {
+		case in.Granted:
+			pos = 0
+		case i > 0 && !infos[i-1].Granted && infos[i-1].Resource == in.Resource:
+			pos++
+			in.Position = pos
+		default:
+			pos = 1
+			in.Position = pos
+		}
+	}
 }
 
 // auditListed is how many audit records a Snapshot carries.

@@ -47,7 +47,7 @@ func OpenPostgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Manag
 
 var pgStatements = []string{
 	pgEnsureResource, pgLockResource, pgState, pgBumpResource, pgFastGrant, pgWaitIfRefused, pgUnwaitIfGranted, pgPurgeDead, pgGrant, pgUpgrade, pgVictim, pgUpsertWaiter,
-	pgDeleteWaiter, pgPurgeWaiters, pgRelease, pgShareRow, pgWakeIfWait, pgDropWaiter, pgRenewLocks, pgRenewJobs, pgSetMetadata,
+	pgDeleteWaiter, pgPurgeWaiters, pgShareRow, pgRelease, pgWakeIfWait, pgDropWaiter, pgRenewLocks, pgRenewJobs, pgSetMetadata,
 	pgEnqueue, pgJobGate, pgJobs, pgTurns, pgSetTurn, pgDropJobs, pgStartJobs, pgJobState, pgFinish, pgCommitManifest, pgManifest,
 	pgListLocks, pgListWaiter, pgListAudit,
 }
@@ -371,11 +371,15 @@ func readState(br pgx.BatchResults, st *state) error {
 
 func (p *pgStore) release(ctx context.Context, lockID, token string) (bool, error) {
 	b := &pgx.Batch{} // one implicit transaction
-	b.Queue(p.q(pgRelease), token)
 	b.Queue(p.q(pgShareRow), lockID)
+	b.Queue(p.q(pgRelease), token)
 	b.Queue(p.q(pgWakeIfWait), lockID, p.channel)
 	br := p.pool.SendBatch(ctx, b)
-	tag, err := br.Exec()
+	_, err := br.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -657,7 +661,7 @@ func inspectPostgres(ctx context.Context, q Querier, schema string) (s *Snapshot
 	if s.Audit, err = pgx.CollectRows(rows, scanPGAudit); err != nil {
 		return nil, err
 	}
-	sortInfos(s.Locks)
+	finish(s.Locks, s.Now)
 	return s, nil
 }
 

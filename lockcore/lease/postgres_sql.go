@@ -145,14 +145,19 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_ts = now(), expires = excluded.expires`
 	pgDeleteWaiter = `DELETE FROM {s}.dal_waiters WHERE id = $1`
 	pgPurgeWaiters = `DELETE FROM {s}.dal_waiters WHERE id = ANY($1) AND expires <= now()`
 	pgNotify       = `SELECT pg_notify($1, $2)`
-	// A release is one pipelined (implicit) transaction: delete the grant; take the
-	// resource's row in KEY SHARE mode, which waits for an attempt in
-	// flight (FOR UPDATE) to commit its waiter row, and makes a later
-	// attempt wait for this commit (and then see the grant gone); then
-	// NOTIFY only if someone waits. An uncontended release wakes no
-	// listener anywhere, and no waiter can miss its wake-up.
+	// A release is one pipelined (implicit) transaction. First it takes the
+	// resource's row FOR SHARE, which conflicts with what every acquire
+	// takes first (pgBumpResource's update, pgLockResource's FOR UPDATE) and
+	// not with other releases: it waits for an acquire in flight to commit
+	// its waiter row, and a later acquire waits for the release's commit
+	// (and then sees the grant gone). Then it deletes the grant, and
+	// NOTIFYs only if someone waits: an uncontended release wakes no
+	// listener anywhere, and no waiter misses its wake-up. The row comes
+	// before the grant, as in every attempt (resource, then grants): a
+	// release that deleted first and then waited for the row would deadlock
+	// with a recovery deleting the same grant.
+	pgShareRow   = `SELECT 1 FROM {s}.dal_resources WHERE lock_id = $1 FOR SHARE`
 	pgRelease    = `DELETE FROM {s}.dal_locks WHERE token = $1`
-	pgShareRow   = `SELECT 1 FROM {s}.dal_resources WHERE lock_id = $1 FOR KEY SHARE`
 	pgWakeIfWait = `SELECT pg_notify($2, $1) WHERE EXISTS (SELECT 1 FROM {s}.dal_waiters WHERE lock_id = $1 AND expires > now())`
 	pgDropWaiter = `WITH d AS (DELETE FROM {s}.dal_waiters WHERE id = $1 RETURNING lock_id, mode)
 SELECT pg_notify($2, d.lock_id) FROM d WHERE d.mode = 'write'`

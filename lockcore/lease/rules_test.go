@@ -1,11 +1,14 @@
 package lease
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/locktop/locktop/lockcore"
 )
 
 // The rules without a database: decide, planJobs, the order, the backoff.
@@ -175,5 +178,28 @@ func TestOptions(t *testing.T) {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("accepted %+v", bad)
 		}
+	}
+}
+
+// The sentinels are distinct, and the family's shared ones match
+// lockcore's, wrapped or not.
+func TestErrorsFamily(t *testing.T) {
+	mine := []error{ErrLocked, ErrTimeout, ErrLost, ErrLockOrder, ErrNotUpgradeable, ErrReleased, ErrClosed}
+	for i, a := range mine {
+		for j, b := range mine {
+			if (i == j) != errors.Is(a, b) {
+				t.Errorf("errors.Is(%v, %v) = %v", a, b, i != j)
+			}
+		}
+	}
+	for mine, theirs := range map[error]error{ErrLocked: lockcore.ErrLocked, ErrTimeout: lockcore.ErrTimeout,
+		ErrLost: lockcore.ErrLost, ErrReleased: lockcore.ErrReleased} {
+		err := &Error{Op: "hold", Resource: Map("m"), Err: fmt.Errorf("%w: why", mine)}
+		if !errors.Is(err, theirs) || !errors.Is(err, mine) {
+			t.Errorf("%v does not match %v and %v", err, mine, theirs)
+		}
+	}
+	if errors.Is(ErrLost, lockcore.ErrLocked) || errors.Is(ErrLockOrder, lockcore.ErrLost) {
+		t.Error("a sentinel matches another meaning of lockcore's")
 	}
 }

@@ -647,6 +647,6 @@ func inspectSQLite(ctx context.Context, db *sql.DB) (*Snapshot, error) {
 	if s.Audit, err = readSQLiteAudit(ctx, tx, auditListed); err != nil {
 		return nil, err
 	}
-	sortInfos(s.Locks)
+	finish(s.Locks, s.Now)
 	return s, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/lockcore"
 )
 
 // The conformance suite: every case runs on both stores, as subtests of
@@ -358,8 +359,8 @@ func testLeaseRunsOut(t *testing.T, e *env) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the old holder was never told")
 	}
-	if err := context.Cause(old.Context()); !errors.Is(err, ErrLost) {
-		t.Errorf("old holder's context cause: %v, want ErrLost", err)
+	if err := context.Cause(old.Context()); !errors.Is(err, ErrLost) || !errors.Is(err, lockcore.ErrLost) {
+		t.Errorf("old holder's context cause: %v, want ErrLost (and lockcore's)", err)
 	}
 	if !errors.Is(old.Err(), ErrLost) {
 		t.Errorf("old holder's Err: %v", old.Err())
@@ -699,20 +700,31 @@ func testListing(t *testing.T, e *env) {
 		}
 	}()
 	pgtest.Eventually(t, "a waiter", func() bool { return waiting(t, a, r, Read) })
+	go func() {
+		if w, err := b.Acquire(ctxT(t), r, Write); err == nil {
+			_ = w.Release(context.Background())
+		}
+	}()
+	pgtest.Eventually(t, "a second waiter", func() bool { return waiting(t, a, r, Write) })
 	s, err := a.Inspect(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Locks) != 2 {
+	if len(s.Locks) != 3 {
 		t.Fatalf("listed %+v", s.Locks)
 	}
-	h, w := s.Locks[0], s.Locks[1]
+	h, w, w2 := s.Locks[0], s.Locks[1], s.Locks[2]
 	if !h.Granted || h.Owner != "A" || h.Mode != Write || h.Fence != l.Fence() || h.Metadata["op"] != "calibrate" ||
-		h.Stale || !h.LeaseExpires.After(s.Now) || h.Since.After(s.Now) {
+		h.Stale || !h.LeaseExpires.After(s.Now) || h.Since.After(s.Now) || h.Position != 0 ||
+		h.LeaseLeft != h.LeaseExpires.Sub(s.Now) || h.LeaseLeft <= 0 || h.HeartbeatAge != s.Now.Sub(h.Heartbeat) || h.HeartbeatAge < 0 {
 		t.Errorf("holder %+v (now %s)", h, s.Now)
 	}
-	if w.Granted || w.Owner != "B" || w.Mode != Read || w.Since.IsZero() || !w.LeaseExpires.After(s.Now) {
+	if w.Granted || w.Owner != "B" || w.Mode != Read || w.Since.IsZero() || !w.LeaseExpires.After(s.Now) || w.Position != 1 ||
+		w.LeaseLeft <= 0 {
 		t.Errorf("waiter %+v", w)
+	}
+	if w2.Granted || w2.Mode != Write || w2.Position != 2 || w2.Since.Before(w.Since) {
+		t.Errorf("second waiter %+v", w2)
 	}
 	// The read-only listing, without a Manager.
 	var s2 *Snapshot
@@ -722,7 +734,7 @@ func testListing(t *testing.T, e *env) {
 	default:
 		s2, err = InspectSQLite(ctxT(t), e.where.Path)
 	}
-	if err != nil || len(s2.Locks) != 2 || s2.Locks[0].Fence != l.Fence() {
+	if err != nil || len(s2.Locks) != 3 || s2.Locks[0].Fence != l.Fence() || s2.Locks[2].Position != 2 {
 		t.Errorf("Inspect: %+v, %v", s2, err)
 	}
 	release(t, l)

@@ -60,9 +60,12 @@ func TestCluster(t *testing.T) {
 		}
 		locks[k] = lk
 	}
-	infos, err := holder.Inspect(ctx, 0)
-	if err != nil || len(infos) != len(keys) {
-		t.Fatalf("Inspect on the cluster = %d locks, %v; want %d", len(infos), err, len(keys))
+	tbl, err := holder.Inspect(ctx, 0)
+	if err != nil || len(tbl.Locks) != len(keys) || tbl.Truncated {
+		t.Fatalf("Inspect on the cluster = %d locks (truncated %v), %v; want %d", len(tbl.Locks), tbl.Truncated, err, len(keys))
+	}
+	if lim, err := holder.Inspect(ctx, 5); err != nil || len(lim.Locks) != 5 || !lim.Truncated {
+		t.Errorf("Inspect on the cluster, limit 5 = %d locks (truncated %v), %v", len(lim.Locks), lim.Truncated, err)
 	}
 
 	// Hand-over to waiters on every key, through notices.

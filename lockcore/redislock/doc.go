@@ -20,6 +20,7 @@
 // Resume(ctx, key, token) and Release. Acquire never extends a hold by
 // itself: the TTL is the safety net that frees a conversation whose worker
 // died. Extend sets the time left; With extends every third of the TTL.
+// Wait(0), or TryAcquire, is a single try.
 //
 // # What it guarantees
 //
@@ -35,7 +36,7 @@
 //     failover does not hand out old numbers again (if the new primary's
 //     clock is not behind).
 //   - A hold knows when it is lost: its Context is cancelled with cause
-//     ErrLost when its TTL passes without an extension (estimated on the
+//     ErrLost (Done closes, Err wraps ErrLost) when its TTL passes without an extension (estimated on the
 //     client, erring early by 1% + 2ms), when an extend finds the key gone
 //     or taken, when a force release is announced to its Locker, or when
 //     the Locker's listener, reconnecting after Redis went away, finds the
@@ -92,7 +93,10 @@
 // reason timeout, redis_error, lost or not_held; the pattern label is the
 // registry's (lockcore/registry), or "other", never the key. Healthy is the
 // seed's check (take and release a probe key within a second). Inspect lists
-// held locks with owner, fence, TTL and the waiters in order, for monitors.
+// held locks for monitors, read-only and bounded (SCAN, never KEYS; at most
+// limit locks and MaxWaiters waiters each; Table.Truncated says when a bound
+// cut it short): owner, fence, token prefix, TTL left, and the waiters in
+// the order they will get the key.
 // ForceRelease is audited: who, when, why, the victim's owner, fence and
 // the first 6 characters of its token (a token is a capability: it is never
 // stored whole).
@@ -105,6 +109,10 @@
 // second and the extender's deadlines would not hold. go-redis retries a
 // command after a network error; a release whose reply was lost and which
 // was retried reports ErrNotHeld although it released.
+// After PoolSize failed dials, go-redis stops dialling and answers with the
+// last dial error until a probe it makes every second gets through, so
+// calls keep returning ErrUnavailable for up to about a second after Redis
+// is back.
 //
 // Redis 8.4's DELEX IFEQ / SET IFEQ could replace the compare-and-delete
 // and compare-and-extend scripts, but the release here also hands the key

@@ -128,12 +128,12 @@ func ExampleInspect() {
 	}
 	defer lock.Release(ctx)
 
-	infos, err := redislock.Inspect(ctx, rdb, "example-inspect:", 100)
+	tbl, err := redislock.Inspect(ctx, rdb, "example-inspect:", 100)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for _, in := range infos {
+	for _, in := range tbl.Locks {
 		fmt.Println(in.Key, in.Pattern, in.Owner, len(in.Waiters), "waiting")
 	}
 	// Output: t9:a9:c9:web example-inspect:{tenant}:{agent}:{customer}:{channel} pod-a 0 waiting

@@ -120,6 +120,26 @@ func (k *Lock) Context() context.Context { return k.watch() }
 // Done is closed when the hold ends; see Context.
 func (k *Lock) Done() <-chan struct{} { return k.watch().Done() }
 
+// Err is nil while the hold is not known to have ended, an error wrapping
+// ErrLost once it is found lost (also after a later Release), and one
+// wrapping ErrReleased after Release. A lease that has run out by this
+// client's estimate is lost at the first call, not at the lease timer's
+// tick. Like Context and Done, the first call starts the lease timer and
+// the revocation notices.
+func (k *Lock) Err() error {
+	k.watch()
+	k.mu.Lock()
+	expired := k.cause == nil && !time.Now().Before(k.deadline)
+	k.mu.Unlock()
+	if expired {
+		k.lose("its TTL passed")
+	}
+	if cause := k.ended(); cause != nil {
+		return fmt.Errorf("redislock: %s: %w", k.key, cause)
+	}
+	return nil
+}
+
 // TTL returns the time left before Redis releases the hold by itself, or
 // ErrNotHeld (and the lock is marked lost) if the token no longer holds it.
 func (k *Lock) TTL(ctx context.Context) (time.Duration, error) {

@@ -281,11 +281,11 @@ func TestFenceStrictlyIncreasing(t *testing.T) {
 // waiters returns key's registered waiters now.
 func waiters(t testing.TB, l *Locker, key string) []Waiter {
 	t.Helper()
-	infos, err := l.Inspect(context.Background(), 0)
+	tbl, err := l.Inspect(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, in := range infos {
+	for _, in := range tbl.Locks {
 		if in.Key == key {
 			return in.Waiters
 		}
@@ -298,11 +298,11 @@ func waitForWaiters(t testing.TB, l *Locker, key string, n int) []Waiter {
 	t.Helper()
 	var ws []Waiter
 	pgtest.Eventually(t, fmt.Sprintf("%s has %d waiters", key, n), func() bool {
-		infos, err := l.Inspect(context.Background(), 0)
+		tbl, err := l.Inspect(context.Background(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, in := range infos {
+		for _, in := range tbl.Locks {
 			if in.Key == key {
 				ws = in.Waiters
 				return len(ws) == n
@@ -495,5 +495,112 @@ func TestHealthy(t *testing.T) {
 	l := newLocker(t, Options{})
 	if err := l.Healthy(context.Background()); err != nil {
 		t.Fatalf("Healthy: %v", err)
+	}
+}
+
+// A prefix with a space still hands over: the waiter's registration names
+// its Locker's channel, which the space split, so the release took the
+// waiter for dead and dropped it (the waiter then got the key only by its
+// backstop poll, and Inspect did not list it).
+func TestPrefixWithSpaceHandsOver(t *testing.T) {
+	prefix := redistest.Prefix(t) + "two words:"
+	holder := newLocker(t, Options{Prefix: prefix})
+	waiter := newLocker(t, Options{Prefix: prefix, Owner: "waiter"})
+	ctx := context.Background()
+	k, err := holder.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		wk, err := waiter.Acquire(ctx, "k", Wait(30*time.Second))
+		if err == nil {
+			err = wk.Release(ctx)
+		}
+		got <- err
+	}()
+	if ws := waitForWaiters(t, holder, "k", 1); ws[0].Owner != "waiter" {
+		t.Fatalf("waiters %+v", ws)
+	}
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if st := holder.Stats(); st.HandOvers != 1 {
+		t.Errorf("release handed over %d times, want 1 (the waiter was dropped)", st.HandOvers)
+	}
+}
+
+// TryAcquire is Acquire with a single try, whatever the Locker's Wait.
+func TestTryAcquire(t *testing.T) {
+	l := newLocker(t, Options{Wait: time.Hour})
+	ctx := context.Background()
+	k, err := l.TryAcquire(ctx, "k", TTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release(ctx)
+	if left, err := k.TTL(ctx); err != nil || left <= 30*time.Second {
+		t.Errorf("TTL(time.Minute) ignored: %v, %v", left, err)
+	}
+	got, err := l.TryAcquire(ctx, "k")
+	if got != nil || !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryAcquire on a held key = %v, %v; want nil and ErrNotAcquired", got, err)
+	}
+	if st := l.Stats(); st.Waited != 0 {
+		t.Errorf("TryAcquire waited: %+v", st)
+	}
+}
+
+// Err is nil while held, wraps ErrLost once the hold is lost (also after a
+// later Release) and ErrReleased after Release, like lockcore's.
+func TestErr(t *testing.T) {
+	l := newLocker(t, Options{})
+	ctx := context.Background()
+	k, err := l.Acquire(ctx, "released")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Err(); err != nil {
+		t.Fatalf("Err while held = %v", err)
+	}
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Err(); !errors.Is(err, ErrReleased) || errors.Is(err, ErrLost) {
+		t.Errorf("Err after Release = %v, want ErrReleased", err)
+	}
+
+	k, err = l.Acquire(ctx, "forced")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ForceRelease(ctx, "forced", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Extend(ctx, time.Minute); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Extend after a force release = %v", err)
+	}
+	if err := k.Err(); !errors.Is(err, ErrLost) {
+		t.Errorf("Err after the loss = %v, want ErrLost", err)
+	}
+	_ = k.Release(ctx)
+	if err := k.Err(); !errors.Is(err, ErrLost) {
+		t.Errorf("Err after the loss and a Release = %v, want ErrLost", err)
+	}
+
+	// A lease that ran out is lost at the first look, not a timer's tick later.
+	k, err = l.Acquire(ctx, "expired", TTL(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, "the key expires", func() bool {
+		held, err := l.IsLocked(ctx, "expired")
+		return err == nil && !held
+	})
+	if err := k.Err(); !errors.Is(err, ErrLost) {
+		t.Errorf("Err after the TTL passed = %v, want ErrLost", err)
 	}
 }

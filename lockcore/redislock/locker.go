@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,7 +45,9 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 	return &Locker{
 		rdb: rdb, prefix: opts.Prefix, owner: opts.Owner, ttl: opts.TTL, wait: opts.Wait,
 		failOpen: opts.FailOpen, log: opts.Logger,
-		channel: opts.Prefix + "notice:" + rand.Text()[:16],
+		// The channel is a word: waiter registrations and notices are
+		// space-separated, so a prefix with a space must not split it.
+		channel: strings.Join(strings.Fields(opts.Prefix), "_") + "notice:" + rand.Text()[:16],
 		m:       newMetrics(opts.Registerer),
 		waiters: map[string]chan notice{}, holds: map[string]*Lock{},
 	}
@@ -65,6 +68,13 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 // raced with the cancellation) before it returns.
 func (l *Locker) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
 	return l.acquire(ctx, key, true, opts...)
+}
+
+// TryAcquire takes key if it is free now: Acquire with a single try
+// (Wait(0)), whatever the Locker's Wait. A held key is an error wrapping
+// ErrNotAcquired, never a nil Lock with a nil error.
+func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
+	return l.acquire(ctx, key, true, append(opts, Wait(0))...)
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, observe bool, opts ...AcquireOption) (*Lock, error) {

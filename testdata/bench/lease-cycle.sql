@@ -19,7 +19,7 @@ INSERT INTO locktop_lease.dal_locks (token, lock_id, fence, mode, owner, lease_e
 INSERT INTO locktop_lease.dal_waiters (id, lock_id, mode, owner, since, heartbeat_ts, expires) SELECT :wid, :id, :mode, :owner, now(), now(), now() + :ttl * interval '1 microsecond' WHERE NOT EXISTS (SELECT 1 FROM locktop_lease.dal_locks WHERE token = :tok) ON CONFLICT (id) DO UPDATE SET heartbeat_ts = now(), expires = excluded.expires;
 \endpipeline
 \startpipeline
+SELECT 1 FROM locktop_lease.dal_resources WHERE lock_id = :id FOR SHARE;
 DELETE FROM locktop_lease.dal_locks WHERE token = :tok;
-SELECT 1 FROM locktop_lease.dal_resources WHERE lock_id = :id FOR KEY SHARE;
 SELECT pg_notify(:chan, :id) WHERE EXISTS (SELECT 1 FROM locktop_lease.dal_waiters WHERE lock_id = :id AND expires > now());
 \endpipeline

@@ -1,0 +1,125 @@
+package incident
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// TextOptions say how WriteText renders: the time zone of its times, and
+// what cleans a string from the server before it reaches a terminal.
+type TextOptions struct {
+	Location *time.Location
+	Clean    func(string) string
+}
+
+// WriteText writes the report for people.
+func (r *Report) WriteText(w io.Writer, o TextOptions) error {
+	loc, clean := o.Location, o.Clean
+	if loc == nil {
+		loc = time.Local
+	}
+	if clean == nil {
+		clean = func(s string) string { return s }
+	}
+	clock := func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.In(loc).Format("15:04:05")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "locktop report: %s\n%s – %s (%s, %d snapshots)",
+		clean(r.Server), r.From.In(loc).Format("2006-01-02 15:04:05"), clock(r.To), dur(r.To.Sub(r.From)), r.Snapshots)
+	if r.Damaged > 0 {
+		fmt.Fprintf(&b, "; %d damaged records skipped", r.Damaged)
+	}
+	b.WriteString("\n")
+
+	section := func(title string, empty string, rows int, header string, each func(tw io.Writer)) {
+		fmt.Fprintf(&b, "\n%s\n", title)
+		if rows == 0 {
+			fmt.Fprintf(&b, "  %s\n", empty)
+			return
+		}
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  "+header)
+		each(tw)
+		tw.Flush()
+	}
+	section("Keys with the most total wait", "no waits", len(r.Keys),
+		"KEY\tKIND\tWAITS\tTOTAL\tLONGEST\tMAX QUEUE\tFIRST\tLAST", func(tw io.Writer) {
+			for _, k := range r.Keys {
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", clean(k.Key), clean(k.Kind), k.Waits,
+					dur(time.Duration(k.Total)), dur(time.Duration(k.Longest)), k.MaxQueue, clock(k.First), clock(k.Last))
+			}
+		})
+	section("Longest single waits", "no waits", len(r.Waits),
+		"KEY\tWAITER\tAPPLICATION\tWAITED\tFROM\tTO\tBEHIND\tENDED", func(tw io.Writer) {
+			for _, x := range r.Waits {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t≥%s\t%s\t%s\t%s\t%s\n", clean(x.Key), clean(x.Waiter), orDash(clean(x.Application)),
+					dur(time.Duration(x.Waited)), clock(x.Start), clock(x.End), orDash(clean(strings.Join(x.Behind, ","))), x.Outcome)
+			}
+		})
+	section("Holders that blocked the most waiters", "no holder had a waiter", len(r.Blockers),
+		"KEY\tHOLDER\tAPPLICATION\tWAITERS\tBLOCKING\tMAX QUEUE\tFROM\tTO", func(tw io.Writer) {
+			for _, x := range r.Blockers {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t≥%s\t%d\t%s\t%s\n", clean(x.Key), clean(x.Holder), orDash(clean(x.Application)),
+					x.Waiters, dur(time.Duration(x.Blocking)), x.MaxQueue, clock(x.Start), clock(x.End))
+			}
+		})
+	fmt.Fprintf(&b, "\nQueue length (waiting rows), %s – %s", clock(r.From), clock(r.To))
+	if r.Queue.Peak > 0 {
+		fmt.Fprintf(&b, ", peak %d at %s", r.Queue.Peak, clock(r.Queue.PeakAt))
+	}
+	if len(r.Queue.Samples) > 0 {
+		fmt.Fprintf(&b, ", one column per %s", dur(time.Duration(r.Queue.Bucket)))
+	}
+	fmt.Fprintf(&b, "\n  │%s│\n", Sparkline(r.Queue.Samples))
+	section("Leases: expiries, recoveries and losses", "none", len(r.Leases),
+		"AT\tKEY\tKIND\tHOLDER\tEVENT\tBY\tHELD FROM", func(tw io.Writer) {
+			for _, e := range r.Leases {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", clock(e.At), clean(e.Key), clean(e.Kind), clean(e.Holder),
+					e.Event, orDash(clean(e.By)), clock(e.HeldFrom))
+			}
+		})
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Sparkline draws counts as block characters scaled to the largest; a
+// zero is a blank, so an empty queue reads as nothing.
+func Sparkline(v []int) string {
+	bars := []rune("▁▂▃▄▅▆▇█")
+	peak := 0
+	for _, x := range v {
+		peak = max(peak, x)
+	}
+	var b strings.Builder
+	for _, x := range v {
+		if x <= 0 {
+			b.WriteByte(' ')
+			continue
+		}
+		i := (x*len(bars) - 1) / peak
+		b.WriteRune(bars[min(i, len(bars)-1)])
+	}
+	return b.String()
+}
+
+// dur renders a duration to the second, or to the millisecond below one.
+func dur(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
