@@ -109,6 +109,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	red := newRedactor(dsn)
 	runSim := *withSim
+	demo := demoSystems{redisURL: os.Getenv("REDIS_URL")} // the Redis of the simulator's turns
 	if given {
 		logger.Info("dashboard starting", "server", red.target(), "sim", *withSim, "allow_terminate", *allowTerminate)
 	} else {
@@ -126,6 +127,11 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		dsn, red, runSim = c.DSN("postgres"), newRedactor(""), true
 		logger.Info("dashboard starting", "server", "throw-away cluster", "dir", c.Dir())
 		opts.ThrowAway = true
+		stopRedis, err := demo.start(ctx, stderr, !fs.Changed("scenario"), scenario)
+		if err != nil {
+			return err
+		}
+		defer stopRedis()
 	}
 
 	opts.Server = newRedactor(dsn).target() // the header names the server, never its password
@@ -158,7 +164,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		opts.Terminate = red.terminate(mon.Terminate)
 	}
 	if runSim {
-		s, pools, stop, err := startEmbeddedSim(ctx, dsn, *scenario, logger, observers...)
+		s, pools, stop, err := startEmbeddedSimWith(ctx, sim.Options{DSN: dsn, Scenario: *scenario, Logger: logger, Observers: observers, RedisURL: demo.redisURL})
 		if err != nil {
 			return red.err(fmt.Errorf("starting the simulator: %w", err))
 		}
