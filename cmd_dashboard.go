@@ -51,7 +51,7 @@ func newDashboardFlags() (*flagSet, *dashboardFlags) {
 	fs := newFlagSet("dashboard")
 	f := &dashboardFlags{conn: addConnFlags(fs)}
 	f.withSim = fs.Bool("sim", false, "also run the simulator against the named database (load tests in staging)")
-	f.scenario = fs.String("scenario", "steady", "the simulator's scenario `NAME` to start with (locktop sim --list names them)")
+	f.scenario = fs.String("scenario", "steady", "the simulator's scenario `NAME` to start with (locktop sim --list names them; the demo runs \"all\" unless given)")
 	f.interval = fs.Duration("interval", ui.DefaultInterval, "refresh interval")
 	f.allowTerminate = fs.Bool("allow-terminate", false, "allow terminating a backend from the dashboard (asks for confirmation)")
 	f.httpAddr = fs.String("http", "", "also serve /api/advisory-locks, /metrics and /healthz on this `address` (e.g. "+httpapi.DefaultAddr+")")
