@@ -151,7 +151,8 @@ type Options struct {
 	// FailOpen processes a message without the lock while Redis is
 	// unreachable (seed 002's risky fallback); default: fail closed.
 	FailOpen bool
-	// Conversations overrides the scenario's number of conversations.
+	// Conversations overrides the scenario's number of conversations (its
+	// hot ones keep their proportion).
 	Conversations int
 	// LeaseStore is where the jobs' lease locks live: "postgres" (the
 	// default: the simulator's database, schema LeaseSchema, where a
@@ -443,7 +444,10 @@ func (s *Sim) configure(ctx context.Context, sc Scenario) error {
 	if s.opts.Agents > 0 && sc.Systems&SystemAgents != 0 {
 		sc.Agents = s.opts.Agents
 	}
-	if s.opts.Conversations > 0 && sc.Systems&SystemTurns != 0 {
+	if s.opts.Conversations > 0 && sc.Systems&SystemTurns != 0 && sc.Conversations > 0 {
+		// The hot ones keep their proportion, so that more conversations
+		// spread the load rather than queue it on the same few.
+		sc.HotConversations = max(1, sc.HotConversations*s.opts.Conversations/sc.Conversations)
 		sc.Conversations = s.opts.Conversations
 	}
 	sc.Hot = min(sc.Hot, sc.Agents)
