@@ -82,7 +82,7 @@ func simSystems(ctx context.Context, r *runner, dur time.Duration) ([]figure, er
 		for _, inv := range rep.Invariants {
 			broken += inv.Violations
 		}
-		cmdline := "locktop " + strings.Join(args[:len(args)-5], " ") + " " + run.scenario + ".json --dsn DSN --reset"
+		cmdline := "locktop " + strings.Join(args[:len(args)-5], " ") + " --json " + run.scenario + ".json --dsn DSN --reset"
 		cmdline = strings.ReplaceAll(cmdline, rs.URL(), "REDIS_URL")
 		f := figure{Baseline: "—", Ratio: "—", Budget: "no invariant broken", Verdict: verdict(rep.OK && broken == 0), Command: cmdline}
 		common := fmt.Sprintf("lock wait p50 %.0f ms, p99 %.0f ms; peak RSS %.0f MB; %d violations",
