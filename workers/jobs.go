@@ -507,6 +507,9 @@ type hold struct {
 func (o *op) enter(ctx context.Context, res lease.Resource, mode lease.Mode, fence int64, except int64) (*hold, error) {
 	j := o.j
 	h := &hold{res: res, mode: mode, fence: fence}
+	if o.sec.fence == 0 {
+		o.sec.fence = fence // the fence a lost section reports
+	}
 	var ids, fences []int64
 	var who []string
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
