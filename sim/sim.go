@@ -949,12 +949,17 @@ func (s *Sim) SetLocks(on bool) { s.env.SetLocking(on) }
 // runs first.
 func (s *Sim) ToggleLocks() bool { return s.env.ToggleLocking() }
 
-// Faults lists the fault names InjectFault accepts; each applies to the
-// scenarios that run its system.
+// Faults lists the fault names InjectFault accepts: those of the lock
+// systems the current scenario runs.
 func (s *Sim) Faults() []string {
-	out := make([]string, len(faults))
-	for i, f := range faults {
-		out[i] = f.name
+	s.mu.Lock()
+	sys := s.sc.Systems
+	s.mu.Unlock()
+	var out []string
+	for _, f := range faults {
+		if sys&f.sys != 0 {
+			out = append(out, f.name)
+		}
 	}
 	return out
 }
@@ -977,7 +982,7 @@ func (s *Sim) InjectFault(name string) error {
 		return f.name == name
 	})
 	if i < 0 {
-		return fmt.Errorf("%w %q (have %v)", ErrUnknownFault, name, s.Faults())
+		return fmt.Errorf("%w %q", ErrUnknownFault, name)
 	}
 	s.mu.Lock()
 	sys := s.sc.Systems
