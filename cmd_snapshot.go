@@ -85,7 +85,7 @@ func writeTable(w io.Writer, doc httpapi.Document) error {
 		// Server strings go through the dashboard's sanitizer: a query or
 		// name with a newline or an escape sequence must not reach the
 		// terminal as one.
-		who := l.Owner
+		who := ""
 		if l.PID != nil {
 			who = strconv.Itoa(int(*l.PID))
 		}

@@ -117,7 +117,7 @@ func TestSnapshotBadInput(t *testing.T) {
 // query (or a name) cannot start an escape sequence or break a row.
 func TestSnapshotTextSanitizes(t *testing.T) {
 	doc := httpapi.Document{Total: 1, Held: 1, Locks: []httpapi.Lock{{
-		Key: "AGENT 7", Database: "app\x1b[2J", Owner: "owner\x1b[1m", Mode: "ExclusiveLock", Granted: true,
+		Key: "AGENT 7", Database: "app\x1b[2J", Mode: "ExclusiveLock", Granted: true,
 		ApplicationName: "evil\x1b]0;title\x07", Query: "SELECT 1;\n\x1b[31mDROP\x1b[0m", BlockedBy: []int32{},
 	}}}
 	var b strings.Builder

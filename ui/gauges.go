@@ -22,7 +22,8 @@ type gauges struct {
 	maxConns int
 	held     int
 	waiting  int
-	waitRate []float64 // waits/s per poll, the latest last
+	kinds    []model.KindCount // per kind, when the table holds more than advisory locks
+	waitRate []float64         // waits/s per poll, the latest last
 	polled   bool
 }
 
@@ -56,10 +57,35 @@ func (g *gauges) count() int {
 			pools++
 		}
 	}
+	if g.byKind() {
+		n++
+	}
 	if pools == 0 {
 		return n + 1 // the lock counts stand in for the pools
 	}
 	return n + pools
+}
+
+// byKind reports whether the gauges count locks per kind: when any kind
+// but advisory is in the table.
+func (g *gauges) byKind() bool {
+	return len(g.kinds) > 1 || (len(g.kinds) == 1 && g.kinds[0].Kind != model.KindAdvisory)
+}
+
+// kindCounts renders the holders and waiters of each kind: "advisory
+// 12·3w  row 1·2w  redis 4  lease 2·1w".
+func (g *gauges) kindCounts(w int) string {
+	s := cell("by kind", gaugeLabelW)
+	for i, k := range g.kinds {
+		if i > 0 {
+			s += "  "
+		}
+		s += kindName(k.Kind) + " " + fmtCount(int64(k.Held))
+		if k.Waiting > 0 {
+			s += g.st.Waits.Render("·" + fmtCount(int64(k.Waiting)) + "w")
+		}
+	}
+	return fitLine(s, w)
 }
 
 // Height is the lines the gauges take.
@@ -94,6 +120,9 @@ func (g *gauges) View() string {
 		cells = append(cells, cell("server conns  –", cw))
 	}
 	cells = append(cells, g.rate(cw))
+	if g.byKind() {
+		cells = append(cells, g.kindCounts(cw))
+	}
 
 	var lines []string
 	for i := 0; i < len(cells); i += per {

@@ -65,7 +65,7 @@ func newTable(w, h int) *lockTable {
 	t.db = "app"
 	t.SetSize(w, h)
 	s := sample()
-	t.SetLocks(s.Locks)
+	t.SetLocks(s.Locks, s.Taken)
 	return &t
 }
 
@@ -88,7 +88,7 @@ func TestGoldenLockTable(t *testing.T) {
 	golden(t, "table_80x16_filter_none", filtered.View())
 
 	empty := newTable(80, 6)
-	empty.SetLocks(nil)
+	empty.SetLocks(nil, t0)
 	golden(t, "table_80x6_empty", empty.View())
 }
 

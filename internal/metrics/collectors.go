@@ -56,7 +56,7 @@ func (c *snapshotCollector) set(s model.Snapshot, l *labeler) {
 			r.held++
 		} else {
 			r.waiting++
-			r.longest = max(r.longest, lk.Waited)
+			r.longest = max(r.longest, lk.Waited(s.Now(lk)))
 		}
 		rows[k] = r
 	}
