@@ -122,7 +122,7 @@ func TestGoldenEventLog(t *testing.T) {
 	golden(t, "events_80x7_empty", e.View())
 	e.Add(
 		model.Event{Time: t0, Worker: "hook", Outcome: model.OutcomeAcquired, Key: "AGENT 7", Wait: 1200 * time.Millisecond, PID: 4250},
-		model.Event{Time: t0, Worker: "reaper", Outcome: model.OutcomeSkipped, Key: "AGENT 9", PID: 4300, Detail: "held by 4300"},
+		model.Event{Time: t0, Worker: "reaper", Outcome: model.OutcomeSkipped, Key: "AGENT 9", PID: 4300},
 		model.Event{Time: t0, Worker: "stop", Outcome: model.OutcomeTimeout, Key: "AGENT 7", Wait: 15 * time.Second},
 		model.Event{Time: t0, Worker: "hook", Outcome: model.OutcomeReentrant, Key: "AGENT 3", Detail: "nested acquire refused"},
 		model.Event{Time: t0, Worker: "hook", Outcome: model.OutcomePhantom, Key: "AGENT 5", Detail: "unlock after a failed wait returned true"},
