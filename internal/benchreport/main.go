@@ -133,6 +133,7 @@ var steps = []struct {
 	{"dashboard refresh", dashboard},
 	{"dashboard at rest", idle},
 	{"simulator at scale", simulator},
+	{"Redis session mutex", redisMutex},
 }
 
 func (r *runner) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {

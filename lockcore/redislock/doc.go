@@ -1,0 +1,117 @@
+// Package redislock is seed 002's session mutex on Redis: a single-writer
+// rule per conversation, one brain execution at a time for the key
+// sesslock:{tenant}:{agent}:{customer}:{channel}.
+//
+// # Using it
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	locker := redislock.New(rdb, redislock.Options{}) // prefix "sesslock:", TTL 30s, wait 5s
+//	defer locker.Close()
+//
+//	key := redislock.SessionKey(tenant, agent, customer, channel)
+//	err := locker.With(ctx, key, func(ctx context.Context) error {
+//		return processTurn(ctx, msg) // extended while it runs; ctx cancelled if the hold is lost
+//	})
+//	if errors.Is(err, redislock.ErrNotAcquired) { /* busy: queue, answer "please wait", retry */ }
+//
+// For a hold that spans the steps of a workflow (the seed's
+// LogicalTurnWorkflow), Acquire in step 1 with TTL(300*time.Second), keep
+// lock.Token() in the workflow state, and in the commit or failure step
+// Resume(ctx, key, token) and Release. Acquire never extends a hold by
+// itself: the TTL is the safety net that frees a conversation whose worker
+// died. Extend sets the time left; With extends every third of the TTL.
+// Wait(0), or TryAcquire, is a single try.
+//
+// # What it guarantees
+//
+//   - Release and Extend act only if the token still holds the key, in one
+//     atomic step (a Lua script): a late release after the TTL returns
+//     ErrNotHeld and deletes nothing, where the seed's bare DELETE removed
+//     the next holder's lock.
+//   - Every grant carries a fence, strictly greater than every earlier
+//     grant's for that key, across release, expiry, force release and
+//     hand-over. Fences come from one counter per Redis Cluster hash slot (at
+//     most 16,384 keys, never one per lock), and never fall below the
+//     server's clock in microseconds, so a counter lost to a flush or a
+//     failover does not hand out old numbers again (if the new primary's
+//     clock is not behind).
+//   - A hold knows when it is lost: its Context is cancelled with cause
+//     ErrLost (Done closes, Err wraps ErrLost) when its TTL passes without an extension (estimated on the
+//     client, erring early by 1% + 2ms), when an extend finds the key gone
+//     or taken, when a force release is announced to its Locker, or when
+//     the Locker's listener, reconnecting after Redis went away, finds the
+//     key gone (a restart, a failover).
+//   - Waiting does not poll. Waiters register in Redis in arrival order,
+//     each with a registration that lives 3s unless renewed; a release hands
+//     the key to the longest live waiter in the same script and publishes a
+//     notice on the waiter's Locker channel, so a hand-over costs about one
+//     round trip. Waiters poll only as a backstop (pub/sub is fire-and-
+//     forget, and Redis announces expiry late): at the holder's expiry, and
+//     at least every 500ms.
+//   - ErrUnavailable (Redis unreachable, or no answer within the wait),
+//     ErrNotAcquired (the key was seen held for the whole wait) and
+//     ErrNotHeld (the token lost the key) are distinct; a nil error always
+//     comes with a Lock. With fails closed by default; Options.FailOpen runs
+//     fn unprotected only on ErrUnavailable, and counts it.
+//   - A failed or cancelled Acquire takes back what it may have left (its
+//     registration, or a grant that raced with the cancellation).
+//
+// # What a Redis failover can break
+//
+// Redis replicates asynchronously. If the primary fails after granting a
+// lock and before the grant reached a replica, the promoted replica does not
+// have the key, and a second worker gets the lock while the first still
+// runs: mutual exclusion is lost. The first worker finds out when its
+// Locker's listener (running during With) reconnects and checks its holds,
+// or at its next extend; either way With cancels fn's context with ErrLost.
+// Until then both run. Redis's TTLs
+// also follow the wall clock, so a clock jump can expire a lock early. WAIT
+// narrows the window but, as the Redis docs say, does not make Redis
+// strongly consistent; Redlock does not fix it either (Kleppmann, "How to do
+// distributed locking"). What protects the data is the fence: write it with
+// the data and make the store refuse a write whose fence is lower than the
+// last one it accepted. The lock makes conflicts rare; the fence makes them
+// harmless.
+//
+// # Keys
+//
+// The hold is the hash Prefix+key (t token, f fence, o owner, s granted at,
+// c the holder's notice channel), so EXISTS answers IsLocked. The waiter
+// queue, its registrations and the fence counter begin with a hash tag
+// chosen for the hold's cluster slot ("{tag}sesslock:q:KEY"), so every
+// script touches one slot and the package runs unchanged on Redis Cluster.
+// The seed's key template is a pattern: written literally, its braces would
+// be a hash tag putting a whole tenant in one slot. Force releases are kept
+// in the stream "{Prefix}audit". Notices use plain pub/sub, which reaches a
+// subscriber on any cluster node.
+//
+// # Observing it
+//
+// Options.Registerer gets seed 002's metrics:
+// session_lock_acquire_duration_seconds{session_key_pattern},
+// session_lock_wait_total and session_lock_failure_total{reason} with
+// reason timeout, redis_error, lost or not_held; the pattern label is the
+// registry's (lockcore/registry), or "other", never the key. Healthy is the
+// seed's check (take and release a probe key within a second). Inspect lists
+// held locks for monitors, read-only and bounded (SCAN, never KEYS; at most
+// limit locks and MaxWaiters waiters each; Table.Truncated says when a bound
+// cut it short): owner, fence, token prefix, TTL left, and the waiters in
+// the order they will get the key.
+// ForceRelease is audited: who, when, why, the victim's owner, fence and
+// the first 6 characters of its token (a token is a capability: it is never
+// stored whole).
+//
+// # The client
+//
+// Create the go-redis client with ContextTimeoutEnabled: true. Without it
+// go-redis lets a command outlive its context's deadline (it waits for
+// ReadTimeout), so on a Redis that hangs the wait, the health check's
+// second and the extender's deadlines would not hold. go-redis retries a
+// command after a network error; a release whose reply was lost and which
+// was retried reports ErrNotHeld although it released.
+//
+// Redis 8.4's DELEX IFEQ / SET IFEQ could replace the compare-and-delete
+// and compare-and-extend scripts, but the release here also hands the key
+// to the next waiter and mints its fence in the same step, which no single
+// command does, and Redis 7 has neither.
+package redislock

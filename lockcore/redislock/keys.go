@@ -1,0 +1,108 @@
+package redislock
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/locktop/locktop/lockcore/registry"
+)
+
+// SessionKey is seed 002's conversation key without the prefix:
+// "tenant:agent:customer:channel".
+func SessionKey(tenant, agent, customer, channel string) string {
+	return tenant + ":" + agent + ":" + customer + ":" + channel
+}
+
+// keyset names the Redis keys of one lock. Every one hashes to the hold's
+// cluster slot, so each script touches one slot: the hold is Prefix+key as
+// given; the others begin with a hash tag chosen for that slot.
+type keyset struct {
+	hold  string // the lock itself: a hash {t token, f fence, o owner, s since, c channel}
+	queue string // waiters in arrival order: zset token -> arrival (µs)
+	info  string // waiters' registrations: hash token -> "deadline ttl channel owner"
+	fence string // the slot's fence counter
+}
+
+func keysFor(prefix, key string) keyset {
+	hold := prefix + key
+	tagged := "{" + slotTag(keySlot(hold)) + "}" + prefix
+	return keyset{hold: hold, queue: tagged + "q:" + key, info: tagged + "w:" + key, fence: tagged + "fence"}
+}
+
+// all returns the keys the scripts take, in their order.
+func (k keyset) all() []string { return []string{k.hold, k.queue, k.info, k.fence} }
+
+// auditKey is the stream of force releases under prefix.
+func auditKey(prefix string) string { return "{" + prefix + "}audit" }
+
+// keySlot is Redis Cluster's HASH_SLOT: CRC16 of the key, or of its hash
+// tag (the text between the first '{' and the next '}', if not empty).
+func keySlot(key string) int {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			key = key[s+1 : s+1+e]
+		}
+	}
+	return int(crc16(key) % 16384)
+}
+
+// slotTag returns a short tag that hashes to slot. One fence counter per
+// slot, named with it, serves every lock in the slot: at most 16,384
+// counters, however many keys come and go (Redisson's per-lock counters
+// were never deleted: 25 M leftovers, redisson#6510).
+func slotTag(slot int) string { return slotTags()[slot] }
+
+var slotTags = sync.OnceValue(func() *[16384]string {
+	var t [16384]string
+	left := len(t)
+	for n := int64(0); left > 0; n++ {
+		s := strconv.FormatInt(n, 36)
+		if sl := crc16(s) % 16384; t[sl] == "" {
+			t[sl] = s
+			left--
+		}
+	}
+	return &t
+})
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021), as Redis Cluster uses.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^s[i]]
+	}
+	return crc
+}
+
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
+
+// otherPattern labels keys that match no registered pattern, so the metric
+// labels stay bounded whatever the keys are.
+const otherPattern = "other"
+
+// patternOf names key (without prefix) by the registry's Redis key pattern
+// it fits, written with prefix: "sesslock:{tenant}:{agent}:{customer}:{channel}"
+// for SessionKey(...) under the default prefix; otherPattern when it fits
+// none.
+func patternOf(prefix, key string) string {
+	for _, e := range registry.Of(registry.RedisKey) {
+		if m, ok := registry.Match(registry.RedisKey, e.Prefix()+key); ok && m.Name == e.Name {
+			return prefix + strings.TrimPrefix(e.Pattern, e.Prefix())
+		}
+	}
+	return otherPattern
+}

@@ -1,0 +1,195 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// lingerFor keeps an unused listener subscribed for a while, so a Locker
+// that waits now and then does not pay a SUBSCRIBE round trip every time.
+var lingerFor = 30 * time.Second
+
+// listener receives the notices sent to a Locker's channel: "g token fence
+// ttl" (a release handed the key to this waiter) and "r token" (this hold
+// was force-released). One connection per Locker, whatever the number of
+// keys and waiters; plain pub/sub reaches a subscriber on any node of a
+// cluster.
+type listener struct {
+	ps    *redis.PubSub
+	ready chan struct{} // closed at the first subscription confirmation
+	quit  context.Context
+	stopf context.CancelFunc
+	done  chan struct{}
+	check sync.WaitGroup // checks of the watched holds, one per subscription
+}
+
+// listen takes a use of the listener, starting it if need be, and returns
+// a channel closed once it is subscribed. Nothing is sent to Redis here:
+// the listener subscribes in its own goroutine, retrying while Redis is
+// away, so a waiter keeps polling meanwhile.
+func (l *Locker) listen() (ready <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.linger != nil {
+		l.linger.Stop()
+		l.linger = nil
+	}
+	if l.lis == nil {
+		quit, stop := context.WithCancel(context.Background())
+		l.lis = &listener{ps: l.rdb.Subscribe(quit), ready: make(chan struct{}), quit: quit, stopf: stop, done: make(chan struct{})}
+		go l.receive(l.lis)
+	}
+	l.users++
+	return l.lis.ready
+}
+
+// unlisten gives back a use of the listener; the last one arms the linger
+// timer that stops it.
+func (l *Locker) unlisten() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.users--
+	if l.users > 0 || l.lis == nil {
+		return
+	}
+	lis := l.lis
+	l.linger = time.AfterFunc(lingerFor, func() {
+		l.mu.Lock()
+		if l.lis != lis || l.users > 0 {
+			l.mu.Unlock()
+			return
+		}
+		l.lis, l.linger = nil, nil
+		l.mu.Unlock()
+		lis.stop()
+	})
+}
+
+func (lis *listener) stop() {
+	lis.stopf()
+	_ = lis.ps.Close()
+	<-lis.done
+	lis.check.Wait()
+}
+
+// receive subscribes, then reads notices until the listener stops. go-redis
+// reconnects and subscribes again after a connection error; notices sent
+// meanwhile are lost, so every resubscription asks the waiters to poll at
+// once, and every subscription checks the watched holds: a Redis that
+// restarted, or a failover to a replica the grant had not reached, has lost
+// them, and their holders learn it now rather than at their next extend.
+func (l *Locker) receive(lis *listener) {
+	defer close(lis.done)
+	backoff := 10 * time.Millisecond
+	pause := func() bool {
+		select {
+		case <-lis.quit.Done():
+			return false
+		case <-time.After(backoff):
+			backoff = min(2*backoff, time.Second)
+			return true
+		}
+	}
+	for {
+		if err := lis.ps.Subscribe(lis.quit, l.channel); err == nil {
+			break
+		}
+		if !pause() {
+			return
+		}
+	}
+	first := true
+	for {
+		msg, err := lis.ps.Receive(lis.quit)
+		if err != nil {
+			if !pause() {
+				return
+			}
+			continue
+		}
+		backoff = 10 * time.Millisecond
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			if first {
+				first = false
+				close(lis.ready)
+			} else {
+				l.pokeWaiters()
+			}
+			// Also at the first subscription: Redis may have gone away
+			// between a grant and the listener's start.
+			lis.check.Go(func() { l.checkHolds(lis.quit) })
+		case *redis.Message:
+			l.dispatch(m.Payload, time.Now())
+		}
+	}
+}
+
+// dispatch delivers one notice.
+func (l *Locker) dispatch(payload string, at time.Time) {
+	f := strings.Fields(payload)
+	switch {
+	case len(f) == 4 && f[0] == "g":
+		fence, err1 := strconv.ParseInt(f[2], 10, 64)
+		ttl, err2 := strconv.ParseInt(f[3], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return
+		}
+		l.mu.Lock()
+		ch := l.waiters[f[1]]
+		l.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- notice{fence: fence, ttl: time.Duration(ttl) * time.Millisecond, at: at}:
+			default:
+			}
+		}
+	case len(f) == 2 && f[0] == "r":
+		l.mu.Lock()
+		k := l.holds[f[1]]
+		l.mu.Unlock()
+		if k != nil {
+			k.lose("it was force-released")
+		}
+	}
+}
+
+// checkHolds asks Redis whether each watched hold is still there, and
+// declares lost those that are not.
+func (l *Locker) checkHolds(ctx context.Context) {
+	l.mu.Lock()
+	holds := make([]*Lock, 0, len(l.holds))
+	for _, k := range l.holds {
+		holds = append(holds, k)
+	}
+	l.mu.Unlock()
+	for _, k := range holds {
+		cctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		_, _, err := check(cctx, l.rdb, k.ks, k.token)
+		cancel()
+		if errors.Is(err, ErrNotHeld) {
+			k.lose("Redis no longer has it (a restart or a failover)")
+		}
+	}
+}
+
+// pokeWaiters asks every waiting Acquire to poll now.
+func (l *Locker) pokeWaiters() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ch := range l.waiters {
+		select {
+		case ch <- notice{poll: true}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lock is one grant of a key to a token. Its methods are safe for
+// concurrent use. The token is a capability: whoever has it can resume,
+// extend and release the hold.
+type Lock struct {
+	l     *Locker
+	key   string
+	ks    keyset
+	token string
+	fence int64
+
+	mu       sync.Mutex
+	deadline time.Time // estimated end of the lease, by this client's clock
+	cause    error     // nil while held here; ErrReleased or ErrLost once ended
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer // while the context is watched: fires at deadline
+}
+
+// start records a grant whose lease ends no earlier than base+ttl by
+// Redis's clock, estimated here less drift.
+func (k *Lock) start(base time.Time, ttl time.Duration) {
+	k.deadline = base.Add(ttl - drift(ttl))
+}
+
+// watch returns the lock's context, making it on first use: only a watched
+// lock gets a lease timer and revocation notices, so a hold that step 1 of a
+// workflow hands on by its token is not reported lost here when its TTL
+// passes elsewhere.
+func (k *Lock) watch() context.Context {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ctx != nil {
+		return k.ctx
+	}
+	k.ctx, k.cancel = context.WithCancelCause(context.Background())
+	if k.cause != nil {
+		k.cancel(k.cause)
+		return k.ctx
+	}
+	k.timer = time.AfterFunc(time.Until(k.deadline), func() { k.lose("its TTL passed") })
+	k.l.mu.Lock()
+	k.l.holds[k.token] = k
+	k.l.mu.Unlock()
+	return k.ctx
+}
+
+// end marks the lock ended with cause; it reports false if it already was.
+func (k *Lock) end(cause error) bool {
+	k.mu.Lock()
+	if k.cause != nil {
+		k.mu.Unlock()
+		return false
+	}
+	k.cause = cause
+	watched := k.ctx != nil
+	if watched {
+		k.timer.Stop()
+		k.cancel(cause)
+	}
+	k.mu.Unlock()
+	if watched {
+		k.l.mu.Lock()
+		if k.l.holds[k.token] == k {
+			delete(k.l.holds, k.token)
+		}
+		k.l.mu.Unlock()
+	}
+	return true
+}
+
+// ended returns the cause the lock ended with, or nil.
+func (k *Lock) ended() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cause
+}
+
+// lose ends the lock as lost: its context is cancelled with cause ErrLost.
+func (k *Lock) lose(why string) {
+	if !k.end(ErrLost) {
+		return
+	}
+	k.l.observeFailure(ReasonLost)
+	if k.l.log != nil {
+		k.l.log.Warn("session lock lost", "key", k.key, "fence", k.fence, "why", why)
+	}
+}
+
+// Key returns the lock's key, without the prefix.
+func (k *Lock) Key() string { return k.key }
+
+// Token returns the hold's token: store it in workflow state to Resume,
+// extend or release the hold from a later step or another process.
+func (k *Lock) Token() string { return k.token }
+
+// Fence returns the grant's fencing token: strictly greater than the fence
+// of every earlier grant of this key (across expiry, release and force
+// release), so storage can refuse a stale holder's write by comparing it.
+func (k *Lock) Fence() int64 { return k.fence }
+
+// Context returns a context that is cancelled when the hold ends: with
+// cause ErrLost when it is found lost (its TTL passed without an extension,
+// by this client's estimate; an extend, TTL or release found the key gone or
+// taken; a force release was announced to this Locker), with cause
+// ErrReleased by Release. Use context.Cause to tell them apart. The lease
+// timer and the revocation notices start with the first call of Context
+// or Done.
+func (k *Lock) Context() context.Context { return k.watch() }
+
+// Done is closed when the hold ends; see Context.
+func (k *Lock) Done() <-chan struct{} { return k.watch().Done() }
+
+// Err is nil while the hold is not known to have ended, an error wrapping
+// ErrLost once it is found lost (also after a later Release), and one
+// wrapping ErrReleased after Release. A lease that has run out by this
+// client's estimate is lost at the first call, not at the lease timer's
+// tick. Like Context and Done, the first call starts the lease timer and
+// the revocation notices.
+func (k *Lock) Err() error {
+	k.watch()
+	k.mu.Lock()
+	expired := k.cause == nil && !time.Now().Before(k.deadline)
+	k.mu.Unlock()
+	if expired {
+		k.lose("its TTL passed")
+	}
+	if cause := k.ended(); cause != nil {
+		return fmt.Errorf("redislock: %s: %w", k.key, cause)
+	}
+	return nil
+}
+
+// TTL returns the time left before Redis releases the hold by itself, or
+// ErrNotHeld (and the lock is marked lost) if the token no longer holds it.
+func (k *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	_, left, err := check(ctx, k.l.rdb, k.ks, k.token)
+	if errors.Is(err, ErrNotHeld) {
+		k.lose("TTL found it gone")
+		return 0, fmt.Errorf("redislock: %s: %w", k.key, ErrNotHeld)
+	}
+	if err != nil {
+		k.l.observeFailure(ReasonRedisError)
+		return 0, k.l.redisError(k.key, err)
+	}
+	return left, nil
+}
+
+// Extend sets the time left to ttl (it may shorten it), if the token still
+// holds the key. ErrNotHeld if it expired or was taken; the lock is then
+// lost, and its context cancelled. A lock already ended (released, or seen
+// lost) is not extended.
+func (k *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("redislock: extending %s: ttl %v is not positive", k.key, ttl)
+	}
+	if err := k.endedErr(); err != nil {
+		k.l.observeFailure(ReasonNotHeld)
+		return err
+	}
+	sent := time.Now()
+	n, err := extendScript.Run(ctx, k.l.rdb, []string{k.ks.hold}, k.token, ms(ttl)).Int()
+	if err != nil {
+		k.l.observeFailure(ReasonRedisError)
+		return k.l.redisError(k.key, err)
+	}
+	if n == 0 {
+		k.l.observeFailure(ReasonNotHeld)
+		k.lose("an extend found it gone or taken")
+		return fmt.Errorf("redislock: extending %s: %w", k.key, ErrNotHeld)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cause != nil {
+		// The lease timer fired while the extend was on its way: the hold
+		// was already given up for lost here, and stays so.
+		return fmt.Errorf("redislock: extending %s: %w", k.key, errors.Join(ErrNotHeld, ErrLost))
+	}
+	k.deadline = sent.Add(ttl - drift(ttl))
+	if k.timer != nil {
+		k.timer.Reset(time.Until(k.deadline))
+	}
+	return nil
+}
+
+// endedErr is the error of an operation on an ended lock.
+func (k *Lock) endedErr() error {
+	cause := k.ended()
+	if cause == nil {
+		return nil
+	}
+	if errors.Is(cause, ErrReleased) {
+		return fmt.Errorf("redislock: %s: already released: %w", k.key, ErrNotHeld)
+	}
+	return fmt.Errorf("redislock: %s: %w", k.key, errors.Join(ErrNotHeld, ErrLost))
+}
+
+// Release deletes the hold if the token still holds the key, and hands the
+// key to the longest waiter in the same step. ErrNotHeld if the token no
+// longer holds it (it expired, or was force-released or taken): nothing is
+// deleted then. A lock seen lost here is still released if Redis says the
+// token holds it (the lease estimate errs early).
+func (k *Lock) Release(ctx context.Context) error {
+	if errors.Is(k.ended(), ErrReleased) {
+		k.l.observeFailure(ReasonNotHeld)
+		return fmt.Errorf("redislock: releasing %s: already released: %w", k.key, ErrNotHeld)
+	}
+	n, err := releaseScript.Run(ctx, k.l.rdb, k.ks.all(), k.token).Int()
+	if err != nil {
+		k.l.observeFailure(ReasonRedisError)
+		return k.l.redisError(k.key, err)
+	}
+	if n < 0 {
+		k.l.observeFailure(ReasonNotHeld)
+		k.lose("the release found it gone or taken")
+		return fmt.Errorf("redislock: releasing %s: %w", k.key, ErrNotHeld)
+	}
+	if n == 1 {
+		k.l.count.handOvers.Add(1)
+	}
+	k.end(ErrReleased)
+	return nil
+}

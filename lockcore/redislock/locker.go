@@ -1,0 +1,396 @@
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Locker takes session locks on one Redis (or Redis Cluster). It is safe
+// for concurrent use. Call Close when done with it: waiting and With start
+// a listener for hand-over notices, which Close stops.
+type Locker struct {
+	rdb      redis.UniversalClient
+	prefix   string
+	owner    string
+	ttl      time.Duration
+	wait     time.Duration
+	failOpen bool
+	log      *slog.Logger
+	channel  string // this Locker's notice channel
+	m        *metrics
+	count    counters
+
+	mu      sync.Mutex
+	waiters map[string]chan notice // token -> its waiting Acquire
+	holds   map[string]*Lock       // token -> held Lock, for revocation notices
+	lis     *listener
+	users   int         // callers that want the listener now
+	linger  *time.Timer // stops an unused listener
+}
+
+// New returns a Locker on rdb (a *redis.Client, *redis.ClusterClient, ...).
+// It sends nothing to Redis until used.
+func New(rdb redis.UniversalClient, opts Options) *Locker {
+	opts = opts.withDefaults()
+	return &Locker{
+		rdb: rdb, prefix: opts.Prefix, owner: opts.Owner, ttl: opts.TTL, wait: opts.Wait,
+		failOpen: opts.FailOpen, log: opts.Logger,
+		// The channel is a word: waiter registrations and notices are
+		// space-separated, so a prefix with a space must not split it.
+		channel: strings.Join(strings.Fields(opts.Prefix), "_") + "notice:" + rand.Text()[:16],
+		m:       newMetrics(opts.Registerer),
+		waiters: map[string]chan notice{}, holds: map[string]*Lock{},
+	}
+}
+
+// Acquire takes key (without the prefix), waiting up to the Locker's Wait
+// (or Wait(d)) while another token holds it. Waiting costs no polling: a
+// release hands the key to the longest waiter and tells it through pub/sub,
+// so the hand-over takes about one round trip; waiters poll only as a
+// backstop (for expiry and lost notices), at most every 500ms. Waiters are
+// registered in Redis in arrival order, which Inspect shows.
+//
+// The grant lasts the Locker's TTL (or TTL(d)); Acquire never extends it.
+// The error wraps ErrNotAcquired when the key stayed held (and ctx's error
+// when ctx ended the wait), ErrUnavailable when Redis could not be reached;
+// a nil error always comes with a Lock. A failed or cancelled Acquire takes
+// back what it may have left in Redis (a registration, or a grant that
+// raced with the cancellation) before it returns.
+func (l *Locker) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
+	return l.acquire(ctx, key, true, opts...)
+}
+
+// TryAcquire takes key if it is free now: Acquire with a single try
+// (Wait(0)), whatever the Locker's Wait. A held key is an error wrapping
+// ErrNotAcquired, never a nil Lock with a nil error.
+func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
+	return l.acquire(ctx, key, true, append(opts, Wait(0))...)
+}
+
+func (l *Locker) acquire(ctx context.Context, key string, observe bool, opts ...AcquireOption) (*Lock, error) {
+	if key == "" {
+		return nil, errors.New("redislock: empty key")
+	}
+	cfg := acquireConfig{wait: l.wait, ttl: l.ttl}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.ttl <= 0 {
+		cfg.ttl = l.ttl
+	}
+	a := &attempt{l: l, key: key, ks: keysFor(l.prefix, key), tok: rand.Text(), cfg: cfg, observe: observe,
+		ctx: ctx, start: time.Now()}
+	a.wctx = ctx
+	if cfg.wait > 0 {
+		var cancel context.CancelFunc
+		a.wctx, cancel = context.WithTimeout(ctx, cfg.wait)
+		defer cancel()
+	}
+	mode := "t"
+	if cfg.wait > 0 {
+		mode = "w"
+	}
+	sent := time.Now()
+	r, err := a.try(mode)
+	if err != nil {
+		return nil, a.fail(err)
+	}
+	if r.ok {
+		return a.granted(r.fence, sent, r.ttl), nil
+	}
+	if cfg.wait <= 0 {
+		return nil, a.fail(nil)
+	}
+	if observe {
+		l.observeWait()
+	}
+	return a.await(r)
+}
+
+// attempt is one Acquire in progress.
+type attempt struct {
+	l       *Locker
+	key     string
+	ks      keyset
+	tok     string
+	cfg     acquireConfig
+	observe bool
+	ctx     context.Context // the caller's
+	wctx    context.Context // the caller's, bounded by the wait
+	start   time.Time
+	holder  string // the holder's owner, as last seen
+	seen    bool   // Redis answered at least once
+}
+
+// result is what acquireScript answered.
+type result struct {
+	ok    bool
+	fence int64
+	ttl   time.Duration // time left of the grant (ok), or of the holder's
+}
+
+// notice is a grant handed over through pub/sub, or (poll) a request to
+// poll now because notices may have been missed.
+type notice struct {
+	poll  bool
+	fence int64
+	ttl   time.Duration
+	at    time.Time
+}
+
+func (a *attempt) try(mode string) (result, error) {
+	v, err := acquireScript.Run(a.wctx, a.l.rdb, a.ks.all(), a.tok, ms(a.cfg.ttl), a.l.owner, a.l.channel, mode, ms(waiterTTL)).Slice()
+	if err != nil {
+		return result{}, err
+	}
+	a.seen = true
+	if len(v) < 3 {
+		return result{}, fmt.Errorf("redislock: unexpected reply %v", v)
+	}
+	ok, _ := v[0].(int64)
+	pttl, _ := v[2].(int64)
+	if ok == 1 {
+		f, err := parseInt(v[1])
+		if err != nil {
+			return result{}, err
+		}
+		return result{ok: true, fence: f, ttl: time.Duration(pttl) * time.Millisecond}, nil
+	}
+	hold, _ := v[1].(int64)
+	a.holder, _ = v[2].(string)
+	return result{ttl: time.Duration(hold) * time.Millisecond}, nil
+}
+
+// await waits for a hand-over notice or the next poll.
+func (a *attempt) await(r result) (*Lock, error) {
+	l := a.l
+	ch := make(chan notice, 1)
+	l.mu.Lock()
+	l.waiters[a.tok] = ch
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.waiters, a.tok)
+		l.mu.Unlock()
+	}()
+	// A grant published before the listener is subscribed is lost: when
+	// the subscription is confirmed, poll once at once.
+	ready := l.listen()
+	defer l.unlisten()
+	select {
+	case <-ready:
+		ready = nil
+	default:
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		timer.Reset(min(max(r.ttl, time.Millisecond), maxPoll))
+		select {
+		case n := <-ch:
+			if !n.poll {
+				return a.granted(n.fence, n.at, n.ttl), nil
+			}
+		case <-ready:
+			ready = nil
+		case <-timer.C:
+		case <-a.wctx.Done():
+			return nil, a.fail(nil)
+		}
+		sent := time.Now()
+		var err error
+		r, err = a.try("w")
+		if err != nil {
+			return nil, a.fail(err)
+		}
+		if r.ok {
+			return a.granted(r.fence, sent, r.ttl), nil
+		}
+	}
+}
+
+// granted makes the Lock of a grant whose ttl was counted from no earlier
+// than base.
+func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock {
+	l := a.l
+	k := &Lock{l: l, key: a.key, ks: a.ks, token: a.tok, fence: fence}
+	k.start(base, ttl)
+	if a.observe {
+		l.observeAcquire(a.key, time.Since(a.start))
+	}
+	return k
+}
+
+// fail turns the end of an attempt into its error, after taking back what
+// it may have left in Redis. err is nil when the key stayed held.
+//
+// "Not acquired" needs Redis to have said the key is held: when no answer
+// came within the wait, Redis is unavailable (too slow is unavailable too),
+// so FailOpen can tell the two apart (anchors: CortexReach #879).
+func (a *attempt) fail(err error) error {
+	l := a.l
+	if err == nil || !refused(err) {
+		// A Redis that never answered is unlikely to answer now: do not
+		// make the caller wait long for it (the grant, if any, expires).
+		bound := cleanupTimeout
+		if !a.seen {
+			bound = cleanupTimeout / 8
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), bound)
+		_ = withdrawScript.Run(cctx, l.rdb, a.ks.all(), a.tok).Err()
+		cancel()
+	}
+	held := ""
+	if a.holder != "" {
+		held = " (held by " + a.holder + ")"
+	}
+	ctxErr := err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+	note := func(reason string) {
+		if a.observe { // the health probe is kept out of the counts
+			l.observeFailure(reason)
+		}
+	}
+	switch {
+	case a.ctx.Err() != nil && (err == nil || ctxErr):
+		// The caller's context ended the wait: a deadline is a timeout, a
+		// cancellation is the caller's choice and no failure of the lock.
+		if errors.Is(a.ctx.Err(), context.DeadlineExceeded) {
+			note(ReasonTimeout)
+		}
+		return fmt.Errorf("redislock: %s not acquired%s: %w", a.key, held, errors.Join(ErrNotAcquired, context.Cause(a.ctx)))
+	case (err == nil || ctxErr) && a.seen:
+		note(ReasonTimeout)
+		if a.cfg.wait <= 0 {
+			return fmt.Errorf("redislock: %s is held%s: %w", a.key, held, ErrNotAcquired)
+		}
+		return fmt.Errorf("redislock: %s not acquired within %v%s: %w", a.key, a.cfg.wait, held, ErrNotAcquired)
+	case err == nil || ctxErr:
+		note(ReasonRedisError)
+		return fmt.Errorf("redislock: %s: no answer from Redis within %v: %w", a.key, a.cfg.wait, ErrUnavailable)
+	}
+	note(ReasonRedisError)
+	return l.redisError(a.key, err)
+}
+
+// redisError wraps an error from Redis: ErrUnavailable when Redis could not
+// answer.
+func (l *Locker) redisError(key string, err error) error {
+	if unavailable(err) {
+		return fmt.Errorf("redislock: %s: %w: %w", key, ErrUnavailable, err)
+	}
+	return fmt.Errorf("redislock: %s: %w", key, err)
+}
+
+// refused reports whether err shows the request never reached Redis (the
+// connection was refused), so there is nothing to take back.
+func refused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// Resume re-attaches to a hold by its token: a later workflow step (in this
+// process or another) continues the hold taken in step 1. The Lock keeps
+// its grant's fence and the time left; it is not extended. ErrNotHeld if
+// the token no longer owns the key.
+func (l *Locker) Resume(ctx context.Context, key, token string) (*Lock, error) {
+	ks := keysFor(l.prefix, key)
+	sent := time.Now()
+	fence, left, err := check(ctx, l.rdb, ks, token)
+	if errors.Is(err, ErrNotHeld) {
+		l.observeFailure(ReasonNotHeld)
+		return nil, fmt.Errorf("redislock: resuming %s: %w", key, err)
+	}
+	if err != nil {
+		l.observeFailure(ReasonRedisError)
+		return nil, l.redisError(key, err)
+	}
+	k := &Lock{l: l, key: key, ks: ks, token: token, fence: fence}
+	k.start(sent, left)
+	return k, nil
+}
+
+// check returns a token's fence and time left, or ErrNotHeld.
+func check(ctx context.Context, rdb redis.UniversalClient, ks keyset, token string) (int64, time.Duration, error) {
+	v, err := checkScript.Run(ctx, rdb, []string{ks.hold}, token).Slice()
+	if errors.Is(err, redis.Nil) {
+		return 0, 0, ErrNotHeld
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(v) < 2 {
+		return 0, 0, fmt.Errorf("redislock: unexpected reply %v", v)
+	}
+	f, err := parseInt(v[0])
+	if err != nil {
+		return 0, 0, err
+	}
+	pttl, _ := v[1].(int64)
+	return f, time.Duration(max(pttl, 0)) * time.Millisecond, nil
+}
+
+// IsLocked reports whether any token holds key.
+func (l *Locker) IsLocked(ctx context.Context, key string) (bool, error) {
+	n, err := l.rdb.Exists(ctx, l.prefix+key).Result()
+	if err != nil {
+		return false, l.redisError(key, err)
+	}
+	return n > 0, nil
+}
+
+// HealthKey is the key (without prefix) Healthy takes, as seed 002's check
+// takes "health_check_lock".
+const HealthKey = "health_check_lock"
+
+// Healthy is seed 002's health check: it takes and releases HealthKey
+// within one second (waiting for other probes if need be). The probe is
+// kept out of the metrics.
+func (l *Locker) Healthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	k, err := l.acquire(ctx, HealthKey, false, Wait(time.Second), TTL(5*time.Second))
+	if err != nil {
+		return fmt.Errorf("redislock: health check: %w", err)
+	}
+	if err := k.Release(ctx); err != nil {
+		return fmt.Errorf("redislock: health check: %w", err)
+	}
+	return nil
+}
+
+// Close stops the Locker's listener. Locks stay as they are in Redis; a
+// Locker used after Close starts listening again when it needs to.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	lis := l.lis
+	l.lis = nil
+	if l.linger != nil {
+		l.linger.Stop()
+		l.linger = nil
+	}
+	l.mu.Unlock()
+	if lis != nil {
+		lis.stop()
+	}
+	return nil
+}
+
+func parseInt(v any) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case string:
+		return strconv.ParseInt(x, 10, 64)
+	}
+	return 0, fmt.Errorf("redislock: unexpected value %v (%T)", v, v)
+}

@@ -1,0 +1,49 @@
+package redislock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locktop/locktop/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// newLocker returns a Locker on the test server under a prefix of the
+// test's own, closed when the test ends.
+func newLocker(t testing.TB, opts Options) *Locker {
+	t.Helper()
+	if opts.Prefix == "" {
+		opts.Prefix = redistest.Prefix(t)
+	}
+	return lockerOn(t, redistest.Client(t), opts)
+}
+
+func lockerOn(t testing.TB, rdb redis.UniversalClient, opts Options) *Locker {
+	t.Helper()
+	l := New(rdb, opts)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// within fails t if ch is not closed within d: a guard against a test
+// hanging, not a timing assertion.
+func within(t testing.TB, what string, ch <-chan struct{}, d time.Duration) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("timed out after %v waiting until %s", d, what)
+	}
+}
+
+// quiet drops go-redis's own log lines (failed dials while a test has
+// stopped its server).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quiet{}) }

@@ -1,0 +1,111 @@
+package redislock
+
+import (
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configure a Locker. The zero value gives seed 002's defaults.
+type Options struct {
+	// Prefix is put before every lock key; default "sesslock:". It should
+	// not contain '{' or '}' (a Redis Cluster hash tag would then pin every
+	// lock to one slot).
+	Prefix string
+	// TTL is the lease a grant gets before Redis releases it by itself;
+	// default 30s. Acquire never extends it by itself; With does.
+	TTL time.Duration
+	// Wait is how long Acquire and With wait for a held key; default 5s.
+	// A negative Wait means a single try by default. Per call, Wait(d)
+	// overrides it, and Wait(0) is a single try (never the default).
+	Wait time.Duration
+	// Owner says who holds, for monitors and the audit; default "host:pid".
+	Owner string
+	// FailOpen makes With run fn without the lock when Redis is unreachable
+	// (seed 002's fallback), counting it in Stats().FailOpen and logging a
+	// warning. Only ErrUnavailable opens: a held key or an expired wait
+	// never does. Default false: With fails with ErrUnavailable.
+	FailOpen bool
+	// Registerer, if set, gets seed 002's three metrics:
+	// session_lock_acquire_duration_seconds{session_key_pattern},
+	// session_lock_wait_total and session_lock_failure_total{reason}.
+	// Lockers sharing a Registerer share the metrics.
+	Registerer prometheus.Registerer
+	// Logger, if set, gets a warning for every fail-open run and every hold
+	// found lost.
+	Logger *slog.Logger
+}
+
+// AcquireOption adjusts one Acquire.
+type AcquireOption func(*acquireConfig)
+
+type acquireConfig struct {
+	wait time.Duration
+	ttl  time.Duration
+}
+
+// Wait sets how long this Acquire waits for a held key. 0 means a single
+// try with no waiting (seed 002's `blocking_timeout or default` turned a
+// 0 into the default; this does not).
+func Wait(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) { c.wait = max(d, 0) }
+}
+
+// TTL sets this grant's lease, e.g. 300s for a hold that spans the steps
+// of a workflow (seed 002, "Lock Timeout as Safety Net").
+func TTL(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) { c.ttl = d }
+}
+
+// Defaults.
+const (
+	DefaultPrefix = "sesslock:"
+	DefaultTTL    = 30 * time.Second
+	DefaultWait   = 5 * time.Second
+)
+
+func (o Options) withDefaults() Options {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.TTL <= 0 {
+		o.TTL = DefaultTTL
+	}
+	switch {
+	case o.Wait == 0:
+		o.Wait = DefaultWait
+	case o.Wait < 0:
+		o.Wait = 0
+	}
+	if o.Owner == "" {
+		host, _ := os.Hostname()
+		o.Owner = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	return o
+}
+
+// Timing of waiting and holding.
+var (
+	// maxPoll bounds the wait between polls of a waiter: the backstop for a
+	// release notice that never came (pub/sub is fire-and-forget) and for
+	// expiry, which Redis announces late or never.
+	maxPoll = 500 * time.Millisecond
+	// waiterTTL is how long a waiter's registration lives without a poll
+	// renewing it: a waiter that died leaves the queue this long after.
+	waiterTTL = 3 * time.Second
+	// cleanupTimeout bounds the clean-up after a failed or cancelled
+	// acquire, and the release at the end of With.
+	cleanupTimeout = 2 * time.Second
+)
+
+// drift is subtracted from a grant's TTL when the client estimates its own
+// deadline, for the round trip and clock-rate differences (Redlock's drift
+// factor, 1%, plus 2ms).
+func drift(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}
+
+func ms(d time.Duration) int64 { return max(int64(d/time.Millisecond), 1) }

@@ -1,0 +1,150 @@
+package redislock
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts. Release and extend compare the token and act in one atomic
+// step (the seed's bare DELETE removed whoever held the key by then). Redis
+// 8.4's DELEX IFEQ and SET IFEQ would do the compare-and-delete without Lua,
+// but a release here also hands the key to the longest waiter and mints its
+// fence in the same step, which no single command does; and Redis 7 has
+// neither. Every script touches only the keys of one lock (keysFor), which
+// share a hash slot, so they run unchanged on Redis Cluster.
+//
+// The hold is a hash: t token, f fence, o owner, s granted at (server ms),
+// c the holder's Locker channel (for hand-over and revocation notices).
+
+// prelude defines what the scripts that take KEYS = keyset.all() share.
+const prelude = `
+local K, Q, W, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local clock = redis.call('TIME')
+local nowus = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local nowms = math.floor(nowus / 1000)
+
+-- A fence is strictly above the slot's last one and never below the
+-- server clock in microseconds: a counter lost to a failover or a flush
+-- does not hand out old numbers again.
+local function nextfence()
+  local f = tonumber(redis.call('GET', F) or '0') + 1
+  if f < nowus then f = nowus end
+  f = string.format('%d', f)
+  redis.call('SET', F, f)
+  return f
+end
+
+local function grant(tok, ttl, owner, ch)
+  local f = nextfence()
+  redis.call('HSET', K, 't', tok, 'f', f, 'o', owner, 's', string.format('%d', nowms), 'c', ch)
+  redis.call('PEXPIRE', K, ttl)
+  return f
+end
+
+local function dequeue(tok)
+  redis.call('ZREM', Q, tok)
+  redis.call('HDEL', W, tok)
+end
+
+-- head is the longest-waiting registration still alive; dead ones (their
+-- waiter stopped renewing) are dropped on the way.
+local function head()
+  for _ = 1, 100 do
+    local h = redis.call('ZRANGE', Q, 0, 0)[1]
+    if not h then return nil end
+    local reg = redis.call('HGET', W, h)
+    if reg then
+      local dl, ttl, ch, owner = string.match(reg, '^(%d+) (%d+) (%S+) (.*)$')
+      if dl and tonumber(dl) >= nowms then return h, ttl, ch, owner end
+    end
+    dequeue(h)
+  end
+  return nil
+end
+
+-- handover gives the free key to the longest waiter and tells it at once.
+local function handover()
+  local h, ttl, ch, owner = head()
+  if not h then return 0 end
+  local f = grant(h, ttl, owner, ch)
+  dequeue(h)
+  redis.call('PUBLISH', ch, 'g ' .. h .. ' ' .. f .. ' ' .. ttl)
+  return 1
+end
+`
+
+// acquireScript: ARGV token, ttl ms, owner, channel, mode ("t" try once,
+// "w" wait: register or renew as a waiter), waiter registration ttl ms.
+// Returns {1, fence, pttl} when the token holds the key (now, or by an
+// earlier hand-over), else {0, pttl, owner} of the holder. A free key goes
+// to the longest live waiter first.
+var acquireScript = redis.NewScript(prelude + `
+local tok, ttl, owner, ch, mode, wttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+local cur = redis.call('HGET', K, 't')
+if cur == tok then
+  dequeue(tok)
+  return {1, redis.call('HGET', K, 'f'), redis.call('PTTL', K)}
+end
+if not cur then
+  local h = head()
+  if not h or h == tok then
+    dequeue(tok)
+    return {1, grant(tok, ttl, owner, ch), tonumber(ttl)}
+  end
+  handover()
+end
+if mode == 'w' then
+  redis.call('ZADD', Q, 'NX', string.format('%d', nowus), tok)
+  redis.call('HSET', W, tok, string.format('%d', nowms + wttl) .. ' ' .. ttl .. ' ' .. ch .. ' ' .. owner)
+  for _, k in ipairs({Q, W}) do
+    if redis.call('PTTL', k) < wttl then redis.call('PEXPIRE', k, wttl) end
+  end
+end
+return {0, redis.call('PTTL', K), redis.call('HGET', K, 'o') or ''}
+`)
+
+// releaseScript: ARGV token. Returns -1 when the token does not hold the
+// key (nothing is deleted), 0 when released, 1 when handed to a waiter.
+var releaseScript = redis.NewScript(prelude + `
+if redis.call('HGET', K, 't') ~= ARGV[1] then return -1 end
+redis.call('DEL', K)
+return handover()
+`)
+
+// withdrawScript: ARGV token. Takes back what an acquire that failed or was
+// cancelled may have left: its waiter registration, and the key itself if
+// it was granted meanwhile (which then goes to the next waiter).
+var withdrawScript = redis.NewScript(prelude + `
+dequeue(ARGV[1])
+if redis.call('HGET', K, 't') == ARGV[1] then
+  redis.call('DEL', K)
+  handover()
+  return 1
+end
+return 0
+`)
+
+// forceScript: no ARGV. Deletes the hold whoever has it, tells the victim's
+// Locker, hands the key to the longest waiter, and returns the victim's
+// {token prefix, fence, owner}, or nil when the key was free.
+var forceScript = redis.NewScript(prelude + `
+local v = redis.call('HMGET', K, 't', 'f', 'o', 'c')
+if not v[1] then return false end
+redis.call('DEL', K)
+if v[4] then redis.call('PUBLISH', v[4], 'r ' .. v[1]) end
+handover()
+return {string.sub(v[1], 1, 6), v[2] or '0', v[3] or ''}
+`)
+
+// extendScript: KEYS hold; ARGV token, ttl ms. Sets the time left to ttl if
+// the token holds the key. Returns 1, or 0 when it does not.
+var extendScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`)
+
+// checkScript: KEYS hold; ARGV token. Returns {fence, pttl} if the token
+// holds the key, else nil.
+var checkScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 't', 'f')
+if v[1] ~= ARGV[1] then return false end
+return {v[2], redis.call('PTTL', KEYS[1])}
+`)
