@@ -60,6 +60,10 @@ func main() {
 	rounds := flag.Int("rounds", 3, "alternating rounds per pairing (medians are reported)")
 	benchtime := flag.Duration("benchtime", 5*time.Second, "duration of each Go benchmark and pgbench run")
 	simDur := flag.Duration("sim-duration", 60*time.Second, "duration of the simulator scale run (0 skips it)")
+	flag.Func("only", "run only the steps whose name matches this regular expression (e.g. 'lease')", func(v string) (err error) {
+		only, err = regexp.Compile(v)
+		return err
+	})
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -102,6 +106,9 @@ func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Dur
 
 	var figs []figure
 	for _, step := range steps {
+		if only != nil && !only.MatchString(step.name) {
+			continue
+		}
 		fmt.Fprintf(r.log, "== %s\n", step.name)
 		fs, err := step.run(ctx, r, simDur)
 		if err != nil {
@@ -121,6 +128,9 @@ func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Dur
 // is package main, with the dashboard's refresh benchmark).
 var benchPackages = []string{"lockcore", "internal/monitor", "ui", "."}
 
+// only, if set (-only), selects the steps to run by name.
+var only *regexp.Regexp
+
 // steps are the measurements, in report order.
 var steps = []struct {
 	name string
@@ -134,6 +144,7 @@ var steps = []struct {
 	{"dashboard at rest", idle},
 	{"simulator at scale", simulator},
 	{"Redis session mutex", redisMutex},
+	{"lease locks", leaseLocks},
 }
 
 func (r *runner) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {

@@ -1,0 +1,675 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// OpenPostgres returns a Manager whose locks live in PostgreSQL, in
+// opts.Schema (default "locktop_lease"), creating the schema and its tables
+// if they are missing. Release wake-ups travel by LISTEN/NOTIFY on a
+// connection of the Manager's own, opened with pool's configuration (so
+// the pool needs no spare connection for it). The pool stays the caller's:
+// Close does not close it.
+//
+// Every statement on the lock path uses the server's clock (now()), never
+// the client's. Like any session feature, LISTEN needs a real session: do
+// not point the pool at PgBouncer in transaction pooling mode.
+func OpenPostgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Manager, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if pool == nil {
+		return nil, errors.New("lease: OpenPostgres needs a pool")
+	}
+	p := &pgStore{pool: pool, schema: opts.Schema, channel: opts.Schema, h: newHub(), log: opts.Logger, sql: map[string]string{}}
+	for _, s := range pgStatements {
+		p.sql[s] = inSchema(opts.Schema, s)
+	}
+	if err := createPostgres(ctx, pool, opts.Schema); err != nil {
+		return nil, err
+	}
+	if err := p.listen(ctx); err != nil {
+		return nil, err
+	}
+	return newManager(p, opts), nil
+}
+
+var pgStatements = []string{
+	pgEnsureResource, pgLockResource, pgState, pgBumpResource, pgFastGrant, pgWaitIfRefused, pgUnwaitIfGranted, pgPurgeDead, pgGrant, pgUpgrade, pgVictim, pgUpsertWaiter,
+	pgDeleteWaiter, pgPurgeWaiters, pgShareRow, pgRelease, pgWakeIfWait, pgDropWaiter, pgRenewLocks, pgRenewJobs, pgSetMetadata,
+	pgEnqueue, pgJobGate, pgJobs, pgTurns, pgSetTurn, pgDropJobs, pgStartJobs, pgJobState, pgFinish, pgCommitManifest, pgManifest,
+	pgListLocks, pgListWaiter, pgListAudit,
+}
+
+// createPostgres creates the schema and tables unless they exist. Two
+// processes creating them at once can collide in the catalogs; the loser
+// tries again.
+func createPostgres(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	for try := 0; ; try++ {
+		var exists bool
+		if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", schema+"."+pgLastTable).Scan(&exists); err != nil {
+			return fmt.Errorf("lease: checking schema %s: %w", schema, err)
+		}
+		if exists {
+			return nil
+		}
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			for _, ddl := range pgDDL {
+				if _, err := tx.Exec(ctx, inSchema(schema, ddl)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		var pe *pgconn.PgError
+		if err != nil && try < 5 && errors.As(err, &pe) &&
+			(pe.Code == "23505" || pe.Code == "42P07" || pe.Code == "42P06" || pe.Code == "42710") {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("lease: creating schema %s: %w", schema, err)
+		}
+		return nil
+	}
+}
+
+// pgStore keeps the tables in PostgreSQL.
+type pgStore struct {
+	pool    *pgxpool.Pool
+	schema  string
+	channel string // NOTIFY channel: the schema's name
+	sql     map[string]string
+	h       *hub
+	log     *slog.Logger
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+func (p *pgStore) q(s string) string { return p.sql[s] }
+
+func (p *pgStore) hub() *hub { return p.h }
+
+func (p *pgStore) close() error {
+	if p.stop != nil {
+		p.stop()
+		p.wg.Wait()
+	}
+	return nil
+}
+
+// listen starts the goroutine that turns notifications into wake-ups. The
+// first connection is made here, so a Manager that opens is listening.
+func (p *pgStore) listen(ctx context.Context) error {
+	cfg := p.pool.Config().ConnConfig.Copy()
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = "locktop.lease.listen"
+	connect := func(ctx context.Context) (*pgx.Conn, error) {
+		c, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.Exec(ctx, "LISTEN "+p.channel); err != nil {
+			c.Close(ctx)
+			return nil, err
+		}
+		return c, nil
+	}
+	first, err := connect(ctx)
+	if err != nil {
+		return fmt.Errorf("lease: opening the listener connection: %w", err)
+	}
+	lctx, stop := context.WithCancel(context.Background())
+	p.stop = stop
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		c := first
+		wait := 50 * time.Millisecond
+		for {
+			if c != nil {
+				for {
+					n, err := c.WaitForNotification(lctx)
+					if err != nil {
+						break
+					}
+					if n.Payload == jobsKey {
+						p.h.wakeAll(jobsKey)
+					} else {
+						p.h.wakeNotified(n.Payload)
+					}
+				}
+				cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				c.Close(cctx)
+				cancel()
+				c = nil
+			}
+			if lctx.Err() != nil {
+				return
+			}
+			p.log.Warn("lease: listener connection lost; waiters poll until it is back")
+			select {
+			case <-lctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 5*time.Second)
+			if nc, err := connect(lctx); err == nil {
+				c, wait = nc, 50*time.Millisecond
+				p.h.wakeEveryone() // notifications may have been missed meanwhile
+			}
+		}
+	}()
+	return nil
+}
+
+// acquire is one round trip in the common cases: the resource's row (taken,
+// with the fence to grant), its state, the grant unless something
+// conflicts and the waiter row, pipelined in one implicit transaction (a
+// batch ends in a single Sync). Only when the state shows a conflicting
+// holder that may be stale does it go on to attempt, which decides in Go.
+func (p *pgStore) acquire(ctx context.Context, lockID string, f *fastAcquire, plan func(*state) (*change, error)) (*applied, error) {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g := f.grant
+	b := &pgx.Batch{}
+	b.Queue(p.q(pgBumpResource), lockID)
+	b.Queue(p.q(pgState), lockID)
+	waiterID := ""
+	if f.waiter != nil {
+		waiterID = f.waiter.id
+	}
+	b.Queue(p.q(pgFastGrant), lockID, g.token, g.mode.String(), g.owner, g.lease.Microseconds(), g.grace.Milliseconds(),
+		f.conflicting, f.precedence, waiterID)
+	if w := f.waiter; w != nil {
+		if f.hasWaiter {
+			b.Queue(p.q(pgUnwaitIfGranted), w.id, g.token)
+			b.Queue(p.q(pgPurgeDead), lockID)
+		}
+		b.Queue(p.q(pgWaitIfRefused), w.id, lockID, w.mode.String(), w.owner, w.ttl.Microseconds(), g.token)
+	}
+	st := &state{}
+	res := &applied{}
+	br := conn.SendBatch(ctx, b)
+	err = br.QueryRow().Scan(&st.fence, &st.now)
+	if err == nil {
+		err = readState(br, st)
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt)
+		res.granted = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	conn.Release()
+	if err != nil || res.granted {
+		return res, err
+	}
+	ch, err := plan(st)
+	if err != nil {
+		return nil, err
+	}
+	if ch.grant != nil { // a stale holder in the way: take it over, deciding afresh
+		return p.attempt(ctx, lockID, plan)
+	}
+	return res, nil
+}
+
+// attempt is two round trips: BEGIN, the resource's row lock and its state
+// in one pipelined batch; then the writes and COMMIT in another.
+func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) (*change, error)) (*applied, error) {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A connection left inside a transaction (an error half-way) is
+	// destroyed by Release, which aborts the transaction on the server.
+	defer conn.Release()
+
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(p.q(pgEnsureResource), lockID)
+	b.Queue(p.q(pgLockResource), lockID)
+	b.Queue(p.q(pgState), lockID)
+	st := &state{}
+	br := conn.SendBatch(ctx, b)
+	_, err = br.Exec() // BEGIN
+	if err == nil {
+		_, err = br.Exec() // the resource's row
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&st.fence, &st.now)
+	}
+	if err == nil {
+		err = readState(br, st)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	ch, err := plan(st)
+	if err != nil || ch.empty() {
+		if _, rerr := conn.Exec(ctx, "ROLLBACK"); rerr != nil && err == nil {
+			err = rerr
+		}
+		return &applied{}, err
+	}
+
+	b = &pgx.Batch{}
+	for _, v := range ch.victims {
+		fence := int64(0)
+		if ch.grant != nil {
+			fence = st.fence + 1
+		}
+		b.Queue(p.q(pgVictim), v.token, ch.actor, ch.reason, fence)
+	}
+	if g := ch.grant; g != nil {
+		if g.upgrade {
+			b.Queue(p.q(pgUpgrade), lockID, g.token, g.lease.Microseconds())
+		} else {
+			b.Queue(p.q(pgGrant), lockID, g.token, g.mode.String(), g.owner, g.lease.Microseconds(), g.grace.Milliseconds())
+		}
+	}
+	if w := ch.waiter; w != nil {
+		b.Queue(p.q(pgUpsertWaiter), w.id, lockID, w.mode.String(), w.owner, w.ttl.Microseconds())
+	}
+	if ch.dropWaiter != "" {
+		b.Queue(p.q(pgDeleteWaiter), ch.dropWaiter)
+	}
+	if len(ch.purge) > 0 {
+		b.Queue(p.q(pgPurgeWaiters), ch.purge)
+	}
+	if ch.wake {
+		b.Queue(pgNotify, p.channel, lockID)
+	}
+	if len(ch.victims) == 0 {
+		b.Queue("COMMIT")
+	}
+	br = conn.SendBatch(ctx, b)
+	res := &applied{}
+	for range ch.victims {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return nil, err
+		}
+		if tag.RowsAffected() != 1 {
+			br.Close()
+			if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+				return nil, err
+			}
+			return nil, errRetry
+		}
+	}
+	if ch.grant != nil {
+		if err := br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt); err != nil {
+			br.Close()
+			return nil, err
+		}
+		res.granted = true
+	}
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
+	if len(ch.victims) > 0 {
+		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// readState reads the next result of br, a pgState, into st.
+func readState(br pgx.BatchResults, st *state) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind, id, mode, owner string
+		var fence int64
+		var lease, beat time.Time
+		var claimed bool
+		if err := rows.Scan(&kind, &id, &mode, &owner, &fence, &lease, &beat, &claimed); err != nil {
+			return err
+		}
+		m, err := parseMode(mode)
+		if err != nil {
+			return err
+		}
+		if kind == "h" {
+			st.holders = append(st.holders, holder{token: id, mode: m, owner: owner, fence: fence,
+				leaseExpires: lease, heartbeat: beat, jobActive: claimed})
+		} else {
+			st.waiters = append(st.waiters, waiter{id: id, mode: m, expires: lease})
+		}
+	}
+	return rows.Err()
+}
+
+func (p *pgStore) release(ctx context.Context, lockID, token string) (bool, error) {
+	b := &pgx.Batch{} // one implicit transaction
+	b.Queue(p.q(pgShareRow), lockID)
+	b.Queue(p.q(pgRelease), token)
+	b.Queue(p.q(pgWakeIfWait), lockID, p.channel)
+	br := p.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	found := err == nil && tag.RowsAffected() == 1
+	if found {
+		p.h.wakeLocal(lockID) // this process's waiter need not wait for the NOTIFY
+	}
+	return found, err
+}
+
+func (p *pgStore) renew(ctx context.Context, lease time.Duration, tokens, jobs []string) (renewed, error) {
+	r := renewed{tokens: map[string]bool{}, jobs: map[string]bool{}}
+	b := &pgx.Batch{}
+	b.Queue(p.q(pgRenewLocks), tokens, lease.Microseconds())
+	b.Queue(p.q(pgRenewJobs), jobs, lease.Microseconds())
+	br := p.pool.SendBatch(ctx, b)
+	defer br.Close()
+	for _, into := range []map[string]bool{r.tokens, r.jobs} {
+		rows, err := br.Query()
+		if err != nil {
+			return r, err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return r, err
+			}
+			into[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return r, err
+		}
+	}
+	return r, br.Close()
+}
+
+func (p *pgStore) setMetadata(ctx context.Context, token string, md []byte) (bool, error) {
+	tag, err := p.pool.Exec(ctx, p.q(pgSetMetadata), token, string(md))
+	return tag.RowsAffected() == 1, err
+}
+
+func (p *pgStore) dropWaiter(ctx context.Context, lockID, id string) error {
+	_, err := p.pool.Exec(ctx, p.q(pgDropWaiter), id, p.channel)
+	return err
+}
+
+func (p *pgStore) enqueue(ctx context.Context, j jobRow, lease time.Duration) (bool, error) {
+	tag, err := p.pool.Exec(ctx, p.q(pgEnqueue), j.id, j.owner, j.project, j.mapID, j.kind, j.process, lease.Microseconds())
+	return tag.RowsAffected() == 1, err
+}
+
+func (p *pgStore) schedule(ctx context.Context, plan func(time.Time, []jobRow, map[string]int64) jobPlan) ([]jobRow, error) {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(p.q(pgJobGate))
+	b.Queue(p.q(pgJobs))
+	b.Queue(p.q(pgTurns))
+	br := conn.SendBatch(ctx, b)
+	var now time.Time
+	var jobs []jobRow
+	served := map[string]int64{}
+	err = func() error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&now); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		if jobs, err = pgx.CollectRows(rows, scanPGJob); err != nil {
+			return err
+		}
+		rows, err = br.Query()
+		if err != nil {
+			return err
+		}
+		var project string
+		var turn int64
+		_, err = pgx.ForEachRow(rows, []any{&project, &turn}, func() error {
+			served[project] = turn
+			return nil
+		})
+		return err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	pl := plan(now, jobs, served)
+	b = &pgx.Batch{}
+	if pl.changed() {
+		b.Queue(p.q(pgDropJobs), pl.drop)
+		b.Queue(p.q(pgStartJobs), pl.start)
+		projects, turns := make([]string, 0, len(pl.served)), make([]int64, 0, len(pl.served))
+		for project, turn := range pl.served {
+			projects, turns = append(projects, project), append(turns, turn)
+		}
+		b.Queue(p.q(pgSetTurn), projects, turns)
+		b.Queue(pgNotify, p.channel, jobsKey)
+	}
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return pl.after(jobs), nil
+}
+
+func scanPGJob(row pgx.CollectableRow) (jobRow, error) {
+	var j jobRow
+	var state string
+	var started *time.Time
+	err := row.Scan(&j.id, &j.owner, &j.project, &j.mapID, &j.kind, &j.process, &state, &j.seq,
+		&j.queued, &started, &j.leaseExpires, &j.heartbeat)
+	j.running = isRunning(state)
+	if started != nil {
+		j.started = *started
+	}
+	return j, err
+}
+
+func (p *pgStore) jobRunning(ctx context.Context, id string) (running, exists bool, err error) {
+	var state string
+	err = p.pool.QueryRow(ctx, p.q(pgJobState), id).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	return isRunning(state), err == nil, err
+}
+
+func (p *pgStore) finish(ctx context.Context, id string) (bool, error) {
+	tag, err := p.pool.Exec(ctx, p.q(pgFinish), id, p.channel, jobsKey)
+	return tag.RowsAffected() == 1, err
+}
+
+func (p *pgStore) commitManifest(ctx context.Context, token, lockID, name, path string, fence int64) (time.Time, error) {
+	var at time.Time
+	err := p.pool.QueryRow(ctx, p.q(pgCommitManifest), token, lockID, name, path, fence).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return at, errManifestRefused
+	}
+	return at, err
+}
+
+func (p *pgStore) manifest(ctx context.Context, lockID, name string) (ManifestEntry, bool, error) {
+	e := ManifestEntry{Name: name}
+	err := p.pool.QueryRow(ctx, p.q(pgManifest), lockID, name).Scan(&e.Path, &e.Fence, &e.State, &e.Committed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, false, nil
+	}
+	return e, err == nil, err
+}
+
+func (p *pgStore) audit(ctx context.Context, limit int) ([]AuditRecord, error) {
+	rows, err := p.pool.Query(ctx, p.q(pgListAudit), limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanPGAudit)
+}
+
+func scanPGAudit(row pgx.CollectableRow) (AuditRecord, error) {
+	var a AuditRecord
+	var lockID, mode string
+	if err := row.Scan(&lockID, &a.Actor, &a.Reason, &a.VictimOwner, &mode, &a.VictimFence, &a.Fence, &a.At); err != nil {
+		return a, err
+	}
+	a.Resource = resourceOf(lockID)
+	a.VictimMode, _ = parseMode(mode)
+	return a, nil
+}
+
+func (p *pgStore) snapshot(ctx context.Context) (*Snapshot, error) {
+	return inspectPostgres(ctx, p.pool, p.schema)
+}
+
+// Querier is what InspectPostgres reads with: a *pgxpool.Pool, a *pgx.Conn
+// or a pgx.Tx.
+type Querier interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// InspectPostgres reads every lease holder and waiter, the jobs and the
+// newest audit records from schema (DefaultSchema if empty), in one round
+// trip and without creating or locking anything: what a monitor polls. A
+// database without the schema gives an error wrapping ErrNoSchema.
+func InspectPostgres(ctx context.Context, q Querier, schema string) (*Snapshot, error) {
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	if !schemaName.MatchString(schema) {
+		return nil, fmt.Errorf("lease: bad schema %q", schema)
+	}
+	s, err := inspectPostgres(ctx, q, schema)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") { // undefined table, schema
+		return nil, fmt.Errorf("lease: schema %s: %w", schema, ErrNoSchema)
+	}
+	return s, err
+}
+
+func inspectPostgres(ctx context.Context, q Querier, schema string) (s *Snapshot, err error) {
+	b := &pgx.Batch{}
+	b.Queue(pgNow)
+	b.Queue(inSchema(schema, pgListLocks))
+	b.Queue(inSchema(schema, pgListWaiter))
+	b.Queue(inSchema(schema, pgJobs))
+	b.Queue(inSchema(schema, pgListAudit), auditListed)
+	br := q.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	s = &Snapshot{}
+	if err := br.QueryRow().Scan(&s.Now); err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var r listedLock
+		var md string
+		if err := rows.Scan(&r.lockID, &r.mode, &r.owner, &r.fence, &r.leaseExpires, &r.heartbeat, &r.grantedAt, &r.graceMS, &md, &r.jobActive); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		r.metadata = []byte(md)
+		s.Locks = append(s.Locks, r.info(s.Now))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var w listedWaiter
+		if err := rows.Scan(&w.lockID, &w.mode, &w.owner, &w.since, &w.heartbeat, &w.expires); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		s.Locks = append(s.Locks, w.info())
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := pgx.CollectRows(rows, scanPGJob)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		s.Jobs = append(s.Jobs, j.info())
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return nil, err
+	}
+	if s.Audit, err = pgx.CollectRows(rows, scanPGAudit); err != nil {
+		return nil, err
+	}
+	finish(s.Locks, s.Now)
+	return s, nil
+}
+
+// unmarshalMetadata decodes a metadata column; bad JSON gives nil.
+func unmarshalMetadata(b []byte) map[string]any {
+	var md map[string]any
+	if len(b) > 0 && json.Unmarshal(b, &md) != nil {
+		return nil
+	}
+	return md
+}
