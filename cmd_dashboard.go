@@ -134,7 +134,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return red.err(err)
 	}
 	defer mon.Close()
-	others, closeOthers, err := otherSources(ctx, f.sources, mon)
+	others, closeOthers, err := otherSources(ctx, f.sources, dsn)
 	if err != nil {
 		return red.err(err)
 	}

@@ -55,7 +55,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer mon.Close()
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	others, closeOthers, err := otherSources(ctx, lf, mon)
+	others, closeOthers, err := otherSources(ctx, lf, dsn)
 	if err != nil {
 		return err
 	}

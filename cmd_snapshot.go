@@ -43,7 +43,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer mon.Close()
-	others, closeOthers, err := otherSources(ctx, lf, mon)
+	others, closeOthers, err := otherSources(ctx, lf, dsn)
 	if err != nil {
 		return err
 	}

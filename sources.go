@@ -5,8 +5,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/sources"
+	"github.com/locktop/locktop/internal/sources/redissource"
 	"github.com/locktop/locktop/ui"
 )
 
@@ -38,10 +41,14 @@ func (f *sourceFlags) redisURL() string {
 }
 
 // otherSources opens the sources the flags name, each bounded by
-// --source-timeout, and returns them with a function that closes them. A
-// source that cannot be opened is bad usage (exit 2); one that fails later
-// shows as that source's error only.
-func otherSources(ctx context.Context, f *sourceFlags, mon *monitor.Monitor) ([]sources.Source, func(), error) {
+// --source-timeout, and returns them with a function that closes them:
+// the Redis of --redis (else $REDIS_URL), the lease tables of --lease-dsn
+// or else of the watched database (when it has them; its own small pool,
+// so the monitor's poll and health probe never wait for it), and the
+// SQLite file of --lease-sqlite. A source that cannot be set up (a bad
+// URL or DSN) is bad usage (exit 2); one that fails later shows as that
+// source's error only.
+func otherSources(ctx context.Context, f *sourceFlags, dsn string) ([]sources.Source, func(), error) {
 	var (
 		out     []sources.Source
 		closers []func()
@@ -57,7 +64,36 @@ func otherSources(ctx context.Context, f *sourceFlags, mon *monitor.Monitor) ([]
 			closers = append(closers, close)
 		}
 	}
-	_, _, _ = ctx, mon, add
+	if *f.timeout <= 0 {
+		return nil, closeAll, usagef("--source-timeout must be positive, not %v", *f.timeout)
+	}
+	if u := f.redisURL(); u != "" {
+		r, err := redissource.Open(u, redissource.Options{})
+		if err != nil {
+			return nil, closeAll, usagef("--redis: %v", err)
+		}
+		add(r, r.Close)
+	}
+	leaseDSN, optional := *f.leaseDSN, false
+	if leaseDSN == "" {
+		leaseDSN, optional = dsn, true
+	}
+	cfg, err := monitor.Config(leaseDSN, monitor.Options{})
+	if err != nil {
+		closeAll()
+		return nil, closeAll, usagef("--lease-dsn: %v", err)
+	}
+	cfg.MaxConns = 1
+	cfg.ConnConfig.RuntimeParams["application_name"] = monitor.ApplicationName + ".lease"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		closeAll()
+		return nil, closeAll, usagef("--lease-dsn: %v", err)
+	}
+	add(sources.LeasePostgres("lease", pool, "", optional), pool.Close)
+	if p := *f.leaseSQLite; p != "" {
+		add(sources.LeaseSQLite("lease-sqlite", p), nil)
+	}
 	return out, closeAll, nil
 }
 
