@@ -175,7 +175,11 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, 
 			state = "waits #" + strconv.Itoa(l.QueuePos)
 		}
 		t, _ := lockTime(l, snap.Now(l))
-		row := mark + cell(state, 10) + " " + rcell(Sanitize(l.Holder()), 7) + "  " + cell(Sanitize(modeText(l.Mode)), 5) + " " + cell(t, 8) + " "
+		hw, tw := 7, 8 // a pid, a held or waited time
+		if !sel.Kind.PG() {
+			hw, tw = 14, 12 // an owner, "stale 12.0s"
+		}
+		row := mark + cell(state, 10) + " " + rcell(Sanitize(l.Holder()), hw) + "  " + cell(Sanitize(modeText(l.Mode)), 5) + " " + cell(t, tw) + " "
 		who := l.ApplicationName
 		if l.PID == 0 && l.Token != "" {
 			who = "token " + l.Token + "…"

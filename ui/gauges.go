@@ -57,9 +57,6 @@ func (g *gauges) count() int {
 			pools++
 		}
 	}
-	if g.byKind() {
-		n++
-	}
 	if pools == 0 {
 		return n + 1 // the lock counts stand in for the pools
 	}
@@ -88,10 +85,15 @@ func (g *gauges) kindCounts(w int) string {
 	return fitLine(s, w)
 }
 
-// Height is the lines the gauges take.
+// Height is the lines the gauges take: the counts per kind take a line
+// of their own.
 func (g *gauges) Height() int {
 	per := g.perLine()
-	return (g.count() + per - 1) / per
+	h := (g.count() + per - 1) / per
+	if g.byKind() {
+		h++
+	}
+	return h
 }
 
 // View renders the gauges, flowed into lines.
@@ -120,13 +122,13 @@ func (g *gauges) View() string {
 		cells = append(cells, cell("server conns  –", cw))
 	}
 	cells = append(cells, g.rate(cw))
-	if g.byKind() {
-		cells = append(cells, g.kindCounts(cw))
-	}
 
 	var lines []string
 	for i := 0; i < len(cells); i += per {
 		lines = append(lines, strings.Join(cells[i:min(i+per, len(cells))], ""))
+	}
+	if g.byKind() {
+		lines = append(lines, g.kindCounts(g.width))
 	}
 	return fitBlock(lines, g.width, len(lines))
 }

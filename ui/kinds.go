@@ -53,11 +53,10 @@ func leaseLeft(prefix string) func(*model.Lock, time.Time) string {
 		}
 		left := l.Left(now)
 		if left < 0 {
-			s := "passed " + fmtDur(-left)
 			if l.Stale {
-				s += " stale"
+				return "stale " + fmtDur(-left) // passed, no heartbeat: recoverable
 			}
-			return s
+			return "passed " + fmtDur(-left)
 		}
 		return prefix + fmtDur(left)
 	}
@@ -130,6 +129,8 @@ func modeText(mode string) string {
 		return "excl"
 	case model.ModeShare:
 		return "share"
+	case "exclusive": // a Redis session mutex
+		return "excl"
 	}
 	return strings.TrimSuffix(mode, "Lock")
 }
