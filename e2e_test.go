@@ -18,8 +18,8 @@ import (
 
 	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgcluster"
-	"github.com/locktop/locktop/internal/redisserver"
 	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/redisserver"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 )
