@@ -43,6 +43,7 @@ type dashboardFlags struct {
 	httpAddr       *string
 	logPath        *string
 	record         *string
+	sources        *sourceFlags
 }
 
 // newDashboardFlags defines the dashboard's flags; locktop --help lists
@@ -54,9 +55,10 @@ func newDashboardFlags() (*flagSet, *dashboardFlags) {
 	f.scenario = fs.String("scenario", "steady", "the simulator's scenario `NAME` to start with (locktop sim --list names them; the demo runs \"all\" unless given)")
 	f.interval = fs.Duration("interval", ui.DefaultInterval, "refresh interval")
 	f.allowTerminate = fs.Bool("allow-terminate", false, "allow terminating a backend from the dashboard (asks for confirmation)")
-	f.httpAddr = fs.String("http", "", "also serve /api/advisory-locks, /metrics and /healthz on this `address` (e.g. "+httpapi.DefaultAddr+")")
+	f.httpAddr = fs.String("http", "", "also serve /api/locks, /api/advisory-locks, /metrics and /healthz on this `address` (e.g. "+httpapi.DefaultAddr+")")
 	f.record = fs.String("record", "", "also record every snapshot to this new `file` (locktop replay and report read it)")
 	f.logPath = fs.String("log", "", "log `file` (the dashboard owns the screen; default $XDG_CACHE_HOME/locktop/locktop.log)")
+	f.sources = addSourceFlags(fs)
 	return fs, f
 }
 
@@ -109,7 +111,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	red := newRedactor(dsn)
 	runSim := *withSim
-	demo := demoSystems{redisURL: os.Getenv("REDIS_URL")} // the Redis of the simulator's turns
+	demo := demoSystems{redisURL: f.sources.redisURL()} // the Redis of the simulator's turns: --redis, else $REDIS_URL
 	if given {
 		logger.Info("dashboard starting", "server", red.target(), "sim", *withSim, "allow_terminate", *allowTerminate)
 	} else {
@@ -132,6 +134,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		defer stopRedis()
+		*f.sources.redis = demo.redisURL // watched too; the leases are in the watched database
 	}
 
 	opts.Server = newRedactor(dsn).target() // the header names the server, never its password
@@ -140,12 +143,17 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return red.err(err)
 	}
 	defer mon.Close()
+	others, closeOthers, err := otherSources(ctx, f.sources, dsn)
+	if err != nil {
+		return red.err(err)
+	}
+	defer closeOthers()
 	var src ui.Source = mon
 	var observers []lockcore.Observer
 	var mo *monitoring
 	if ln != nil {
 		// The endpoints serve the dashboard's own polls: no second poller.
-		mo = newMonitoring(mon, 2*(*interval), logger)
+		mo = newMonitoring(mon, others, false, 2*(*interval), logger)
 		src = mo
 		observers = append(observers, mo.met.Observer())
 		srvCtx, stopServing := context.WithCancel(ctx)
@@ -160,6 +168,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		logger.Info("serving the monitoring endpoints", "addr", ln.Addr().String())
 	}
 	opts.Source = redactingSource{src, red}
+	opts.Sources = uiSources(mo, others)
 	if *allowTerminate {
 		opts.Terminate = red.terminate(mon.Terminate)
 	}

@@ -32,6 +32,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	out := fs.String("out", "", "the recording `FILE` to create (never overwritten)")
 	interval := fs.Duration("interval", ui.DefaultInterval, "how often to read every source")
 	duration := fs.Duration("duration", 0, "stop after this long (default: until interrupted)")
+	sf := addSourceFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -59,7 +60,15 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
 	}
 	// The sources the dashboard polls: the monitor, and the others beside it.
+	others, closeOthers, err := otherSources(ctx, sf, dsn)
+	if err != nil {
+		return err
+	}
+	defer closeOthers()
 	sources := []namedPoll{{primarySource, redactingSource{mon, red}.Poll}}
+	for _, o := range others {
+		sources = append(sources, namedPoll{o.Name(), o.Poll})
+	}
 	names := make([]string, len(sources))
 	for i, s := range sources {
 		names[i] = s.name

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/locktop/locktop/internal/httpapi"
 	"github.com/locktop/locktop/internal/pgtest"
 	"github.com/locktop/locktop/model"
 )
@@ -53,7 +52,7 @@ func liveRecording(t *testing.T) (string, []model.Snapshot, []string) {
 			t.Fatal(err)
 		}
 		var doc bytes.Buffer
-		printJSON(&doc, httpapi.NewDocument(s, mon.Info()))
+		printJSON(&doc, snapshotDocument(s, mon.Info(), false))
 		snaps, docs = append(snaps, s), append(docs, doc.String())
 	}
 	rows := func(s *model.Snapshot, id int64) (held, waiting int) {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/locktop/locktop/internal/httpapi"
 	"github.com/locktop/locktop/internal/incident"
 	"github.com/locktop/locktop/internal/recording"
 	"github.com/locktop/locktop/ui"
@@ -74,6 +73,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.args = "FILE"
 	at := fs.String("at", "", "open at this `TIME` (default: the start)")
 	asJSON := fs.Bool("json", false, "print the snapshot at --at as snapshot --json prints it, and exit")
+	advisory := fs.Bool("advisory", false, "with --json: seed 000's document, as snapshot --json --advisory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, httpapi.NewDocument(snap, r.Info()))
+		return printJSON(stdout, snapshotDocument(snap, r.Info(), *advisory))
 	}
 	i, err := stepAt(r, "--at", *at, "start")
 	if err != nil {

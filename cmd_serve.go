@@ -15,11 +15,12 @@ import (
 	"github.com/locktop/locktop/internal/metrics"
 	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/poolstats"
+	"github.com/locktop/locktop/internal/sources"
 	"github.com/locktop/locktop/model"
 )
 
 func init() {
-	register(command{name: "serve", summary: "serve /api/advisory-locks, /metrics and /healthz for a database, without a terminal", run: runServe})
+	register(command{name: "serve", summary: "serve /api/locks, /api/advisory-locks, /metrics and /healthz for a database, without a terminal", run: runServe})
 }
 
 // minInterval keeps a mistyped --interval from hammering the server.
@@ -31,6 +32,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addr := fs.String("http", httpapi.DefaultAddr, "address to serve on, host:port (loopback unless you say otherwise)")
 	interval := fs.Duration("interval", 2*time.Second, "how often to poll the lock table for the metrics")
 	record := fs.String("record", "", "also record every poll to this new `file` (locktop replay and report read it)")
+	lf := addSourceFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -54,7 +56,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer mon.Close()
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	mo := newMonitoring(mon, 2*(*interval), log)
+	others, closeOthers, err := otherSources(ctx, lf, dsn)
+	if err != nil {
+		return err
+	}
+	defer closeOthers()
+	mo := newMonitoring(mon, others, true, 2*(*interval), log)
 	info := mon.Info()
 	if *record != "" {
 		w, err := createRecording(*record, newRedactor(dsn).target(), info, []string{primarySource}, *interval)
@@ -70,7 +77,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "locktop serve: watching database %q as %q (PostgreSQL %s), polling every %s\n",
 		info.Database, info.User, info.Version, *interval)
-	fmt.Fprintf(stdout, "listening on http://%s (/api/advisory-locks, /metrics, /healthz)\n", ln.Addr())
+	for _, o := range others {
+		fmt.Fprintf(stdout, "also watching %s\n", o.Name())
+	}
+	fmt.Fprintf(stdout, "listening on http://%s (/api/locks, /api/advisory-locks, /metrics, /healthz)\n", ln.Addr())
 
 	var wg sync.WaitGroup
 	pctx, stopPolling := context.WithCancel(ctx)
@@ -115,10 +125,12 @@ func exposureWarning(a net.Addr) string {
 	return fmt.Sprintf("%s is reachable from other machines, and /api/advisory-locks shows other sessions' queries", a)
 }
 
-// monitoring is the HTTP surface over one monitor: its metrics, the newest
-// snapshot and the handler serving both. `locktop serve` builds one; the
-// dashboard's --http can build one the same way and call poll from its own
-// poll loop (or put its snapshots into latest and feed met itself).
+// monitoring is the HTTP surface over one monitor and the other lock
+// sources (a Redis, a lease table): its metrics, the newest snapshot of
+// every source merged, and the handler serving both. `locktop serve`
+// builds one that polls every source itself; the dashboard's --http builds
+// one whose other sources are polled by the dashboard (tee), and calls
+// Poll from its own poll loop.
 type monitoring struct {
 	mon     *monitor.Monitor
 	met     *metrics.Metrics
@@ -126,13 +138,25 @@ type monitoring struct {
 	handler http.Handler
 	log     *slog.Logger
 	onPoll  func(model.Snapshot) // loop hands it every snapshot (serve --record)
+
+	// others are the sources beside the monitor. pollOthers: poll them
+	// beside the monitor (serve); else their newest answers, put by tee,
+	// are merged in (the dashboard).
+	others     []sources.Source
+	pollOthers bool
+	mu         sync.Mutex
+	last       []model.Part
 }
 
 // newMonitoring wires metrics, a Latest that polls by itself once its
 // snapshot is older than maxAge, and the handler. The monitor's pool is
 // registered for the pool metrics as "monitor"; add more with met.AddPools.
-func newMonitoring(mon *monitor.Monitor, maxAge time.Duration, log *slog.Logger) *monitoring {
-	mo := &monitoring{mon: mon, met: metrics.New(), log: log}
+func newMonitoring(mon *monitor.Monitor, others []sources.Source, pollOthers bool, maxAge time.Duration, log *slog.Logger) *monitoring {
+	mo := &monitoring{mon: mon, met: metrics.New(), log: log, others: others, pollOthers: pollOthers}
+	mo.last = make([]model.Part, len(others))
+	for i, o := range others {
+		mo.last[i] = model.Part{Name: o.Name(), Err: errors.New("not polled yet")}
+	}
 	mo.met.AddPools(func() []model.PoolStats {
 		return []model.PoolStats{poolstats.Of("monitor", mon.Pool(), 0)}
 	})
@@ -147,28 +171,71 @@ func newMonitoring(mon *monitor.Monitor, maxAge time.Duration, log *slog.Logger)
 	return mo
 }
 
-// Poll reads the lock table once for the dashboard and publishes it to the
-// metrics and the endpoints, so --http serves the dashboard's own polls.
+// Poll reads the lock table once for the dashboard and publishes it, with
+// the other sources' newest answers, to the metrics and the endpoints, so
+// --http serves the dashboard's own polls. It returns the server's
+// snapshot alone: the dashboard shows the other sources from their own
+// polls.
 func (mo *monitoring) Poll(ctx context.Context) (model.Snapshot, error) {
-	s, err := mo.poll(ctx)
-	if err == nil {
-		mo.latest.Put(s)
-	}
-	return s, err
-}
-
-// Info describes the server.
-func (mo *monitoring) Info() model.ServerInfo { return mo.mon.Info() }
-
-// poll reads the lock table once and publishes it to the metrics.
-func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
 	s, err := mo.mon.Poll(ctx)
 	if err != nil {
 		mo.met.PollFailed()
 		return s, err
 	}
-	mo.met.Snapshot(s)
+	mo.mu.Lock()
+	parts := append([]model.Part{{Name: pgSource, Snapshot: s}}, mo.last...)
+	mo.mu.Unlock()
+	merged := model.Merge(parts)
+	mo.met.Snapshot(merged)
+	mo.latest.Put(merged)
 	return s, nil
+}
+
+// tee wraps other source i so that its answers, polled by the dashboard,
+// are merged into what the endpoints serve.
+func (mo *monitoring) tee(i int) sources.Source {
+	src := mo.others[i]
+	return sources.Named(src.Name(), func(ctx context.Context) (model.Snapshot, error) {
+		s, err := src.Poll(ctx)
+		mo.mu.Lock()
+		mo.last[i] = model.Part{Name: src.Name(), Snapshot: s, Err: err}
+		mo.mu.Unlock()
+		return s, err
+	})
+}
+
+// Info describes the server.
+func (mo *monitoring) Info() model.ServerInfo { return mo.mon.Info() }
+
+// pgSource names the PostgreSQL monitor among the sources.
+const pgSource = "postgres"
+
+// poll reads every source once (the others beside the monitor, or their
+// newest answers) and publishes the merged snapshot to the metrics. It
+// fails when the monitor's poll fails; another source's failure is in the
+// snapshot's Sources.
+func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
+	var parts []model.Part
+	if mo.pollOthers && len(mo.others) > 0 {
+		all := append([]sources.Source{sources.Named(pgSource, mo.mon.Poll)}, mo.others...)
+		parts = sources.PollAll(ctx, all)
+	} else {
+		s, err := mo.mon.Poll(ctx)
+		parts = []model.Part{{Name: pgSource, Snapshot: s, Err: err}}
+		mo.mu.Lock()
+		parts = append(parts, mo.last...)
+		mo.mu.Unlock()
+	}
+	if err := parts[0].Err; err != nil {
+		mo.met.PollFailed()
+		return model.Snapshot{}, err
+	}
+	merged := model.Merge(parts)
+	if len(mo.others) == 0 {
+		merged.Sources = nil // one source: the snapshot is the server's, as before
+	}
+	mo.met.Snapshot(merged)
+	return merged, nil
 }
 
 // loop polls every interval until ctx ends, keeping latest and the snapshot

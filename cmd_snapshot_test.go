@@ -19,7 +19,7 @@ func TestSnapshotJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"snapshot", "--json", "--dsn", pgtest.DSN(t)}, &stdout, &stderr); code != exitOK {
+	if code := run([]string{"snapshot", "--json", "--advisory", "--dsn", pgtest.DSN(t)}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if stderr.Len() != 0 {
@@ -71,7 +71,7 @@ func TestSnapshotText(t *testing.T) {
 func TestSnapshotPlainRole(t *testing.T) {
 	dsn := pgtest.Role(t, "snap_plain", "pw-snap-plain")
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"snapshot", "--json", "--dsn", dsn}, &stdout, &stderr); code != exitOK {
+	if code := run([]string{"snapshot", "--json", "--advisory", "--dsn", dsn}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	var doc httpapi.Document
@@ -116,8 +116,8 @@ func TestSnapshotBadInput(t *testing.T) {
 // Server strings reach the terminal without their control characters: a
 // query (or a name) cannot start an escape sequence or break a row.
 func TestSnapshotTextSanitizes(t *testing.T) {
-	doc := httpapi.Document{Total: 1, Held: 1, Locks: []httpapi.Lock{{
-		Key: "AGENT 7", Database: "app\x1b[2J", Owner: "owner\x1b[1m", Mode: "ExclusiveLock", Granted: true,
+	doc := httpapi.LocksDocument{Total: 1, Held: 1, Locks: []httpapi.LockDoc{{
+		Kind: "advisory", Key: "AGENT 7", Database: "app\x1b[2J", Owner: "owner\x1b[1m", Mode: "ExclusiveLock", Granted: true,
 		ApplicationName: "evil\x1b]0;title\x07", Query: "SELECT 1;\n\x1b[31mDROP\x1b[0m", BlockedBy: []int32{},
 	}}}
 	var b strings.Builder
@@ -153,7 +153,7 @@ func TestSnapshotWaiterIsNoHolder(t *testing.T) {
 		Locks []map[string]any `json:"locks"`
 	}
 	pgtest.Eventually(t, "the waiter shows in the snapshot", func() bool {
-		code, stdout, stderr := runCmd(t, "snapshot", "--json", pgtest.DSN(t))
+		code, stdout, stderr := runCmd(t, "snapshot", "--json", "--advisory", pgtest.DSN(t))
 		if code != exitOK {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
@@ -186,7 +186,7 @@ func TestSnapshotWaiterIsNoHolder(t *testing.T) {
 	_, table, _ := runCmd(t, "snapshot", pgtest.DSN(t))
 	var header string
 	for _, line := range strings.Split(table, "\n") {
-		if strings.HasPrefix(line, "KEY") {
+		if strings.HasPrefix(line, "KIND") {
 			header = line
 		}
 	}
@@ -206,7 +206,7 @@ func TestSnapshotJSONEscapesControls(t *testing.T) {
 	if _, err := holder.Exec(context.Background(), "SELECT pg_advisory_lock(1, 9595) /* "+marker+" */"); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCmd(t, "snapshot", "--json", pgtest.DSN(t))
+	code, stdout, stderr := runCmd(t, "snapshot", "--json", "--advisory", pgtest.DSN(t))
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -228,5 +228,58 @@ func TestSnapshotJSONEscapesControls(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the query did not decode back to its text")
+	}
+}
+
+// `snapshot --json` is the /api/locks document: a SELECT ... FOR UPDATE
+// waiter shows as a row lock wait, named by its relation and row, blocked
+// by the transaction that holds the row; the table shows it with its kind.
+func TestSnapshotShowsRowLockWaits(t *testing.T) {
+	ctx := context.Background()
+	admin := pgtest.Conn(t)
+	if _, err := admin.Exec(ctx, `CREATE TABLE snap_turns (id int PRIMARY KEY); INSERT INTO snap_turns VALUES (1), (2)`); err != nil {
+		t.Fatal(err)
+	}
+	holder := pgtest.Conn(t)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT * FROM snap_turns WHERE id = 2 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	waiter := pgtest.Conn(t)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = waiter.Exec(wctx, "SELECT * FROM snap_turns WHERE id = 2 FOR UPDATE /* row-waiter */")
+	}()
+	defer func() { cancel(); <-done }()
+
+	var doc httpapi.LocksDocument
+	pgtest.Eventually(t, "the row waiter shows", func() bool {
+		code, out, stderr := runCmd(t, "snapshot", "--json", pgtest.DSN(t))
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		doc = httpapi.LocksDocument{}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range doc.Locks {
+			if l.Kind == "row" && !l.Granted && strings.Contains(l.Query, "row-waiter") {
+				return strings.HasPrefix(l.Key, "public.snap_turns row (") && l.Relation == "public.snap_turns" && len(l.BlockedBy) == 1
+			}
+		}
+		return false
+	})
+	if len(doc.Sources) != 0 && doc.Sources[0].Name != "postgres" {
+		t.Errorf("sources %+v", doc.Sources)
+	}
+	_, table, _ := runCmd(t, "snapshot", pgtest.DSN(t))
+	if !regexp.MustCompile(`(?m)^row\s+public\.snap_turns row \(\d+,\d+\)`).MatchString(table) {
+		t.Errorf("the table has no row lock line:\n%s", table)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgcluster"
 	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/redisserver"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 )
@@ -315,8 +316,16 @@ func TestDashboardEndToEnd(t *testing.T) {
 	rows := awaitLocks(t, admin, key, "the waiter to queue", func(r []model.Lock) bool { return len(r) == 2 })
 	holderPID, waiterPID := strconv.Itoa(int(rows[0].PID)), strconv.Itoa(int(rows[1].PID))
 
+	// A Redis of its own for the session mutexes, which another client
+	// fills later (redis-cli).
+	rs, err := redisserver.Start(ctx, redisserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rs.Stop() })
+
 	term := startTerminal(t, termOptions{Width: 110, Height: 32, Secrets: []string{password}},
-		bin, "--dsn", dsn, "--interval", "250ms", "--log", logFile)
+		bin, "--dsn", dsn, "--interval", "250ms", "--log", logFile, "--redis", rs.URL())
 
 	// The holder and its waiter, in queue order, named from the registry.
 	term.Await("the holder and the waiter of AGENT 4711", 30*time.Second, func(s string) bool {
@@ -402,6 +411,40 @@ func TestDashboardEndToEnd(t *testing.T) {
 	term.Await("the reconnect", 60*time.Second, func(s string) bool {
 		return !strings.Contains(s, "no connection") && strings.Contains(s, "connected") &&
 			hasLine(s, "reconnected after")
+	})
+
+	// Another client takes a Redis session mutex (redis-cli SET … PX) and a
+	// row lock with a SELECT … FOR UPDATE waiter behind it: each shows in
+	// the one table with its kind, holder and waiter.
+	if out, err := exec.Command("redis-cli", "-s", rs.Socket(), "SET", "sesslock:t1:a1:c1:web", "tok-e2e-123456", "PX", "600000").CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli: %v: %s", err, out)
+	}
+	if _, err := admin.Exec(ctx, "CREATE TABLE e2e_turns (id int PRIMARY KEY); INSERT INTO e2e_turns VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	rowTx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rowTx.Rollback(ctx)
+	if _, err := rowTx.Exec(ctx, "SELECT * FROM e2e_turns WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	rowWaiter, err := admin.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stopRow := context.WithCancel(ctx)
+	rowDone := make(chan struct{})
+	go func() {
+		defer close(rowDone)
+		_, _ = rowWaiter.Exec(rctx, "SELECT * FROM e2e_turns WHERE id = 1 FOR UPDATE")
+	}()
+	defer func() { stopRow(); <-rowDone; rowWaiter.Release() }()
+	term.Await("a Redis session mutex and a row lock wait, each with its kind", 30*time.Second, func(s string) bool {
+		return hasLine(s, "KIND") && hasLine(s, "redis", "sesslock:t1:a1:c1:web", "holds", "token tok-e2", "ttl") &&
+			hasLine(s, "row", "public.e2e_turns row (0,1)", "holds") && hasLine(s, "└─", "waits #1", "share") &&
+			hasLine(s, "by kind", "advisory", "row 1·1w", "redis 1")
 	})
 
 	// Quit: the process ends, cleanly.

@@ -96,3 +96,21 @@ func IsTimeout(err error) bool { return errors.Is(err, ErrTimeout) }
 //
 // Deprecated: use errors.Is(err, ErrReentrant).
 func IsReentrant(err error) bool { return errors.Is(err, ErrReentrant) }
+
+// Kin returns a new sentinel error with message msg that errors.Is also
+// matches with kin, one of this package's sentinels. The lock family's other
+// packages (lockcore/lease, lockcore/redislock) declare their ErrLost and
+// friends with it, so code that sorts outcomes by lockcore's sentinels
+// needs no table per lock kind, while each package's sentinels stay
+// distinct from each other.
+func Kin(msg string, kin error) error { return &kinError{msg, kin} }
+
+type kinError struct {
+	msg string
+	kin error
+}
+
+func (e *kinError) Error() string { return e.msg }
+
+// Is reports whether target is e's kin in lockcore.
+func (e *kinError) Is(target error) bool { return target == e.kin }

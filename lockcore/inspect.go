@@ -24,27 +24,53 @@ type Querier interface {
 // always exists and carries the server's clock and connection count.
 //
 // Row kinds: 0 header (now, client connections counted from
-// pg_stat_database, which every role may read in full); 1 lock (pid, database oid,
-// classid, objid, objsubid, share mode, granted, waitstart: advisory locks
-// are ExclusiveLock or ShareLock, so the mode travels as a bool); 2 backend (pid,
-// user, application, client address, state, query, query_start,
-// state_change); 3 database (oid, name).
-const InspectSQL = `WITH l AS MATERIALIZED (
-	SELECT pid, database, classid, objid, objsubid, mode, granted, waitstart
-	FROM pg_locks WHERE locktype = 'advisory')
+// pg_stat_database, which every role may read in full); 1 advisory lock
+// (pid, database oid, classid, objid, objsubid, share mode, granted,
+// waitstart: advisory locks are ExclusiveLock or ShareLock, so the mode
+// travels as a bool); 2 backend (pid, user, application, client address,
+// state, query, query_start, state_change); 3 database (oid, name); 4 any
+// other heavyweight lock that someone waits for (pid, database oid,
+// granted, waitstart, locktype, relation name, tuple id, object, mode, and
+// for a waiter pg_blocking_pids): the waiters, the granted rows on the
+// objects they wait for, and the tuple locks the waiters hold (they name
+// the row a transaction id wait is for). With nobody waiting, kind 4 costs
+// one scan of the materialized rows: pg_blocking_pids runs only for
+// waiting rows of other kinds, never for advisory ones.
+const InspectSQL = `WITH p AS MATERIALIZED (
+	SELECT locktype, pid, database, relation, page, tuple, transactionid, virtualxid, classid, objid, objsubid, mode, granted, waitstart
+	FROM pg_locks WHERE locktype = 'advisory' OR NOT (granted AND locktype = 'virtualxid')),
+l AS (SELECT pid, database, classid, objid, objsubid, mode, granted, waitstart FROM p WHERE locktype = 'advisory'),
+h AS MATERIALIZED (
+	SELECT *, concat_ws(':', locktype, database, relation, page, tuple, transactionid, virtualxid, classid, objid, objsubid) AS obj
+	FROM p WHERE locktype <> 'advisory' AND EXISTS (SELECT 1 FROM p w WHERE NOT w.granted AND w.locktype <> 'advisory')),
+w AS MATERIALIZED (SELECT obj, pid, locktype FROM h WHERE NOT granted),
+o AS MATERIALIZED (
+	SELECT h.*, CASE WHEN NOT granted THEN pg_blocking_pids(pid) END AS blockers FROM h
+	WHERE NOT granted OR obj IN (SELECT obj FROM w)
+		OR (locktype = 'tuple' AND pid IN (SELECT pid FROM w WHERE locktype = 'transactionid')))
 SELECT 0 AS kind, NULL::int4 AS pid, NULL::oid AS oid, NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid,
 	NULL::bool AS share, NULL::bool AS granted, now() AS ts, NULL::timestamptz AS ts2,
 	(SELECT sum(numbackends) FROM pg_stat_database)::text AS t1,
-	NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5
+	NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5, NULL::int4[] AS pids
 UNION ALL
-SELECT 1, pid, database, classid, objid, objsubid, mode = 'ShareLock', granted, waitstart, NULL, NULL, NULL, NULL, NULL, NULL FROM l
+SELECT 1, pid, database, classid, objid, objsubid, mode = 'ShareLock', granted, waitstart, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM l
 UNION ALL
 SELECT 2, a.pid, NULL, NULL, NULL, NULL, NULL, NULL, a.query_start, a.state_change,
-	a.usename::text, a.application_name, host(a.client_addr), a.state, a.query
-FROM pg_stat_activity a WHERE a.pid IN (SELECT pid FROM l)
+	a.usename::text, a.application_name, host(a.client_addr), a.state, a.query, NULL
+FROM pg_stat_activity a WHERE a.pid IN (SELECT pid FROM l UNION SELECT pid FROM o UNION SELECT unnest(blockers) FROM o)
 UNION ALL
-SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL
-FROM pg_database d WHERE d.oid IN (SELECT database FROM l)`
+SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL, NULL
+FROM pg_database d WHERE d.oid IN (SELECT database FROM l UNION SELECT database FROM o)
+UNION ALL
+SELECT 4, o.pid, o.database, NULL, NULL, NULL, NULL, o.granted, o.waitstart, NULL, o.locktype,
+	CASE WHEN o.relation IS NOT NULL AND (o.database = 0 OR o.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+		THEN (SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = o.relation) END,
+	CASE WHEN o.tuple IS NOT NULL THEN '(' || o.page || ',' || o.tuple || ')' END,
+	CASE o.locktype WHEN 'transactionid' THEN o.transactionid::text WHEN 'virtualxid' THEN o.virtualxid
+		WHEN 'page' THEN 'page ' || o.page WHEN 'relation' THEN NULL WHEN 'tuple' THEN NULL WHEN 'extend' THEN NULL
+		ELSE concat_ws(':', o.transactionid, o.classid, o.objid, o.objsubid) END,
+	o.mode, o.blockers
+FROM o`
 
 // LockTable is every advisory lock on a server at one instant, as ReadLocks
 // reads it.
@@ -54,6 +80,35 @@ type LockTable struct {
 	// Rows are in database and key order (two-int keys first), holders
 	// first, then waiters by wait start, then by pid.
 	Rows []LockRow
+	// Others are the heavyweight locks of other types that someone waits
+	// for: the waiters, the granted rows on what they wait for, and the
+	// tuple locks the waiters hold; in the server's order.
+	Others []OtherRow
+	// Backends are the sessions the rows name, and the sessions that block
+	// the waiters of Others (pg_blocking_pids), by pid.
+	Backends map[int32]*Backend
+}
+
+// OtherRow is one row of pg_locks of a type other than advisory, as
+// ReadLocks reads it.
+type OtherRow struct {
+	LockType string // pg_locks.locktype: "tuple", "transactionid", "relation", …
+	Database string // the database's name; "" for a lock outside any (a transaction id)
+	// Relation is the relation's schema-qualified name; "" when the lock
+	// has none, or the relation is in another database (its name cannot be
+	// read from here).
+	Relation string
+	Tuple    string // "(page,tuple)" of a tuple lock
+	Object   string // what else identifies it: a transaction id, a virtual xid, a page
+	PID      int32
+	Mode     string // as pg_locks spells it
+	Granted  bool
+	// WaitStart is when a waiter started waiting (or Taken while the
+	// server has not recorded it yet); zero for a granted row.
+	WaitStart time.Time
+	// BlockedBy is pg_blocking_pids() of a waiter; nil for a granted row.
+	BlockedBy []int32
+	Backend   *Backend
 }
 
 // LockRow is one holder or waiter of one advisory lock.
@@ -114,10 +169,13 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		granted             pgtype.Bool
 		ts, ts2             pgtype.Timestamptz
 		t1, t2, t3, t4, t5  pgtype.Text
+		pids                []int32
+		others              []OtherRow
+		otherDBs            []uint32
 	)
 	// One destination slice for every row: a fresh variadic slice per Scan
 	// would be an allocation per lock.
-	dest := []any{&kind, &pid, &oid, &classid, &objid, &objsubid, &share, &granted, &ts, &ts2, &t1, &t2, &t3, &t4, &t5}
+	dest := []any{&kind, &pid, &oid, &classid, &objid, &objsubid, &share, &granted, &ts, &ts2, &t1, &t2, &t3, &t4, &t5, &pids}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return LockTable{}, err
@@ -146,6 +204,15 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 			backends[pid.Int32] = b
 		case 3:
 			dbs[oid.Uint32] = t1.String
+		case 4:
+			o := OtherRow{LockType: t1.String, Relation: t2.String, Tuple: t3.String, Object: t4.String,
+				PID: pid.Int32, Mode: t5.String, Granted: granted.Bool}
+			if !o.Granted {
+				o.WaitStart = ts.Time // zero (fixed below) until the server records it
+				o.BlockedBy = append([]int32{}, pids...)
+			}
+			others = append(others, o)
+			otherDBs = append(otherDBs, oid.Uint32)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -182,6 +249,17 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 	})
 	t.Rows = make([]LockRow, len(locks))
 	none := &Backend{}
+	for i := range others {
+		o := &others[i]
+		o.Database = dbs[otherDBs[i]]
+		if !o.Granted && o.WaitStart.IsZero() {
+			o.WaitStart = t.Taken
+		}
+		if o.Backend = backends[o.PID]; o.Backend == nil {
+			o.Backend = none
+		}
+	}
+	t.Others, t.Backends = others, backends
 	for i := range locks {
 		r := &locks[i]
 		b := backends[r.pid]

@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Outcome is what happened to one lock attempt or one worker step.
 type Outcome string
@@ -25,8 +28,9 @@ type Event struct {
 	Outcome Outcome
 	Key     string        // key label, e.g. "AGENT 7"
 	Wait    time.Duration // time spent waiting for the lock
-	PID     int32         // backend involved, when known (e.g. the holder that caused a skip)
-	Detail  string
+	PID     int32         // backend involved, when known (e.g. the holder that caused a skip); PIDText says it
+
+	Detail string
 }
 
 // Counters are cumulative per worker kind.
@@ -53,4 +57,19 @@ func (c Counters) Add(o Counters) Counters {
 		Errors:    c.Errors + o.Errors,
 		Lost:      c.Lost + o.Lost,
 	}
+}
+
+// PIDText says what an event's PID is, for people: on a skip the holder
+// that caused it ("held by pid 4242"), otherwise the backend involved
+// ("pid 4242"); "" without one. It is written here once, so that whoever
+// shows an event never writes the pid twice ("pid 5049 · held by pid
+// 5049").
+func PIDText(o Outcome, pid int32) string {
+	switch {
+	case pid == 0:
+		return ""
+	case o == OutcomeSkipped:
+		return "held by pid " + strconv.Itoa(int(pid))
+	}
+	return "pid " + strconv.Itoa(int(pid))
 }

@@ -7,17 +7,51 @@ import (
 	"github.com/locktop/locktop/lockcore/registry"
 )
 
-// Kind says what sort of lock a Lock row describes. Only advisory locks exist
-// today; the lease kinds are reserved for seeds 002 and 004 so that the UI,
-// the JSON API and the metrics never assume every lock has a PostgreSQL pid.
+// Kind says what sort of lock a Lock row describes. Every kind shares one
+// table, so nothing may assume a row has a PostgreSQL pid (Redis and lease
+// rows have an Owner instead) or an advisory key.
 type Kind string
 
-// Lock kinds.
+// Lock kinds. The PostgreSQL kinds but advisory come from pg_locks rows
+// that someone waits for, and from the holders that block them.
 const (
-	KindAdvisory   Kind = "advisory"    // pg_advisory_lock and friends
-	KindLeasePG    Kind = "lease-pg"    // a lease row in a table (seed 004)
-	KindLeaseRedis Kind = "lease-redis" // a Redis key with a TTL (seed 002)
+	// KindAdvisory is pg_advisory_lock and friends, session or transaction
+	// scoped (pg_locks does not say which).
+	KindAdvisory Kind = "advisory"
+	// KindRow is a row lock (SELECT … FOR UPDATE, UPDATE, DELETE): a wait
+	// for a tuple lock, or for the transaction that holds the row when the
+	// waiter's tuple lock names the row. Relation and Row say which.
+	KindRow Kind = "row"
+	// KindTransaction is a wait for another transaction to end that names
+	// no row (a unique index insert, a waiter whose row is not known).
+	KindTransaction Kind = "transactionid"
+	// KindRelation is a table or index lock (LOCK TABLE, ALTER TABLE, a
+	// query queued behind one). Relation says which.
+	KindRelation Kind = "relation"
+	// KindOther is any other heavyweight lock type (object, page, extend,
+	// virtualxid, …): LockType says which, Object what.
+	KindOther Kind = "other"
+	// KindRedis is a Redis session mutex (seed 002, lockcore/redislock):
+	// Name is the key, Owner the holder, Expires when its TTL runs out.
+	KindRedis Kind = "redis"
+	// KindLease is a lease lock in a table (seed 004, lockcore/lease), on
+	// PostgreSQL or SQLite: Name is the resource ("map:m1").
+	KindLease Kind = "lease"
 )
+
+// Kinds are every kind, in the order the dashboard and the metrics list
+// them.
+var Kinds = []Kind{KindAdvisory, KindRow, KindTransaction, KindRelation, KindOther, KindRedis, KindLease}
+
+// PG reports whether locks of kind k live in PostgreSQL's lock table and
+// have a backend (a pid).
+func (k Kind) PG() bool {
+	switch k {
+	case KindRedis, KindLease:
+		return false
+	}
+	return true
+}
 
 // Advisory lock modes as pg_locks spells them.
 const (
@@ -26,10 +60,15 @@ const (
 )
 
 // Lock is one row of lock state: a holder or a waiter of one key.
+//
+// Times are absolute, read on the clock of the source the lock came from;
+// durations are derived from the snapshot's time (Snapshot.Now), so a lock
+// that did not change reads the same from one snapshot to the next (a
+// recording stores it once).
 type Lock struct {
 	Kind Kind
-
-	// Backend that holds or waits (advisory locks). Zero for lease locks.
+	// Backend that holds or waits (PostgreSQL kinds). Zero for Redis and
+	// lease locks.
 	PID             int32
 	Database        string
 	User            string
@@ -40,67 +79,129 @@ type Lock struct {
 	QueryStart      time.Time // zero when unknown
 	StateChange     time.Time // when State last changed; zero when unknown
 
-	Mode    string // ExclusiveLock or ShareLock for advisory locks
+	// Mode as the source spells it: ExclusiveLock or ShareLock (advisory),
+	// any pg_locks mode (other PostgreSQL kinds), "exclusive" (Redis),
+	// "read", "write" or "upgradeable" (lease).
+	Mode    string
 	Granted bool
 
-	// Key as a name: Namespace is the registry's name ("AGENT") or, for an
-	// unregistered two-int key, the space as a decimal string; for a one-bigint
-	// key it is the registered name of that fixed id or "". EntityID is the
-	// signed id (two-int keys) or the signed 64-bit key (one-bigint keys).
+	// Advisory keys: Namespace is the registry's name ("AGENT") or, for an
+	// unregistered two-int key, the space as a decimal string; for a
+	// one-bigint key it is the registered name of that fixed id or "".
+	// EntityID is the signed id (two-int keys) or the signed 64-bit key
+	// (one-bigint keys). For Redis and lease locks Namespace is the
+	// registry's name of the pattern the key fits ("SESSION", "MAP"), or "".
 	Namespace string
 	EntityID  int64
 	// Pair reports a two-int key (objsubid 2) rather than one bigint.
 	Pair bool
 
-	// WaitStart is when a waiter started waiting (pg_locks.waitstart).
+	// Other PostgreSQL kinds: LockType is pg_locks.locktype ("tuple",
+	// "transactionid", "relation", "object", …); Relation the relation's
+	// schema-qualified name ("" when none, or in another database); Row the
+	// tuple id "(page,tuple)" of a row lock; Object what else identifies
+	// the locked thing (the transaction id waited for; the fields of an
+	// object, page or virtualxid lock).
+	LockType string
+	Relation string
+	Row      string
+	Object   string
+
+	// Name is the key of a Redis lock (the whole key, prefix included) or
+	// the resource of a lease ("map:m1").
+	Name string
+
+	// WaitStart is when a waiter started waiting (pg_locks.waitstart; a
+	// Redis or lease waiter's registration).
 	WaitStart time.Time
-	// Waited is how long a waiter has waited, as of the snapshot.
-	Waited time.Duration
-	// HeldSince is a time the lock is known to have been held since: the
-	// server does not record when an advisory lock was granted, so held times
-	// are lower bounds. For a holder whose session is idle it is when the
-	// session went idle (the lock was taken before that); a poller that
-	// watches over time also uses when it first saw the grant. Zero when
-	// nothing is known (a one-shot read of an active holder).
+	// HeldSince is a time the lock is known to have been held since. For
+	// advisory locks the server does not record grant times, so it is a
+	// lower bound: for a holder whose session is idle, when it went idle; a
+	// poller that watches over time also uses when it first saw the grant.
+	// Redis and lease holders record their grant. Zero when nothing is
+	// known.
 	HeldSince time.Time
-	// Held is Taken-HeldSince for a granted lock, else zero.
-	Held time.Duration
-	// BlockedBy lists the holders of the same key in a conflicting mode. It
-	// names holders only, never earlier waiters (unlike pg_blocking_pids).
+	// Expires is when a Redis key's TTL runs out, or a lease passes (for a
+	// lease waiter: when its registration lapses unless it retries). Zero
+	// for PostgreSQL kinds.
+	Expires time.Time
+	// Heartbeat is a lease holder's last heartbeat (a waiter's last retry).
+	Heartbeat time.Time
+
+	// BlockedBy lists the pids of the holders this waiter waits for. For
+	// advisory locks it names holders of the same key in a conflicting
+	// mode, never earlier waiters (unlike pg_blocking_pids); for other
+	// PostgreSQL kinds it is pg_blocking_pids() narrowed to the holders of
+	// the same object when there are any.
 	BlockedBy []int32
+	// BlockedByOwners lists the owners a Redis or lease waiter waits for.
+	BlockedByOwners []string
 	// QueuePos is a waiter's place in its key's queue, 1 for the first, by
 	// WaitStart; 0 for holders.
 	QueuePos int
 
-	// Lease locks (seeds 002, 004): the owner token and the lease left.
-	Owner     string
-	LeaseLeft time.Duration
+	// Redis and lease locks: the owner (holder or waiter), the first
+	// characters of its token (never the whole token), the grant's fencing
+	// token, and whether a lease is stale (passed, heartbeat older than its
+	// grace, no active job: recoverable).
+	Owner string
+	Token string
+	Fence int64
+	Stale bool
+
+	// Source is the index in Snapshot.Sources of the source this lock was
+	// read from; 0 in a snapshot of one source.
+	Source int
 }
 
 // KeyID identifies a lock key across rows: two rows with equal KeyIDs are
-// the same lock in the same database.
+// the same lock in the same database (or the same Redis key, the same lease
+// resource).
 type KeyID struct {
 	Kind      Kind
 	Database  string
 	Pair      bool
 	Namespace string
 	EntityID  int64
+	Relation  string
+	Row       string
+	Object    string
+	Name      string
 }
 
 // KeyID returns the identity of the key this row is about.
 func (l *Lock) KeyID() KeyID {
-	return KeyID{Kind: l.Kind, Database: l.Database, Pair: l.Pair, Namespace: l.Namespace, EntityID: l.EntityID}
+	return KeyID{Kind: l.Kind, Database: l.Database, Pair: l.Pair, Namespace: l.Namespace, EntityID: l.EntityID,
+		Relation: l.Relation, Row: l.Row, Object: l.Object, Name: l.Name}
 }
 
-// KeyLabel renders the key for people: "AGENT 7", "IDEMPOTENCY_CLEANUP",
-// "5 -3" for an unregistered pair, or the bare number for a one-bigint key
-// (registry.AdvisoryLabel, the one key formatter).
-func (l *Lock) KeyLabel() string { return registry.AdvisoryLabel(l.Namespace, l.EntityID, l.Pair) }
+// KeyLabel renders the key for people, through the registry's formatters:
+// "AGENT 7", "IDEMPOTENCY_CLEANUP", "5 -3" for an unregistered pair, the
+// bare number of a one-bigint key; "public.turns row (0,3)", "public.turns",
+// "transaction 1234"; a Redis key or a lease resource as it is named.
+func (l *Lock) KeyLabel() string {
+	switch l.Kind {
+	case KindRow:
+		return registry.RowLabel(l.Relation, l.Row)
+	case KindRelation:
+		return registry.RowLabel(l.Relation, "")
+	case KindTransaction:
+		return registry.TransactionLabel(l.Object)
+	case KindOther:
+		if l.Relation != "" {
+			return l.LockType + " " + l.Relation + " " + l.Object
+		}
+		return l.LockType + " " + l.Object
+	case KindRedis, KindLease:
+		return registry.NamedLabel(l.Name)
+	}
+	return registry.AdvisoryLabel(l.Namespace, l.EntityID, l.Pair)
+}
 
-// Holder names the row's session: its pid, or a lease's owner. On a
-// waiting row that is the waiter, which holds nothing: the holders it waits
-// for are BlockedBy. (Label it "pid", not "holder", where rows of both
-// kinds are shown.)
+// Holder names the row's session: its pid, or a Redis or lease owner. On
+// a waiting row that is the waiter, which holds nothing: the holders it
+// waits for are BlockedBy (BlockedByOwners). (Label it "pid", not
+// "holder", where rows of both kinds are shown.)
 func (l *Lock) Holder() string {
 	if l.PID != 0 {
 		return strconv.Itoa(int(l.PID))
@@ -108,12 +209,72 @@ func (l *Lock) Holder() string {
 	return l.Owner
 }
 
+// Waited is how long a waiter has waited at now (its snapshot's
+// Snapshot.Now); zero for a holder.
+func (l *Lock) Waited(now time.Time) time.Duration {
+	if l.Granted || l.WaitStart.IsZero() {
+		return 0
+	}
+	return max(now.Sub(l.WaitStart), 0)
+}
+
+// Held is how long a holder is known to have held the lock at now; zero
+// for a waiter or when nothing is known (HeldSince is zero).
+func (l *Lock) Held(now time.Time) time.Duration {
+	if !l.Granted || l.HeldSince.IsZero() {
+		return 0
+	}
+	return max(now.Sub(l.HeldSince), 0)
+}
+
+// Left is the TTL or lease a Redis or lease lock has left at now: negative
+// once it has passed (a stale lease); zero when Expires is not set.
+func (l *Lock) Left(now time.Time) time.Duration {
+	if l.Expires.IsZero() {
+		return 0
+	}
+	return l.Expires.Sub(now)
+}
+
+// HeartbeatAge is the time since a lease holder's last heartbeat at now;
+// zero when none is recorded.
+func (l *Lock) HeartbeatAge(now time.Time) time.Duration {
+	if l.Heartbeat.IsZero() {
+		return 0
+	}
+	return max(now.Sub(l.Heartbeat), 0)
+}
+
+// Blockers names whom a waiter waits for, pids and owners together, for
+// display.
+func (l *Lock) Blockers() []string {
+	out := make([]string, 0, len(l.BlockedBy)+len(l.BlockedByOwners))
+	for _, p := range l.BlockedBy {
+		out = append(out, strconv.Itoa(int(p)))
+	}
+	return append(out, l.BlockedByOwners...)
+}
+
+// Audit is one audited recovery of a lease (seed 004 §3.3): who took over
+// or freed which resource, when and why, from which holder.
+type Audit struct {
+	Name        string // the resource, as Lock.Name
+	Actor       string
+	Reason      string
+	VictimOwner string
+	VictimMode  string
+	VictimFence int64
+	Fence       int64 // the taker's new fence; 0 for a plain recovery
+	At          time.Time
+}
+
 // Snapshot is the lock state at one instant.
 type Snapshot struct {
-	// Taken is the server's clock when the snapshot was read.
+	// Taken is the server's clock when the snapshot was read (for a merged
+	// snapshot, the first source's that answered).
 	Taken time.Time
 	// Locks are ordered by key, then holders before waiters, then by queue
-	// position.
+	// position (a merged snapshot: each source's locks in turn).
 	Locks []Lock
 	// Connections is the number of client backends on the server.
 	Connections int
@@ -123,6 +284,31 @@ type Snapshot struct {
 	Interval time.Duration
 	// NewWaits counts waits that began since the previous poll.
 	NewWaits int
+	// Audit holds recent lease recoveries, newest first (lease sources).
+	Audit []Audit
+	// Sources describes each source of a merged snapshot (Merge); empty
+	// for the snapshot of one source. Lock.Source indexes it.
+	Sources []SourceStatus
+}
+
+// SourceStatus is how one source answered for a merged snapshot.
+type SourceStatus struct {
+	Name    string        // "postgres", "redis", "lease", …
+	Taken   time.Time     // the source's clock when it was read; zero if it failed
+	Latency time.Duration // how long its poll took
+	Locks   int           // rows it contributed
+	// Err is why the source has no locks in this snapshot: one line, no
+	// password; "" when it answered.
+	Err string
+}
+
+// Now is the time l's durations are measured at: the Taken of the source
+// it came from (each source reads its own clock), else s.Taken.
+func (s *Snapshot) Now(l *Lock) time.Time {
+	if l.Source > 0 && l.Source < len(s.Sources) && !s.Sources[l.Source].Taken.IsZero() {
+		return s.Sources[l.Source].Taken
+	}
+	return s.Taken
 }
 
 // Counts returns how many rows hold and how many wait.
@@ -135,4 +321,95 @@ func (s *Snapshot) Counts() (held, waiting int) {
 		}
 	}
 	return held, waiting
+}
+
+// KindCount is the holders and waiters of one kind.
+type KindCount struct {
+	Kind          Kind
+	Held, Waiting int
+}
+
+// CountKinds returns the holders and waiters of each kind present, in the
+// order of Kinds (kinds not in Kinds last, in order of appearance).
+func (s *Snapshot) CountKinds() []KindCount {
+	var out []KindCount
+	idx := map[Kind]int{}
+	for i := range s.Locks {
+		l := &s.Locks[i]
+		j, ok := idx[l.Kind]
+		if !ok {
+			j = len(out)
+			idx[l.Kind] = j
+			out = append(out, KindCount{Kind: l.Kind})
+		}
+		if l.Granted {
+			out[j].Held++
+		} else {
+			out[j].Waiting++
+		}
+	}
+	rank := func(k Kind) int {
+		for i, x := range Kinds {
+			if x == k {
+				return i
+			}
+		}
+		return len(Kinds)
+	}
+	// Few kinds: an insertion sort keeps first appearance among the unknown.
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && rank(out[j].Kind) < rank(out[j-1].Kind); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// Part is one source's answer, for Merge.
+type Part struct {
+	Name     string
+	Snapshot Snapshot
+	Err      error // the source failed: its locks are left out, Err says why
+}
+
+// Merge joins the answers of several sources into one snapshot: every
+// answering source's locks in turn, each with Source set to its part's
+// index; Taken, Connections, Latency, Interval and NewWaits from the first
+// part that answered (the PostgreSQL server's, by convention first); Audit
+// from every part; one SourceStatus per part. The parts' lock slices are
+// copied, not shared.
+func Merge(parts []Part) Snapshot {
+	var out Snapshot
+	n := 0
+	for i := range parts {
+		if parts[i].Err == nil {
+			n += len(parts[i].Snapshot.Locks)
+		}
+	}
+	out.Locks = make([]Lock, 0, n)
+	out.Sources = make([]SourceStatus, len(parts))
+	primary := false
+	for i := range parts {
+		p := &parts[i]
+		st := SourceStatus{Name: p.Name}
+		if p.Err != nil {
+			st.Err = p.Err.Error()
+			out.Sources[i] = st
+			continue
+		}
+		s := &p.Snapshot
+		st.Taken, st.Latency, st.Locks = s.Taken, s.Latency, len(s.Locks)
+		out.Sources[i] = st
+		if !primary {
+			primary = true
+			out.Taken, out.Connections, out.Latency, out.Interval, out.NewWaits = s.Taken, s.Connections, s.Latency, s.Interval, s.NewWaits
+		}
+		for j := range s.Locks {
+			l := s.Locks[j]
+			l.Source = i
+			out.Locks = append(out.Locks, l)
+		}
+		out.Audit = append(out.Audit, s.Audit...)
+	}
+	return out
 }

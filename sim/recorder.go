@@ -168,8 +168,7 @@ func (r *recorder) Attempt(a workers.Attempt) {
 		c.skipped.Add(1)
 		if a.Key != (lockcore.Key{}) {
 			if pid, ok := r.holder(a.Key); ok {
-				ev.PID = int32(pid)
-				ev.Detail = join(ev.Detail, "held by pid "+strconv.FormatUint(uint64(pid), 10))
+				ev.PID = int32(pid) // shown as model.PIDText says: "held by pid N"
 			} else {
 				ev.Detail = join(ev.Detail, "held by another session")
 			}

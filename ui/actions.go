@@ -100,7 +100,7 @@ func (m *Model) stepInterval(dir int) tea.Cmd {
 
 func (m *Model) openDetails() tea.Cmd {
 	if sel, ok := m.table.Selected(); ok {
-		m.open(newDetails(m.st, &m.keys, m.merged, *sel, m.table.db))
+		m.open(newDetails(m.st, &m.keys, m.merged, *sel, m.table.db, m.beats.of(sel)))
 	}
 	return nil
 }

@@ -15,6 +15,9 @@ const maxChain = 12
 // holder, the waiters it blocks and then the same walk from itself. A cycle
 // is a deadlock, which PostgreSQL breaks by cancelling one wait.
 func blockingChain(snap *model.Snapshot, sel *model.Lock) []string {
+	if sel.PID == 0 {
+		return ownerChain(snap, sel)
+	}
 	waiting := map[int32]*model.Lock{} // a backend waits for one lock at a time
 	for i := range snap.Locks {
 		if l := &snap.Locks[i]; !l.Granted && l.PID != 0 {
@@ -38,7 +41,7 @@ func blockingChain(snap *model.Snapshot, sel *model.Lock) []string {
 		for i := range snap.Locks {
 			l := &snap.Locks[i]
 			if !l.Granted && l.KeyID() == key && containsPID(l.BlockedBy, sel.PID) {
-				blocked = append(blocked, strconv.Itoa(int(l.PID))+" ("+fmtDur(l.Waited)+")")
+				blocked = append(blocked, strconv.Itoa(int(l.PID))+" ("+fmtDur(l.Waited(snap.Now(l)))+")")
 			}
 		}
 		if len(blocked) == 0 {
@@ -62,7 +65,7 @@ func blockingChain(snap *model.Snapshot, sel *model.Lock) []string {
 			return out
 		}
 		out = append(out, indent+cur.Holder()+" waits for "+cur.KeyLabel()+
-			" (#"+strconv.Itoa(cur.QueuePos)+", "+fmtDur(cur.Waited)+")")
+			" (#"+strconv.Itoa(cur.QueuePos)+", "+fmtDur(cur.Waited(snap.Now(cur)))+")")
 		if len(cur.BlockedBy) == 0 {
 			out = append(out, indent+"└ blocked by nobody in this snapshot (about to be granted)")
 			return out
@@ -75,7 +78,7 @@ func blockingChain(snap *model.Snapshot, sel *model.Lock) []string {
 		if h := holder(cur.KeyID(), next); h != nil {
 			desc := "└ held by " + strconv.Itoa(int(next)) + more + " · " + orDash(Sanitize(h.ApplicationName)) + " · " + orDash(h.State)
 			if !h.HeldSince.IsZero() {
-				desc += " · held ≥" + fmtDur(h.Held)
+				desc += " · held ≥" + fmtDur(h.Held(snap.Now(h)))
 			}
 			out = append(out, indent+desc)
 		} else {
@@ -102,4 +105,39 @@ func containsPID(pids []int32, pid int32) bool {
 		}
 	}
 	return false
+}
+
+// ownerChain is the chain of a Redis or lease lock, whose holders and
+// waiters are owners, not backends: who holds the key, and who waits for
+// it in which order. An owner waits for one key at a time only by
+// convention, so the walk stops at the key.
+func ownerChain(snap *model.Snapshot, sel *model.Lock) []string {
+	key := sel.KeyID()
+	var holders, waiters []string
+	for i := range snap.Locks {
+		l := &snap.Locks[i]
+		if l.KeyID() != key {
+			continue
+		}
+		if l.Granted {
+			holders = append(holders, orDash(l.Owner))
+		} else {
+			waiters = append(waiters, orDash(l.Owner)+" ("+fmtDur(l.Waited(snap.Now(l)))+")")
+		}
+	}
+	who := orDash(sel.Owner)
+	if sel.Granted {
+		if len(waiters) == 0 {
+			return []string{who + " holds " + sel.KeyLabel() + " and blocks nobody"}
+		}
+		return []string{who + " holds " + sel.KeyLabel() + " and blocks " + strconv.Itoa(len(waiters)) + ": " + strings.Join(waiters, ", ")}
+	}
+	out := []string{who + " waits for " + sel.KeyLabel() + " (#" + strconv.Itoa(sel.QueuePos) + ", " + fmtDur(sel.Waited(snap.Now(sel))) + ")"}
+	if b := sel.Blockers(); len(b) > 0 {
+		return append(out, "└ held by "+strings.Join(b, ", "))
+	}
+	if len(holders) > 0 {
+		return append(out, "└ held by "+strings.Join(holders, ", "))
+	}
+	return append(out, "└ blocked by nobody in this snapshot (about to be granted)")
 }

@@ -194,15 +194,15 @@ func (t *lockTable) columns(withMode bool) []column {
 	}
 	return append(cols,
 		column{title: "TIME", min: 4, max: 16, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			s, sev := lockTime(l)
+			s, sev := lockTime(l, t.now(l))
 			if t.st.Marks && sev != sevNone {
 				s += " " + sev.mark()
 			}
 			return s, p.sev[sev]
 		}},
 		column{title: "BLOCKED BY", min: 6, max: 16, flex: 2, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return blockedText(l.BlockedBy, 16), plain
-		}, shrink: func(l *model.Lock, w int) string { return blockedText(l.BlockedBy, w) }},
+			return blockedText(l, 16), plain
+		}, shrink: func(l *model.Lock, w int) string { return blockedText(l, w) }},
 	)
 }
 

@@ -70,7 +70,7 @@ func demoEvents(sec time.Time) []model.Event {
 				Wait: time.Millisecond, Detail: "row locked by another transaction"}
 		case 4:
 			e = model.Event{Worker: []string{"watchdog", "poller", "reaper"}[i%3], Outcome: model.OutcomeSkipped,
-				Key: "AGENT " + strconv.Itoa(1+i%3), Wait: 300 * time.Microsecond, PID: 19190, Detail: "held by pid 19190"}
+				Key: "AGENT " + strconv.Itoa(1+i%3), Wait: 300 * time.Microsecond, PID: 19190}
 		case 5:
 			e = model.Event{Worker: "deferred_stop", Key: "AGENT " + strconv.Itoa(1+i%3),
 				Detail: "command " + strconv.Itoa(120+i) + " already COMPLETE: skipped"}

@@ -3,6 +3,7 @@ package ui
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -22,11 +23,11 @@ type details struct {
 	short []key.Binding
 }
 
-func newDetails(st *Styles, k *KeyMap, snap model.Snapshot, sel model.Lock, db string) *details {
+func newDetails(st *Styles, k *KeyMap, snap model.Snapshot, sel model.Lock, db string, beats []time.Time) *details {
 	d := &details{st: st, keys: k, box: newScrollBox(st, k),
 		short: []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Close, k.Quit}}
 	title := Sanitize(sel.KeyLabel()) + " · " + holderWord(&sel) + " " + Sanitize(sel.Holder()) + " · as of " + snap.Taken.Format("15:04:05")
-	d.box.set(title, func(w int) string { return describeLock(st, &snap, &sel, db, w) })
+	d.box.set(title, func(w int) string { return describeLock(st, &snap, &sel, db, beats, w) })
 	return d
 }
 
@@ -66,7 +67,7 @@ const labelW = 10
 
 // describeLock writes the details of sel in w cells a line, wrapped
 // between words: a value that wraps goes on under its own start.
-func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, w int) string {
+func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, beats []time.Time, w int) string {
 	var b strings.Builder
 	line := func(label, value string) {
 		b.WriteString(st.Bold.Render(cell(label, labelW)))
@@ -83,6 +84,7 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, 
 		b.WriteString(st.Section.Render(title))
 		b.WriteString("\n")
 	}
+	now := snap.Now(sel)
 	where := kindName(sel.Kind) + " lock"
 	if sel.Database != "" {
 		where += " in database " + sel.Database
@@ -90,28 +92,21 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, 
 			where += " (not the monitored one: the same key there is another lock)"
 		}
 	}
+	if !sel.Kind.PG() && sel.Source < len(snap.Sources) && sel.Source > 0 {
+		where += " · from " + snap.Sources[sel.Source].Name
+	}
 	line("key", sel.KeyLabel()+" · "+where)
+	if !sel.Kind.PG() {
+		line("registry", orDash(sel.Namespace))
+	}
 	if sel.Granted {
-		held := "held"
-		if !sel.HeldSince.IsZero() {
-			held = "held ≥" + fmtDur(sel.Held) + " (known held since " + sel.HeldSince.Format("15:04:05") +
-				"; the server does not record grant times)"
-		}
-		if idle := idleInTx(sel); idle != "" {
-			held += " · " + idle + ": the session holds its locks while doing nothing"
-		}
-		line("state", held)
+		line("state", heldState(sel, now))
 	} else {
-		line("state", "waits, #"+strconv.Itoa(sel.QueuePos)+" in queue, for "+fmtDur(sel.Waited)+
+		line("state", "waits, #"+strconv.Itoa(sel.QueuePos)+" in queue, for "+fmtDur(sel.Waited(now))+
 			" (since "+sel.WaitStart.Format("15:04:05.000")+")")
 	}
-	line("mode", sel.Mode)
-	if sel.Owner != "" || sel.PID == 0 {
-		line("owner", orDash(sel.Owner))
-	}
-	if sel.Kind != model.KindAdvisory {
-		line("lease", fmtDur(sel.LeaseLeft)+" left")
-	}
+	line("mode", orDash(sel.Mode))
+	kindDetails(line, sel, now, beats)
 	if sel.PID != 0 {
 		backend := "pid " + strconv.Itoa(int(sel.PID)) + " · user " + orDash(sel.User) +
 			" · application " + orDash(sel.ApplicationName)
@@ -125,16 +120,37 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, 
 				fmtDur(snap.Taken.Sub(sel.QueryStart)) + " before this snapshot)"
 		}
 		line("activity", act)
-	}
 
-	section("Query")
-	q := strings.TrimSpace(strings.ReplaceAll(sel.Query, "\t", "    "))
-	if q == "" {
-		q = "(none visible)"
+		section("Query")
+		q := strings.TrimSpace(strings.ReplaceAll(sel.Query, "\t", "    "))
+		if q == "" {
+			q = "(none visible)"
+		}
+		for _, ql := range strings.Split(q, "\n") {
+			body := strings.TrimLeft(ql, " ")
+			para(2+len(ql)-len(body), Sanitize(body))
+		}
 	}
-	for _, ql := range strings.Split(q, "\n") {
-		body := strings.TrimLeft(ql, " ")
-		para(2+len(ql)-len(body), Sanitize(body))
+	if sel.Kind == model.KindLease {
+		section("Audit of " + Sanitize(sel.KeyLabel()))
+		n := 0
+		for _, a := range snap.Audit {
+			if a.Name != sel.Name {
+				continue
+			}
+			n++
+			s := a.At.Format("15:04:05") + " " + orDash(a.Actor) + ": " + orDash(a.Reason) + " · from " + orDash(a.VictimOwner)
+			if a.VictimMode != "" {
+				s += " (" + a.VictimMode + ", fence " + strconv.FormatInt(a.VictimFence, 10) + ")"
+			}
+			if a.Fence != 0 {
+				s += " · new fence " + strconv.FormatInt(a.Fence, 10)
+			}
+			para(2, Sanitize(s))
+		}
+		if n == 0 {
+			para(2, "(no recovery recorded)")
+		}
 	}
 
 	section("Blocking chain")
@@ -158,9 +174,17 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, 
 		if !l.Granted {
 			state = "waits #" + strconv.Itoa(l.QueuePos)
 		}
-		t, _ := lockTime(l)
-		row := mark + cell(state, 10) + " " + rcell(Sanitize(l.Holder()), 7) + "  " + cell(Sanitize(modeText(l.Mode)), 5) + " " + cell(t, 8) + " "
-		b.WriteString(row + hang(Sanitize(l.ApplicationName), w-ansi.StringWidth(row), ansi.StringWidth(row)))
+		t, _ := lockTime(l, snap.Now(l))
+		hw, tw := 7, 8 // a pid, a held or waited time
+		if !sel.Kind.PG() {
+			hw, tw = 14, 12 // an owner, "stale 12.0s"
+		}
+		row := mark + cell(state, 10) + " " + rcell(Sanitize(l.Holder()), hw) + "  " + cell(Sanitize(modeText(l.Mode)), 5) + " " + cell(t, tw) + " "
+		who := l.ApplicationName
+		if l.PID == 0 && l.Token != "" {
+			who = "token " + l.Token + "…"
+		}
+		b.WriteString(row + hang(Sanitize(who), w-ansi.StringWidth(row), ansi.StringWidth(row)))
 		b.WriteByte('\n')
 	}
 	return strings.TrimRight(b.String(), "\n")
@@ -184,4 +208,78 @@ func orDash(s string) string {
 		return "–"
 	}
 	return s
+}
+
+// heldState is a holder's state line: how long it is known held, what
+// its kind says of that, and an idle-in-transaction warning.
+func heldState(sel *model.Lock, now time.Time) string {
+	held := "held"
+	switch {
+	case !sel.Kind.PG() && !sel.HeldSince.IsZero():
+		held = "held " + fmtDur(sel.Held(now)) + " (granted " + sel.HeldSince.Format("15:04:05") + ")"
+	case !sel.HeldSince.IsZero():
+		held = "held ≥" + fmtDur(sel.Held(now)) + " (known held since " + sel.HeldSince.Format("15:04:05") +
+			"; the server does not record grant times)"
+	}
+	if idle := idleInTx(sel); idle != "" {
+		held += " · " + idle + ": the session holds its locks while doing nothing"
+	}
+	return held
+}
+
+// kindDetails writes the lines only a kind has: the locked object of a
+// PostgreSQL lock other than advisory; a Redis lock's owner, token, fence
+// and TTL; a lease's owner, fence, lease, heartbeats and stale flag.
+func kindDetails(line func(label, value string), sel *model.Lock, now time.Time, beats []time.Time) {
+	switch sel.Kind {
+	case model.KindAdvisory:
+	case model.KindRedis, model.KindLease:
+		line("owner", orDash(sel.Owner))
+		if sel.Token != "" {
+			line("token", sel.Token+"… (the first characters only)")
+		}
+		if sel.Granted {
+			line("fence", strconv.FormatInt(sel.Fence, 10))
+		}
+		left := "ttl"
+		if sel.Kind == model.KindLease {
+			left = "lease"
+		}
+		switch {
+		case sel.Expires.IsZero():
+		case sel.Left(now) >= 0:
+			line(left, fmtDur(sel.Left(now))+" left (until "+sel.Expires.Format("15:04:05.000")+")")
+		default:
+			line(left, "passed "+fmtDur(-sel.Left(now))+" ago ("+sel.Expires.Format("15:04:05.000")+")")
+		}
+		if sel.Kind != model.KindLease {
+			return
+		}
+		if !sel.Heartbeat.IsZero() {
+			hb := fmtDur(sel.HeartbeatAge(now)) + " ago (" + sel.Heartbeat.Format("15:04:05") + ")"
+			if len(beats) > 1 {
+				var past []string
+				for i := len(beats) - 1; i >= 0 && len(past) < 6; i-- {
+					past = append(past, beats[i].Format("15:04:05"))
+				}
+				hb += " · seen: " + strings.Join(past, " ")
+			}
+			line("heartbeat", hb)
+		}
+		if sel.Stale {
+			line("stale", "yes: the lease passed, its heartbeat is older than its grace and no job claims it; a manager would recover it")
+		}
+	default:
+		obj := sel.LockType
+		if sel.Relation != "" {
+			obj += " on " + sel.Relation
+		}
+		if sel.Row != "" {
+			obj += " row " + sel.Row
+		}
+		if sel.Object != "" {
+			obj += " " + sel.Object
+		}
+		line("object", obj)
+	}
 }

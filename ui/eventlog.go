@@ -326,7 +326,7 @@ func (e *eventLog) groupLine(g *evGroup) evLine {
 	if w := waitText(g.minWait, g.maxWait); w != "" {
 		l.body = append(l.body, segment{w, 2})
 	}
-	if pid := "pid " + strconv.Itoa(int(g.pid)); g.pid != 0 && !strings.Contains(g.detail, pid) {
+	if pid := model.PIDText(g.outcome, g.pid); pid != "" && g.worker != pid { // a session without a name is its pid already
 		l.body = append(l.body, segment{pid, 3})
 	}
 	return l

@@ -48,3 +48,20 @@ func TestEventLogRareExpires(t *testing.T) {
 		}
 	}
 }
+
+// A skip names the holder that caused it once, as model.PIDText words it:
+// never "pid 4300 · held by pid 4300".
+func TestSkipNamesHolderOnce(t *testing.T) {
+	st := DefaultStyles()
+	e := eventLog{st: &st}
+	e.SetSize(100, 4)
+	e.Add(model.Event{Time: t0, Worker: "reaper", Outcome: model.OutcomeSkipped, Key: "AGENT 9", PID: 4300},
+		model.Event{Time: t0, Worker: "hook", Outcome: model.OutcomeLost, Key: "AGENT 3", PID: 4301})
+	v := ansi.Strip(e.View())
+	if strings.Count(v, "4300") != 1 || !strings.Contains(v, "held by pid 4300") {
+		t.Errorf("skip line:\n%s", v)
+	}
+	if !strings.Contains(v, "pid 4301") || strings.Contains(v, "held by pid 4301") {
+		t.Errorf("loss line:\n%s", v)
+	}
+}

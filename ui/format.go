@@ -11,6 +11,8 @@ import (
 	"unicode"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/locktop/locktop/internal/termsafe"
 )
 
 // fmtDur renders a duration in at most six cells, precise where it matters:
@@ -172,7 +174,7 @@ func Sanitize(s string) string {
 		case unicode.IsSpace(r):
 			space = b.Len() > 0
 			continue
-		case r < 0x20 || (r >= 0x7f && r < 0xa0) || bidiControl(r):
+		case termsafe.Control(r):
 			continue
 		}
 		if space {
@@ -194,12 +196,6 @@ func plain(s string) bool {
 		}
 	}
 	return true
-}
-
-// bidiControl reports the characters that change the direction of the text
-// after them (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069).
-func bidiControl(r rune) bool {
-	return r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // rule draws a section title followed by a line to width w.

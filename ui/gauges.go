@@ -22,7 +22,8 @@ type gauges struct {
 	maxConns int
 	held     int
 	waiting  int
-	waitRate []float64 // waits/s per poll, the latest last
+	kinds    []model.KindCount // per kind, when the table holds more than advisory locks
+	waitRate []float64         // waits/s per poll, the latest last
 	polled   bool
 }
 
@@ -62,10 +63,37 @@ func (g *gauges) count() int {
 	return n + pools
 }
 
-// Height is the lines the gauges take.
+// byKind reports whether the gauges count locks per kind: when any kind
+// but advisory is in the table.
+func (g *gauges) byKind() bool {
+	return len(g.kinds) > 1 || (len(g.kinds) == 1 && g.kinds[0].Kind != model.KindAdvisory)
+}
+
+// kindCounts renders the holders and waiters of each kind: "advisory
+// 12·3w  row 1·2w  redis 4  lease 2·1w".
+func (g *gauges) kindCounts(w int) string {
+	s := cell("by kind", gaugeLabelW)
+	for i, k := range g.kinds {
+		if i > 0 {
+			s += "  "
+		}
+		s += kindName(k.Kind) + " " + fmtCount(int64(k.Held))
+		if k.Waiting > 0 {
+			s += g.st.Waits.Render("·" + fmtCount(int64(k.Waiting)) + "w")
+		}
+	}
+	return fitLine(s, w)
+}
+
+// Height is the lines the gauges take: the counts per kind take a line
+// of their own.
 func (g *gauges) Height() int {
 	per := g.perLine()
-	return (g.count() + per - 1) / per
+	h := (g.count() + per - 1) / per
+	if g.byKind() {
+		h++
+	}
+	return h
 }
 
 // View renders the gauges, flowed into lines.
@@ -98,6 +126,9 @@ func (g *gauges) View() string {
 	var lines []string
 	for i := 0; i < len(cells); i += per {
 		lines = append(lines, strings.Join(cells[i:min(i+per, len(cells))], ""))
+	}
+	if g.byKind() {
+		lines = append(lines, g.kindCounts(g.width))
 	}
 	return fitBlock(lines, g.width, len(lines))
 }

@@ -86,12 +86,12 @@ func lock(ns string, id int64, pid int32, app string, granted bool) model.Lock {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func held(l model.Lock, d time.Duration) model.Lock {
-	l.HeldSince, l.Held = t0.Add(-d), d
+	l.HeldSince = t0.Add(-d)
 	return l
 }
 
 func waiting(l model.Lock, pos int, d time.Duration, by ...int32) model.Lock {
-	l.QueuePos, l.WaitStart, l.Waited, l.BlockedBy = pos, t0.Add(-d), d, by
+	l.QueuePos, l.WaitStart, l.BlockedBy = pos, t0.Add(-d), by
 	return l
 }
 

@@ -8,18 +8,23 @@ import (
 )
 
 // kindView is how the dashboard shows one kind of lock: its word in the
-// KIND column and the details, and the time cell of a holder (a waiter's is
-// always how long it has waited). A kind without an entry shows its Kind
-// string and the held time; adding a kind is adding a line here.
+// KIND column and the details, and the time cell of a holder at the
+// snapshot's time (a waiter's is always how long it has waited). A kind
+// without an entry shows its Kind string and the held time; adding a kind
+// is adding a line here (and its details in kindDetails).
 type kindView struct {
 	word string
-	held func(l *model.Lock) string
+	held func(l *model.Lock, now time.Time) string
 }
 
 var kindViews = map[model.Kind]kindView{
-	model.KindAdvisory:   {"advisory", heldAtLeast},
-	model.KindLeasePG:    {"lease", leaseLeft("lease ")},
-	model.KindLeaseRedis: {"redis", leaseLeft("ttl ")},
+	model.KindAdvisory:    {"advisory", heldAtLeast},
+	model.KindRow:         {"row", heldAtLeast},
+	model.KindTransaction: {"xact", heldAtLeast},
+	model.KindRelation:    {"relation", heldAtLeast},
+	model.KindOther:       {"other", heldAtLeast},
+	model.KindRedis:       {"redis", leaseLeft("ttl ")},
+	model.KindLease:       {"lease", leaseLeft("lease ")},
 }
 
 // kindName is the kind's word on screen.
@@ -31,29 +36,47 @@ func kindName(k model.Kind) string {
 }
 
 // heldAtLeast is a held time as a lower bound: the server does not record
-// when an advisory lock was granted (see model.Lock.HeldSince).
-func heldAtLeast(l *model.Lock) string {
+// when a lock was granted (see model.Lock.HeldSince).
+func heldAtLeast(l *model.Lock, now time.Time) string {
 	if l.HeldSince.IsZero() {
 		return ""
 	}
-	return "≥" + fmtDur(l.Held)
+	return "≥" + fmtDur(l.Held(now))
 }
 
-// leaseLeft is the time a lease or a TTL has left.
-func leaseLeft(prefix string) func(*model.Lock) string {
-	return func(l *model.Lock) string { return prefix + fmtDur(l.LeaseLeft) }
+// leaseLeft is the time a lease or a TTL has left, or how long ago it
+// passed.
+func leaseLeft(prefix string) func(*model.Lock, time.Time) string {
+	return func(l *model.Lock, now time.Time) string {
+		if l.Expires.IsZero() {
+			return ""
+		}
+		left := l.Left(now)
+		if left < 0 {
+			if l.Stale {
+				return "stale " + fmtDur(-left) // passed, no heartbeat: recoverable
+			}
+			return "passed " + fmtDur(-left)
+		}
+		return prefix + fmtDur(left)
+	}
 }
 
-// lockTime is the time cell: how long a waiter has waited (graded), and for
-// a holder what its kind says (held at least, lease or TTL left).
-func lockTime(l *model.Lock) (string, severity) {
+// lockTime is the time cell at now: how long a waiter has waited (graded),
+// and for a holder what its kind says (held at least, lease or TTL left).
+func lockTime(l *model.Lock, now time.Time) (string, severity) {
 	if !l.Granted {
-		return fmtDur(l.Waited), waitSeverity(l.Waited)
+		w := l.Waited(now)
+		return fmtDur(w), waitSeverity(w)
 	}
 	if v, ok := kindViews[l.Kind]; ok {
-		return v.held(l), sevNone
+		sev := sevNone
+		if l.Stale {
+			sev = sevCrit
+		}
+		return v.held(l, now), sev
 	}
-	return heldAtLeast(l), sevNone
+	return heldAtLeast(l, now), sevNone
 }
 
 // idleInTx names a session idle inside a transaction ("idle in tx", or
@@ -106,6 +129,8 @@ func modeText(mode string) string {
 		return "excl"
 	case model.ModeShare:
 		return "share"
+	case "exclusive": // a Redis session mutex
+		return "excl"
 	}
 	return strings.TrimSuffix(mode, "Lock")
 }

@@ -79,6 +79,7 @@ type lockTable struct {
 	height int
 	db     string // the monitored database: keys elsewhere say where they are
 
+	snap   *model.Snapshot // whose Locks the table shows; its clocks time them
 	locks  []model.Lock
 	groups []keyGroup
 	rows   []tableRow
@@ -162,9 +163,26 @@ func (t *lockTable) onKey(msg tea.KeyPressMsg) (handled bool, status string) {
 	return true, ""
 }
 
-// SetLocks replaces the rows, keeping the selection on the same row when
-// it is still there. The rows of one key must be together, holders first.
-func (t *lockTable) SetLocks(locks []model.Lock) {
+// SetLocks replaces the rows with locks timed at taken (a snapshot of one
+// source); see SetSnapshot.
+func (t *lockTable) SetLocks(locks []model.Lock, taken time.Time) {
+	t.SetSnapshot(&model.Snapshot{Taken: taken, Locks: locks})
+}
+
+// now is the time l's durations are measured at.
+func (t *lockTable) now(l *model.Lock) time.Time {
+	if t.snap == nil {
+		return time.Time{}
+	}
+	return t.snap.Now(l)
+}
+
+// SetSnapshot replaces the rows with s's locks, keeping the selection on
+// the same row when it is still there. The rows of one key must be
+// together, holders first. s is kept: do not modify it.
+func (t *lockTable) SetSnapshot(s *model.Snapshot) {
+	t.snap = s
+	locks := s.Locks
 	t.locks = locks
 	t.held, t.waiting, t.kinds = 0, 0, 0
 	t.groups = t.groups[:0]
@@ -180,11 +198,11 @@ func (t *lockTable) SetLocks(locks []model.Lock) {
 			l := &locks[i]
 			if l.Granted {
 				t.held++
-				g.maxHeld = max(g.maxHeld, l.Held)
+				g.maxHeld = max(g.maxHeld, l.Held(t.now(l)))
 			} else {
 				t.waiting++
 				g.waiters++
-				g.maxWait = max(g.maxWait, l.Waited)
+				g.maxWait = max(g.maxWait, l.Waited(t.now(l)))
 			}
 		}
 		g.end = i
@@ -399,15 +417,16 @@ func align(s string, w int, right bool) string {
 
 // blockedText lists blocking pids in at most w cells: "4242", "4242,4243",
 // "4242 +3".
-func blockedText(pids []int32, w int) string {
-	if len(pids) == 0 {
+func blockedText(l *model.Lock, w int) string {
+	if len(l.BlockedBy) == 0 && len(l.BlockedByOwners) == 0 {
 		return ""
 	}
-	s := strconv.Itoa(int(pids[0]))
-	for i := 1; i < len(pids); i++ {
-		next := s + "," + strconv.Itoa(int(pids[i]))
+	who := l.Blockers()
+	s := Sanitize(who[0])
+	for i := 1; i < len(who); i++ {
+		next := s + "," + Sanitize(who[i])
 		if len(next) > w {
-			return s + " +" + strconv.Itoa(len(pids)-i)
+			return s + " +" + strconv.Itoa(len(who)-i)
 		}
 		s = next
 	}

@@ -34,6 +34,7 @@ type Model struct {
 	snaps   []model.Snapshot // the snapshot on screen, per source
 	hasSnap []bool
 	merged  model.Snapshot // every source's locks; the others from Options.Source's
+	beats   heartbeats     // the lease heartbeats seen, for the details
 
 	sim       Simulator
 	simBusy   bool // a status read is in flight
@@ -192,26 +193,33 @@ func (m *Model) onSnapshot(msg SnapshotMsg) tea.Cmd {
 }
 
 // apply puts source i's snapshot on screen: the one table holds every
-// source's locks, Options.Source's first.
+// source's locks, Options.Source's first, each timed by its own source's
+// clock (model.Merge).
 func (m *Model) apply(i int, s model.Snapshot) {
 	if m.hasSnap[i] && m.sim == nil {
 		m.events.Add(diffEvents(&m.snaps[i], &s)...)
 	}
 	m.snaps[i], m.hasSnap[i] = s, true
-	m.merged = m.snaps[0]
-	if len(m.snaps) > 1 {
-		// A new slice each time: an open details overlay keeps the old one.
-		var locks []model.Lock
+	if len(m.snaps) == 1 {
+		m.merged = m.snaps[0]
+	} else {
+		// A new snapshot each time: an open details overlay keeps the old one.
+		parts := make([]model.Part, len(m.snaps))
 		for j := range m.snaps {
-			locks = append(locks, m.snaps[j].Locks...)
+			parts[j] = model.Part{Name: m.poll.feeds[j].name, Snapshot: m.snaps[j]}
 		}
-		m.merged.Locks = locks
+		m.merged = model.Merge(parts)
+		if m.hasSnap[0] {
+			m.merged.Taken = m.snaps[0].Taken
+		}
 	}
-	m.table.SetLocks(m.merged.Locks)
+	m.beats.note(&s)
+	m.table.SetSnapshot(&m.merged)
 	if i == 0 {
 		m.gauges.SetSnapshot(&m.snaps[0])
 	}
 	m.gauges.held, m.gauges.waiting = m.table.held, m.table.waiting
+	m.gauges.kinds = m.merged.CountKinds()
 }
 
 // readSim reads the simulator's status (its pools with it), unless a read

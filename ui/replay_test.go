@@ -49,14 +49,6 @@ func recorded() *fakeReplay {
 			s.Locks[2].QueuePos, s.Locks[2].BlockedBy = 1, []int32{4250}
 			s.Locks = s.Locks[1:]
 		}
-		for j := range s.Locks {
-			l := &s.Locks[j]
-			if l.Granted {
-				l.Held = s.Taken.Sub(l.HeldSince)
-			} else {
-				l.Waited = s.Taken.Sub(l.WaitStart)
-			}
-		}
 		out = append(out, s)
 	}
 	return &fakeReplay{snaps: out}

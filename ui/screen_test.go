@@ -173,7 +173,7 @@ func TestDetailsWrapWholeWordsAndCoverTheScreen(t *testing.T) {
 			hs.keys("pgdown")
 		}
 		st := DefaultStyles()
-		content := ansi.Strip(describeLock(&st, &snap, &snap.Locks[0], "app", 200))
+		content := ansi.Strip(describeLock(&st, &snap, &snap.Locks[0], "app", nil, 200))
 		for _, word := range strings.Fields(content) {
 			if ansi.StringWidth(word) > sz[0]-8 {
 				continue

@@ -39,10 +39,10 @@ func (f *fakeLockSource) Poll(context.Context) (model.Snapshot, error) {
 // as the Redis source will report them.
 func redisLocks() model.Snapshot {
 	return model.Snapshot{Taken: t0, Locks: []model.Lock{
-		{Kind: model.KindLeaseRedis, Namespace: "sesslock", EntityID: 1, Pair: true, Owner: "worker-7f3a", Mode: model.ModeExclusive,
-			Granted: true, LeaseLeft: 12 * time.Second},
-		{Kind: model.KindLeaseRedis, Namespace: "sesslock", EntityID: 1, Pair: true, Owner: "worker-9b1c", Mode: model.ModeExclusive,
-			QueuePos: 1, WaitStart: t0.Add(-2 * time.Second), Waited: 2 * time.Second},
+		{Kind: model.KindRedis, Namespace: "SESSION", Name: "sesslock:t1:a1:c1:web", Owner: "worker-7f3a", Mode: "exclusive",
+			Granted: true, Expires: t0.Add(12 * time.Second)},
+		{Kind: model.KindRedis, Namespace: "SESSION", Name: "sesslock:t1:a1:c1:web", Owner: "worker-9b1c", Mode: "exclusive",
+			QueuePos: 1, WaitStart: t0.Add(-2 * time.Second), BlockedByOwners: []string{"worker-7f3a"}},
 	}}
 }
 

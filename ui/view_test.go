@@ -65,7 +65,7 @@ func newTable(w, h int) *lockTable {
 	t.db = "app"
 	t.SetSize(w, h)
 	s := sample()
-	t.SetLocks(s.Locks)
+	t.SetLocks(s.Locks, s.Taken)
 	return &t
 }
 
@@ -88,7 +88,7 @@ func TestGoldenLockTable(t *testing.T) {
 	golden(t, "table_80x16_filter_none", filtered.View())
 
 	empty := newTable(80, 6)
-	empty.SetLocks(nil)
+	empty.SetLocks(nil, t0)
 	golden(t, "table_80x6_empty", empty.View())
 }
 
@@ -122,7 +122,7 @@ func TestGoldenEventLog(t *testing.T) {
 	golden(t, "events_80x7_empty", e.View())
 	e.Add(
 		model.Event{Time: t0, Worker: "hook", Outcome: model.OutcomeAcquired, Key: "AGENT 7", Wait: 1200 * time.Millisecond, PID: 4250},
-		model.Event{Time: t0, Worker: "reaper", Outcome: model.OutcomeSkipped, Key: "AGENT 9", PID: 4300, Detail: "held by 4300"},
+		model.Event{Time: t0, Worker: "reaper", Outcome: model.OutcomeSkipped, Key: "AGENT 9", PID: 4300},
 		model.Event{Time: t0, Worker: "stop", Outcome: model.OutcomeTimeout, Key: "AGENT 7", Wait: 15 * time.Second},
 		model.Event{Time: t0, Worker: "hook", Outcome: model.OutcomeReentrant, Key: "AGENT 3", Detail: "nested acquire refused"},
 		model.Event{Time: t0, Worker: "hook", Outcome: model.OutcomePhantom, Key: "AGENT 5", Detail: "unlock after a failed wait returned true"},

@@ -7,8 +7,9 @@ import (
 	"github.com/locktop/locktop/model"
 )
 
-// Document is the body of GET /api/advisory-locks and the output of
-// `locktop snapshot --json`.
+// Document is the body of GET /api/advisory-locks, seed 000's document:
+// advisory locks only (every other kind is in LocksDocument, GET
+// /api/locks).
 type Document struct {
 	// Taken is the server's clock when the lock table was read.
 	Taken time.Time `json:"taken"`
@@ -33,11 +34,12 @@ type Document struct {
 	StaleReason string `json:"stale_reason,omitempty"`
 }
 
-// Lock is one holder or waiter. Times are RFC 3339, durations are seconds as
-// numbers. Fields a kind of lock does not have are null (pid for lease
-// locks, wait_start for holders) rather than absent.
+// Lock is one holder or waiter of an advisory lock. Times are RFC 3339,
+// durations are seconds as numbers. Fields a row does not have are null
+// (pid for a prepared transaction's lock, wait_start for holders) rather
+// than absent.
 type Lock struct {
-	// Kind is "advisory", or a lease kind ("lease-pg", "lease-redis").
+	// Kind is "advisory".
 	Kind string `json:"kind"`
 	// Key is the key as people read it: "AGENT 7", "IDEMPOTENCY_CLEANUP",
 	// "5 -3" for an unregistered pair, or the bare number of a one-bigint key.
@@ -47,11 +49,11 @@ type Lock struct {
 	Namespace string `json:"namespace"`
 	EntityID  int64  `json:"entity_id"`
 	// PID is the backend that holds or waits; null when there is none (a
-	// prepared transaction's lock, a lease lock).
+	// prepared transaction's lock).
 	PID *int32 `json:"pid"`
 	// Holder names who holds the lock on a holding row: its pid as a
-	// string, or a lease's owner. It is null on a waiting row, whose own
-	// pid is PID and whose holders are BlockedBy.
+	// string. It is null on a waiting row, whose own pid is PID and whose
+	// holders are BlockedBy.
 	Holder          *string    `json:"holder"`
 	Database        string     `json:"database"`
 	User            string     `json:"user"`
@@ -81,27 +83,31 @@ type Lock struct {
 	// BlockedBy lists the pids of the holders this waiter waits for; never
 	// null.
 	BlockedBy []int32 `json:"blocked_by"`
-	// Lease locks only.
-	Owner     string   `json:"owner,omitempty"`
-	LeaseLeft *float64 `json:"lease_left,omitempty"`
 }
 
-// NewDocument turns a snapshot into the API document. info supplies the
-// warning about what the monitor's role cannot see.
+// NewDocument turns a snapshot's advisory locks into seed 000's document
+// (the snapshot's other kinds are left out: see NewLocksDocument). info
+// supplies the warning about what the monitor's role cannot see.
 func NewDocument(s model.Snapshot, info model.ServerInfo) Document {
-	held, waiting := s.Counts()
 	d := Document{
 		Taken:       s.Taken,
-		Total:       len(s.Locks),
-		Held:        held,
-		Waiting:     waiting,
 		Connections: s.Connections,
 		Warning:     info.Warning,
-		Locks:       make([]Lock, len(s.Locks)),
+		Locks:       make([]Lock, 0, len(s.Locks)),
 	}
 	for i := range s.Locks {
-		d.Locks[i] = newLock(&s.Locks[i], s.Taken)
+		l := &s.Locks[i]
+		if l.Kind != model.KindAdvisory && l.Kind != "" {
+			continue
+		}
+		if l.Granted {
+			d.Held++
+		} else {
+			d.Waiting++
+		}
+		d.Locks = append(d.Locks, newLock(l, s.Now(l)))
 	}
+	d.Total = len(d.Locks)
 	return d
 }
 
@@ -125,12 +131,11 @@ func newLock(l *model.Lock, taken time.Time) Lock {
 		Mode:            l.Mode,
 		Granted:         l.Granted,
 		HeldSince:       timePtr(l.HeldSince),
-		Held:            seconds(l.Held),
+		Held:            seconds(l.Held(taken)),
 		WaitStart:       timePtr(l.WaitStart),
-		Waited:          seconds(l.Waited),
+		Waited:          seconds(l.Waited(taken)),
 		QueuePosition:   l.QueuePos,
 		BlockedBy:       append(make([]int32, 0, len(l.BlockedBy)), l.BlockedBy...),
-		Owner:           l.Owner,
 	}
 	if l.PID != 0 {
 		pid := l.PID
@@ -151,10 +156,6 @@ func newLock(l *model.Lock, taken time.Time) Lock {
 		out.Duration = out.Held
 	default:
 		out.Duration = out.Waited
-	}
-	if kind != model.KindAdvisory {
-		left := seconds(l.LeaseLeft)
-		out.LeaseLeft = &left
 	}
 	return out
 }

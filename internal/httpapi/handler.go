@@ -59,6 +59,7 @@ func New(d Deps) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.index)
 	mux.HandleFunc("GET /api/advisory-locks", h.locks)
+	mux.HandleFunc("GET /api/locks", h.allLocks)
 	if d.Health != nil {
 		mux.HandleFunc("GET /healthz", h.healthz)
 	}
@@ -77,6 +78,7 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	var b strings.Builder
 	b.WriteString("locktop\n\n/api/advisory-locks  advisory locks held and waited for, as JSON\n")
+	b.WriteString("/api/locks           every kind of lock from every source (advisory, row, relation, Redis, lease), as JSON\n")
 	if h.d.Metrics != nil {
 		b.WriteString("/metrics             Prometheus metrics\n")
 	}
@@ -87,27 +89,11 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	defer cancel()
-	var served Served
-	var err error
-	if h.d.Latest != nil {
-		served, err = h.d.Latest.Serve(ctx)
-	} else {
-		served.Snapshot, err = h.d.Snapshot(ctx)
-	}
-	if err != nil {
-		if r.Context().Err() == nil {
-			h.d.Log.Warn("GET /api/advisory-locks failed", "err", err)
-		}
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": oneLine(err.Error())})
+	served, ok := h.serve(w, r, "/api/advisory-locks")
+	if !ok {
 		return
 	}
-	var info model.ServerInfo
-	if h.d.Info != nil {
-		info = h.d.Info()
-	}
-	doc := NewDocument(served.Snapshot, info)
+	doc := NewDocument(served.Snapshot, h.info())
 	doc.Age = seconds(served.Age)
 	doc.Stale, doc.StaleReason = served.Stale, oneLine(served.Reason)
 	writeJSON(w, http.StatusOK, doc)
@@ -125,6 +111,12 @@ type Health struct {
 	// reused for HealthMaxAge (1 s by default), so no HTTP load becomes
 	// database load.
 	Age float64 `json:"age"`
+	// Sources says how each source of the newest snapshot answered (the
+	// PostgreSQL server's, a Redis, a lease table), when there are more
+	// than one. A failing source other than PostgreSQL makes the status
+	// "degraded" (still 200): the monitor works, that source's locks are
+	// missing.
+	Sources []SourceDoc `json:"sources,omitempty"`
 }
 
 func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
@@ -135,6 +127,17 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 	hb := Health{Status: "ok", Took: seconds(res.took)}
 	if !res.at.IsZero() {
 		hb.Age = seconds(max(time.Since(res.at), 0))
+	}
+	if h.d.Latest != nil {
+		if snap, ok := h.d.Latest.Newest(); ok && len(snap.Sources) > 1 {
+			doc := NewLocksDocument(model.Snapshot{Sources: snap.Sources}, model.ServerInfo{})
+			hb.Sources = doc.Sources
+			for _, s := range doc.Sources[1:] {
+				if !s.OK && hb.Status == "ok" {
+					hb.Status, hb.Reason = "degraded", s.Name+": "+s.Error
+				}
+			}
+		}
 	}
 	if err != nil {
 		hb.Status, hb.Reason = "unavailable", oneLine(err.Error())

@@ -123,6 +123,14 @@ func (l *Latest) Serve(ctx context.Context) (Served, error) {
 	return Served{Snapshot: l.snap, Age: time.Since(l.at), Stale: true, Reason: reason}, nil
 }
 
+// Newest returns the newest snapshot put, however old, without polling;
+// false before the first.
+func (l *Latest) Newest() (model.Snapshot, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.snap, !l.at.IsZero()
+}
+
 // has reports whether a snapshot was ever put.
 func (l *Latest) has() bool {
 	l.mu.Lock()

@@ -202,7 +202,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 				open[id] = w
 			}
 			w.End = t
-			w.Waited = Seconds(max(time.Duration(w.Waited), l.Waited, t.Sub(start)))
+			w.Waited = Seconds(max(time.Duration(w.Waited), l.Waited(s.Now(l)), t.Sub(start)))
 			for _, b := range l.BlockedBy {
 				if h := itoa(b); !slices.Contains(w.Behind, h) {
 					w.Behind = append(w.Behind, h)
@@ -252,11 +252,12 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 				holds[id] = h
 			}
 			h.last = t
-			if l.LeaseLeft > 0 {
+			left := l.Left(s.Now(l))
+			if !l.Expires.IsZero() && left > 0 {
 				h.leased = true
 			}
-			h.leaseLeft = l.LeaseLeft
-			if h.leased && l.LeaseLeft <= 0 && !h.expired {
+			h.leaseLeft = left
+			if h.leased && left <= 0 && !h.expired {
 				h.expired = true
 				r.Leases = append(r.Leases, LeaseEvent{At: t, Key: h.b.Key, Kind: h.b.Kind, Holder: h.b.Holder, Event: "expired", HeldFrom: h.first})
 			}

@@ -28,15 +28,15 @@ func incident(sec int) model.Snapshot {
 		l := model.Lock{Kind: model.KindAdvisory, PID: pid, Database: "app", ApplicationName: "hook", Mode: model.ModeExclusive,
 			Granted: granted, Namespace: ns, EntityID: id, Pair: true, QueuePos: pos, BlockedBy: behind}
 		if granted {
-			l.HeldSince, l.Held = since, t.Sub(since)
+			l.HeldSince = since
 		} else {
-			l.WaitStart, l.Waited = since, t.Sub(since)
+			l.WaitStart = since
 		}
 		s.Locks = append(s.Locks, l)
 	}
 	lease := func(name, owner string, since, expires time.Time) {
-		s.Locks = append(s.Locks, model.Lock{Kind: model.KindLeasePG, Database: "app", Granted: true, Namespace: name,
-			Owner: owner, HeldSince: since, Held: t.Sub(since), LeaseLeft: max(expires.Sub(t), 0), Mode: "write"})
+		s.Locks = append(s.Locks, model.Lock{Kind: model.KindLease, Database: "app", Granted: true, Name: name,
+			Owner: owner, HeldSince: since, Expires: expires, Mode: "write"})
 	}
 	at := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
 	switch {

@@ -15,6 +15,7 @@ import (
 // snapshot and half of the next.
 type snapshotCollector struct {
 	held, waiting, longest, backends, taken, latency *prometheus.Desc
+	sourceUp, sourceLatency                          *prometheus.Desc
 
 	mu   sync.Mutex
 	have bool
@@ -32,13 +33,15 @@ type snapRow struct {
 func newSnapshotCollector() *snapshotCollector {
 	l := []string{"kind", "database", "namespace"}
 	return &snapshotCollector{
-		held:     prometheus.NewDesc("locktop_snapshot_locks_held", "Locks held, as of the monitor's last snapshot.", l, nil),
-		waiting:  prometheus.NewDesc("locktop_snapshot_locks_waiting", "Lock requests waiting, as of the monitor's last snapshot.", l, nil),
-		longest:  prometheus.NewDesc("locktop_snapshot_longest_wait_seconds", "The longest current wait, as of the monitor's last snapshot.", l, nil),
-		backends: prometheus.NewDesc("locktop_snapshot_backends", "Client backends on the server, as of the monitor's last snapshot.", nil, nil),
-		taken:    prometheus.NewDesc("locktop_snapshot_timestamp_seconds", "Server time of the monitor's last snapshot, in Unix seconds.", nil, nil),
-		latency:  prometheus.NewDesc("locktop_snapshot_poll_seconds", "How long the monitor's last poll took, round trip and decoding.", nil, nil),
-		rows:     map[snapKey]snapRow{},
+		held:          prometheus.NewDesc("locktop_snapshot_locks_held", "Locks held, as of the monitor's last snapshot.", l, nil),
+		waiting:       prometheus.NewDesc("locktop_snapshot_locks_waiting", "Lock requests waiting, as of the monitor's last snapshot.", l, nil),
+		longest:       prometheus.NewDesc("locktop_snapshot_longest_wait_seconds", "The longest current wait, as of the monitor's last snapshot.", l, nil),
+		backends:      prometheus.NewDesc("locktop_snapshot_backends", "Client backends on the server, as of the monitor's last snapshot.", nil, nil),
+		taken:         prometheus.NewDesc("locktop_snapshot_timestamp_seconds", "Server time of the monitor's last snapshot, in Unix seconds.", nil, nil),
+		latency:       prometheus.NewDesc("locktop_snapshot_poll_seconds", "How long the monitor's last poll took, round trip and decoding.", nil, nil),
+		sourceUp:      prometheus.NewDesc("locktop_source_up", "1 when the source (postgres, redis, lease) answered the monitor's last poll, else 0.", []string{"source"}, nil),
+		sourceLatency: prometheus.NewDesc("locktop_source_poll_seconds", "How long the source's part of the monitor's last poll took.", []string{"source"}, nil),
+		rows:          map[snapKey]snapRow{},
 	}
 }
 
@@ -56,7 +59,7 @@ func (c *snapshotCollector) set(s model.Snapshot, l *labeler) {
 			r.held++
 		} else {
 			r.waiting++
-			r.longest = max(r.longest, lk.Waited)
+			r.longest = max(r.longest, lk.Waited(s.Now(lk)))
 		}
 		rows[k] = r
 	}
@@ -68,7 +71,7 @@ func (c *snapshotCollector) set(s model.Snapshot, l *labeler) {
 
 // Describe implements prometheus.Collector.
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.held, c.waiting, c.longest, c.backends, c.taken, c.latency} {
+	for _, d := range []*prometheus.Desc{c.held, c.waiting, c.longest, c.backends, c.taken, c.latency, c.sourceUp, c.sourceLatency} {
 		ch <- d
 	}
 }
@@ -88,6 +91,14 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.backends, prometheus.GaugeValue, float64(c.last.Connections))
 	ch <- prometheus.MustNewConstMetric(c.taken, prometheus.GaugeValue, float64(c.last.Taken.UnixNano())/1e9)
 	ch <- prometheus.MustNewConstMetric(c.latency, prometheus.GaugeValue, c.last.Latency.Seconds())
+	for _, src := range c.last.Sources {
+		up := 0.0
+		if src.Err == "" {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.sourceUp, prometheus.GaugeValue, up, src.Name)
+		ch <- prometheus.MustNewConstMetric(c.sourceLatency, prometheus.GaugeValue, src.Latency.Seconds(), src.Name)
+	}
 }
 
 // poolCollector reads its pool sources at scrape time.

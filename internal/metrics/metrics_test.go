@@ -205,17 +205,21 @@ func TestSnapshotReplacesTheLast(t *testing.T) {
 	if s := gather(t, r, "locktop_snapshot_locks_held"); len(s) != 0 {
 		t.Fatalf("gauges before any snapshot: %v", s)
 	}
-	agent := func(id int64, granted bool, waited time.Duration) model.Lock {
-		return model.Lock{Kind: model.KindAdvisory, Database: "app", Pair: true, Namespace: "AGENT", EntityID: id, Granted: granted, Waited: waited}
-	}
 	taken := time.Unix(1_800_000_000, 500_000_000)
+	agent := func(id int64, granted bool, waited time.Duration) model.Lock {
+		l := model.Lock{Kind: model.KindAdvisory, Database: "app", Pair: true, Namespace: "AGENT", EntityID: id, Granted: granted}
+		if !granted {
+			l.WaitStart = taken.Add(-waited)
+		}
+		return l
+	}
 	m.Snapshot(model.Snapshot{
 		Taken: taken, Connections: 12, Latency: 3 * time.Millisecond,
 		Locks: []model.Lock{
 			agent(1, true, 0), agent(1, false, 2*time.Second), agent(1, false, 5*time.Second), agent(2, true, 0),
 			{Kind: model.KindAdvisory, Database: "app", Pair: true, Namespace: "9", EntityID: 1, Granted: true},
 			{Kind: model.KindAdvisory, Database: "other", EntityID: -5, Granted: true},
-			{Kind: model.KindLeasePG, Namespace: "dal", Owner: "w1", Granted: true},
+			{Kind: model.KindLease, Name: "map:m9", Namespace: "MAP", Owner: "w1", Granted: true},
 		},
 	})
 	lbl := func(db, ns string) []string { return []string{"kind", "advisory", "database", db, "namespace", ns} }
@@ -224,7 +228,7 @@ func TestSnapshotReplacesTheLast(t *testing.T) {
 	expect(t, r, 5, "locktop_snapshot_longest_wait_seconds", lbl("app", "AGENT")...)
 	expect(t, r, 1, "locktop_snapshot_locks_held", lbl("app", "9")...)
 	expect(t, r, 1, "locktop_snapshot_locks_held", lbl("other", metrics.LabelBigint)...)
-	expect(t, r, 1, "locktop_snapshot_locks_held", "kind", "lease-pg", "database", "", "namespace", "dal")
+	expect(t, r, 1, "locktop_snapshot_locks_held", "kind", "lease", "database", "", "namespace", "MAP")
 	expect(t, r, 12, "locktop_snapshot_backends")
 	expect(t, r, 1_800_000_000.5, "locktop_snapshot_timestamp_seconds")
 	expect(t, r, 0.003, "locktop_snapshot_poll_seconds")

@@ -3,7 +3,12 @@ package monitor_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/pgtest"
@@ -38,4 +43,72 @@ func BenchmarkInspect(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkInspectMixed is one poll with 1,000 advisory locks held and 100
+// SELECT … FOR UPDATE waiters (each on a row of its own, behind one
+// holder), beside the bare pg_locks query (testdata/bench/pg_locks_poll.sql)
+// on the same load: the PostgreSQL source of issue 13's refresh.
+func BenchmarkInspectMixed(b *testing.B) {
+	ctx := context.Background()
+	holder := pgtest.Conn(b)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(78, g) FROM generate_series(1, 1000) g"); err != nil {
+		b.Fatal(err)
+	}
+	defer holder.Exec(ctx, "SELECT pg_advisory_unlock_all()")
+	if _, err := holder.Exec(ctx, "CREATE TABLE IF NOT EXISTS bench_rows (id int PRIMARY KEY); INSERT INTO bench_rows SELECT g FROM generate_series(1, 100) g ON CONFLICT DO NOTHING"); err != nil {
+		b.Fatal(err)
+	}
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT * FROM bench_rows FOR UPDATE"); err != nil {
+		b.Fatal(err)
+	}
+	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 100 })
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := 1; i <= 100; i++ {
+		wg.Go(func() { _, _ = pool.Exec(wctx, "SELECT * FROM bench_rows WHERE id = $1 FOR UPDATE", i) })
+	}
+	defer func() { cancel(); wg.Wait() }()
+	mon := pgtest.Conn(b)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		snap, err := monitor.Inspect(ctx, mon)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, waiting := snap.Counts(); waiting >= 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the 100 row waiters did not queue")
+		}
+	}
+	b.Run("inspect", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := monitor.Inspect(ctx, mon); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	bare, err := os.ReadFile("../../testdata/bench/pg_locks_poll.sql")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("bare", func(b *testing.B) {
+		for b.Loop() {
+			rows, err := mon.Query(ctx, string(bare))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for rows.Next() {
+			}
+			rows.Close()
+		}
+	})
 }

@@ -10,9 +10,11 @@ import (
 	"github.com/locktop/locktop/model"
 )
 
-// Inspect reads every advisory lock on the server, holders and waiters, in
-// one statement (lockcore.ReadLocks), and turns the rows into model values
-// named by the registry. Snapshot.Locks are grouped by key (in database and
+// Inspect reads every advisory lock on the server, holders and waiters,
+// and every other heavyweight lock someone waits for, in one statement
+// (lockcore.ReadLocks), and turns the rows into model values named by the
+// registry. The advisory locks come first; the other kinds follow, one
+// group per locked object (see others). Snapshot.Locks are grouped by key (in database and
 // key order), holders first, then waiters in queue order; each waiter's
 // BlockedBy names the holders of its key in a conflicting mode (or, for a
 // share waiter queued behind an exclusive waiter, that waiter). The server
@@ -53,15 +55,14 @@ func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 		}
 		if !r.Granted {
 			l.WaitStart = r.WaitStart
-			l.Waited = max(snap.Taken.Sub(r.WaitStart), 0)
 		} else if idle(b.State) && !b.StateChange.IsZero() {
 			// The session is idle, so whatever took the lock has finished:
 			// it has been held at least since the session went idle.
 			l.HeldSince = b.StateChange
-			l.Held = max(snap.Taken.Sub(b.StateChange), 0)
 		}
 	}
 	queue(snap.Locks)
+	snap.Locks = append(snap.Locks, others(&t)...)
 	return snap, nil
 }
 

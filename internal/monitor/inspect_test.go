@@ -112,7 +112,7 @@ func TestInspectQueue(t *testing.T) {
 	}
 	for i, w := range rows[1:] {
 		if w.Granted || w.PID != waiters[i] || w.QueuePos != i+1 || !slices.Equal(w.BlockedBy, []int32{h.PID}) ||
-			w.WaitStart.IsZero() || w.Waited < 0 || w.Database != db {
+			w.WaitStart.IsZero() || w.Waited(snap.Taken) < 0 || w.Database != db {
 			t.Errorf("waiter %d row %+v; want pid %d, queue %d, blocked by [%d] only", i+1, w, waiters[i], i+1, h.PID)
 		}
 	}

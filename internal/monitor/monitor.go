@@ -219,7 +219,6 @@ func (m *Monitor) track(snap *model.Snapshot) {
 		if l.HeldSince.IsZero() || first.Before(l.HeldSince) {
 			l.HeldSince = first
 		}
-		l.Held = max(snap.Taken.Sub(l.HeldSince), 0)
 	}
 	if !m.lastTaken.IsZero() {
 		snap.Interval = snap.Taken.Sub(m.lastTaken)

@@ -55,7 +55,7 @@ func TestPollTracksHeldTimeAndNewWaits(t *testing.T) {
 	// The holder's session is idle: it has held the lock at least since it
 	// went idle, already on the first poll.
 	if len(r1) != 1 || r1[0].StateChange.IsZero() || !r1[0].HeldSince.Equal(r1[0].StateChange) ||
-		r1[0].Held != s1.Taken.Sub(r1[0].StateChange) || s1.NewWaits != 0 || s1.Latency <= 0 {
+		r1[0].Held(s1.Taken) != s1.Taken.Sub(r1[0].StateChange) || s1.NewWaits != 0 || s1.Latency <= 0 {
 		t.Fatalf("first poll: %+v (new waits %d)", r1, s1.NewWaits)
 	}
 
@@ -82,8 +82,8 @@ func TestPollTracksHeldTimeAndNewWaits(t *testing.T) {
 		}
 	}
 	r2 := rowsOf(s2, key.String())
-	if !r2[0].HeldSince.Equal(r1[0].HeldSince) || r2[0].Held != s2.Taken.Sub(r1[0].HeldSince) {
-		t.Errorf("held since %v (held %v), want %v as on the first poll", r2[0].HeldSince, r2[0].Held, r1[0].HeldSince)
+	if !r2[0].HeldSince.Equal(r1[0].HeldSince) || r2[0].Held(s2.Taken) != s2.Taken.Sub(r1[0].HeldSince) {
+		t.Errorf("held since %v (held %v), want %v as on the first poll", r2[0].HeldSince, r2[0].Held(s2.Taken), r1[0].HeldSince)
 	}
 	if s2.NewWaits != 1 || s2.Interval <= 0 {
 		t.Errorf("new waits %d, interval %v; want 1 and > 0", s2.NewWaits, s2.Interval)

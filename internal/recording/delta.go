@@ -42,7 +42,7 @@ func encodeBody(next *model.Snapshot, prev []string) (body []byte, locks []strin
 	}
 	locks = make([]string, len(next.Locks))
 	for i := range next.Locks {
-		b, err := stable(&next.Locks[i], next.Taken)
+		b, err := stable(&next.Locks[i])
 		if err != nil {
 			return nil, nil, 0, err
 		}

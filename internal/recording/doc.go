@@ -11,11 +11,9 @@
 // snapshot's locks and adds the locks that are new or changed.
 //
 // Locks are stored as their JSON encoding (model.Lock's own), so fields added
-// to model.Lock are recorded without a change here. Durations that follow
-// from the snapshot's Taken and a time stored beside them (Waited from
-// WaitStart, Held from HeldSince) are left out and recomputed on reading, so
-// a lock that did not change is not stored again; a lock whose durations do
-// not follow that rule is stored whole.
+// to model.Lock are recorded without a change here. model.Lock keeps
+// absolute times only, so a lock that did not change encodes the same and is
+// not stored again.
 //
 // The layout is documented in README.md ("Recording format"); Version says
 // which layout a file has, and a file of a newer layout is refused with a

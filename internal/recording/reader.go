@@ -235,7 +235,7 @@ func (r *Recording) snapshot(e int) (model.Snapshot, error) {
 	s.Taken = r.entries[e].taken
 	s.Locks = make([]model.Lock, len(st.locks))
 	for i, b := range st.locks {
-		if s.Locks[i], err = unstable([]byte(b), s.Taken); err != nil {
+		if s.Locks[i], err = unstable([]byte(b)); err != nil {
 			return s, fmt.Errorf("recording: lock at %d: %w", r.entries[e].off, err)
 		}
 	}

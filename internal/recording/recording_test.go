@@ -215,28 +215,6 @@ func TestCreateRefusesExisting(t *testing.T) {
 	}
 }
 
-func TestStableForm(t *testing.T) {
-	// A lock whose Held does not follow from HeldSince is stored whole.
-	l := model.Lock{Granted: true, HeldSince: t0, Held: time.Hour}
-	b, _ := stable(&l, t0.Add(time.Minute))
-	if b[0] != formWhole {
-		t.Fatalf("form %c, want whole", b[0])
-	}
-	got, _ := unstable(b, t0.Add(time.Minute))
-	if got.Held != time.Hour {
-		t.Fatalf("Held %v", got.Held)
-	}
-	l.Held = time.Minute
-	b, _ = stable(&l, t0.Add(time.Minute))
-	if b[0] != formDerived {
-		t.Fatalf("form %c, want derived", b[0])
-	}
-	got, _ = unstable(b, t0.Add(2*time.Minute))
-	if got.Held != 2*time.Minute {
-		t.Fatalf("Held %v, want it recomputed", got.Held)
-	}
-}
-
 func TestParseAt(t *testing.T) {
 	first := time.Date(2026, 1, 15, 23, 50, 0, 0, time.Local)
 	last := first.Add(time.Hour)

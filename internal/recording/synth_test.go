@@ -60,11 +60,6 @@ func (s *synth) step(d time.Duration, changing float64) model.Snapshot {
 	out := model.Snapshot{Taken: s.taken, Connections: len(s.locks) + 3, Latency: 1234 * time.Microsecond, Interval: d}
 	out.Locks = make([]model.Lock, len(s.locks))
 	for i, l := range s.locks {
-		if l.Granted {
-			l.Held = s.taken.Sub(l.HeldSince)
-		} else {
-			l.Waited = s.taken.Sub(l.WaitStart)
-		}
 		l.BlockedBy = append([]int32(nil), l.BlockedBy...)
 		out.Locks[i] = l
 	}

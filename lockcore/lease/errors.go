@@ -16,14 +16,14 @@ import (
 var (
 	// ErrLocked means a try found the resource held in a conflicting mode (or
 	// a writer waiting ahead of a reader).
-	ErrLocked error = &familyError{"resource held in a conflicting mode", lockcore.ErrLocked}
+	ErrLocked error = lockcore.Kin("resource held in a conflicting mode", lockcore.ErrLocked)
 	// ErrTimeout means the lock, the upgrade or all of AcquireAll's locks did
 	// not come within Options.Wait.
-	ErrTimeout error = &familyError{"timed out waiting for the lock", lockcore.ErrTimeout}
+	ErrTimeout error = lockcore.Kin("timed out waiting for the lock", lockcore.ErrTimeout)
 	// ErrLost means the lock is no longer held: its row was taken over or
 	// removed, or its lease ran out with no heartbeat renewing it. The work
 	// done under it may not have been exclusive to the end.
-	ErrLost error = &familyError{"lease lost", lockcore.ErrLost}
+	ErrLost error = lockcore.Kin("lease lost", lockcore.ErrLost)
 	// ErrLockOrder means the acquire would break the global lock order of
 	// seed 004 §8.1: the context already holds a resource that sorts at or
 	// after the one asked for. It is refused instead of risking a deadlock.
@@ -33,7 +33,7 @@ var (
 	ErrNotUpgradeable = errors.New("lock not held in upgradeable mode")
 	// ErrReleased is what Lock.Err reports after Release, and the cause of
 	// the lock's context then.
-	ErrReleased error = &familyError{"lock released", lockcore.ErrReleased}
+	ErrReleased error = lockcore.Kin("lock released", lockcore.ErrReleased)
 	// ErrClosed means the Manager was closed.
 	ErrClosed = errors.New("lease manager closed")
 	// ErrNoSchema means the database has no lease tables (InspectPostgres,
@@ -73,15 +73,3 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
-
-// familyError is a sentinel of this package that errors.Is also matches
-// with its counterpart in lockcore, the lock family's root.
-type familyError struct {
-	msg string
-	kin error // lockcore's sentinel of the same meaning
-}
-
-func (e *familyError) Error() string { return e.msg }
-
-// Is reports whether target is e's counterpart in lockcore.
-func (e *familyError) Is(target error) bool { return target == e.kin }

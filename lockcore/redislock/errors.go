@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/locktop/locktop/lockcore"
 )
 
 // The package's errors. Every error it returns wraps at most one of
@@ -25,10 +27,12 @@ var (
 	// ErrLost is the cause with which a Lock's context is cancelled when the
 	// hold is found lost: its TTL ran out without an extension, an extend
 	// found the key gone or taken, or it was force-released.
-	ErrLost = errors.New("redislock: lock lost")
+	// It also matches lockcore.ErrLost (errors.Is), the lock family's.
+	ErrLost = lockcore.Kin("redislock: lock lost", lockcore.ErrLost)
 	// ErrReleased is the cause with which a Lock's context is cancelled by
 	// a successful Release.
-	ErrReleased = errors.New("redislock: lock released")
+	// It also matches lockcore.ErrReleased.
+	ErrReleased = lockcore.Kin("redislock: lock released", lockcore.ErrReleased)
 )
 
 // notServing lists the error replies with which a reachable Redis says it

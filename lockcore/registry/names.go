@@ -115,3 +115,34 @@ func match(pattern, s string) (literal int, ok bool) {
 	}
 	return literal, s == ""
 }
+
+// RowLabel renders a row lock's key: the relation's schema-qualified name
+// and the row's tuple id, "public.turns row (0,3)". relation "" (a relation
+// of another database, whose name this connection cannot read) reads as
+// "relation ?"; tid "" leaves the row out.
+func RowLabel(relation, tid string) string {
+	if relation == "" {
+		relation = "relation ?"
+	}
+	if tid == "" {
+		return relation
+	}
+	return relation + " row " + tid
+}
+
+// TransactionLabel renders a transaction id lock's key: "transaction 1234".
+func TransactionLabel(xid string) string { return "transaction " + xid }
+
+// NamedLabel renders a key that is a name already (a Redis key, a lease
+// resource such as "map:m1"), as it is: names are shown as their owners
+// wrote them; the registry's pattern names their kind (NameOf).
+func NamedLabel(name string) string { return name }
+
+// NameOf returns the registry's name of the pattern a Redis key or a lease
+// resource fits (kind RedisKey or LeaseLevel), or "" when none does.
+func NameOf(k Kind, s string) string {
+	if e, ok := Match(k, s); ok {
+		return e.Name
+	}
+	return ""
+}

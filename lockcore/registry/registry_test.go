@@ -113,3 +113,20 @@ func TestMatch(t *testing.T) {
 		t.Errorf("Prefix = %q", got)
 	}
 }
+
+func TestLabels(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{RowLabel("public.turns", "(0,3)"), "public.turns row (0,3)"},
+		{RowLabel("", "(0,3)"), "relation ? row (0,3)"},
+		{RowLabel("public.turns", ""), "public.turns"},
+		{TransactionLabel("1234"), "transaction 1234"},
+		{NamedLabel("map:m1"), "map:m1"},
+		{NameOf(RedisKey, "sesslock:t1:a1:c1:web"), "SESSION"},
+		{NameOf(LeaseLevel, "map:m1"), "MAP"},
+		{NameOf(LeaseLevel, "nothing"), ""},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
