@@ -52,7 +52,7 @@ func newDashboardFlags() (*flagSet, *dashboardFlags) {
 	fs := newFlagSet("dashboard")
 	f := &dashboardFlags{conn: addConnFlags(fs)}
 	f.withSim = fs.Bool("sim", false, "also run the simulator against the named database (load tests in staging)")
-	f.scenario = fs.String("scenario", "steady", "the simulator's scenario `NAME` to start with (locktop sim --list names them)")
+	f.scenario = fs.String("scenario", "steady", "the simulator's scenario `NAME` to start with (locktop sim --list names them; the demo runs \"all\" unless given)")
 	f.interval = fs.Duration("interval", ui.DefaultInterval, "refresh interval")
 	f.allowTerminate = fs.Bool("allow-terminate", false, "allow terminating a backend from the dashboard (asks for confirmation)")
 	f.httpAddr = fs.String("http", "", "also serve /api/locks, /api/advisory-locks, /metrics and /healthz on this `address` (e.g. "+httpapi.DefaultAddr+")")
@@ -111,6 +111,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	red := newRedactor(dsn)
 	runSim := *withSim
+	demo := demoSystems{redisURL: f.sources.redisURL()} // the Redis of the simulator's turns: --redis, else $REDIS_URL
 	if given {
 		logger.Info("dashboard starting", "server", red.target(), "sim", *withSim, "allow_terminate", *allowTerminate)
 	} else {
@@ -128,6 +129,12 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		dsn, red, runSim = c.DSN("postgres"), newRedactor(""), true
 		logger.Info("dashboard starting", "server", "throw-away cluster", "dir", c.Dir())
 		opts.ThrowAway = true
+		stopRedis, err := demo.start(ctx, stderr, !fs.Changed("scenario"), scenario)
+		if err != nil {
+			return err
+		}
+		defer stopRedis()
+		*f.sources.redis = demo.redisURL // watched too; the leases are in the watched database
 	}
 
 	opts.Server = newRedactor(dsn).target() // the header names the server, never its password
@@ -166,7 +173,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		opts.Terminate = red.terminate(mon.Terminate)
 	}
 	if runSim {
-		s, pools, stop, err := startEmbeddedSim(ctx, dsn, *scenario, logger, observers...)
+		s, pools, stop, err := startEmbeddedSimWith(ctx, sim.Options{DSN: dsn, Scenario: *scenario, Logger: logger, Observers: observers, RedisURL: demo.redisURL})
 		if err != nil {
 			return red.err(fmt.Errorf("starting the simulator: %w", err))
 		}

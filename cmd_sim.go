@@ -51,6 +51,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	jsonPath := fs.String("json", "", "write the report as JSON to this file (- for stdout)")
 	conn := addConnFlags(fs) // with none given: DATABASE_URL, the PG* variables, else a throw-away PostgreSQL
 	logPath := fs.String("log", "", "write warnings (worker errors, violations, lost locks) to this file")
+	sys := addSystemFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -69,8 +70,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usagef("unknown scenario %q (have %s)", *scenario, strings.Join(sim.Scenarios(), ", "))
 	case *duration <= 0:
 		return usagef("--duration must be positive, not %s", *duration)
-	case *agents < 0 || *goroutines < 0:
-		return usagef("--agents and --goroutines must not be negative")
+	case *agents < 0 || *goroutines < 0 || *sys.conversations < 0:
+		return usagef("--agents, --conversations and --goroutines must not be negative")
 	case *hookRate < 0 && *hookRate != -1:
 		return usagef("--hook-rate must be positive, 0 (the scenario's) or -1 (no limit)")
 	case *lockConns < 0 || *lockConns > 10000:
@@ -92,6 +93,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		logger = slog.New(slog.NewTextHandler(f, nil))
 	}
 
+	if err := sys.check(); err != nil {
+		return err
+	}
+
 	dsn, given := conn.resolve()
 	if !given {
 		fmt.Fprintln(stderr, "starting a throw-away PostgreSQL...")
@@ -102,11 +107,18 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer c.Stop()
 		dsn = c.DSN("postgres")
 	}
+	redisURL, stopRedis, err := sys.redis(ctx, *scenario, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopRedis()
 
 	s, err := sim.New(ctx, sim.Options{
 		DSN: dsn, Scenario: *scenario, Agents: *agents, Goroutines: *goroutines, HookRate: *hookRate,
 		NoLocks: *noLocks, SharedPool: *shared, LockMaxConns: int32(*lockConns), LockTimeout: *lockTimeout,
 		Schema: *schema, Reset: *reset, Logger: logger, Hooks: simHooks,
+		RedisURL: redisURL, FailOpen: *sys.failOpen, Conversations: *sys.conversations,
+		LeaseStore: *sys.leaseStore, LeasePath: *sys.leasePath,
 	})
 	if err != nil {
 		if errors.Is(err, sim.ErrUnusable) {
@@ -152,7 +164,15 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // function that stops it, runs the final checks and closes its pools. The
 // dashboard's embedded mode (locktop with no arguments) and --sim use it.
 func startEmbeddedSim(ctx context.Context, dsn, scenario string, log *slog.Logger, observers ...lockcore.Observer) (*sim.Sim, func() []model.PoolStats, func(), error) {
-	s, err := sim.New(ctx, sim.Options{DSN: dsn, Scenario: scenario, Logger: log, Observers: observers})
+	return startEmbeddedSimWith(ctx, sim.Options{DSN: dsn, Scenario: scenario, Logger: log, Observers: observers})
+}
+
+// startEmbeddedSimWith is startEmbeddedSim with every option: the demo
+// passes its throw-away Redis (RedisURL) so that scenario "all" runs the
+// turns too. Where the simulator's locks live (for the dashboard's
+// sources) is the returned simulator's Where().
+func startEmbeddedSimWith(ctx context.Context, opts sim.Options) (*sim.Sim, func() []model.PoolStats, func(), error) {
+	s, err := sim.New(ctx, opts)
 	if err != nil {
 		if errors.Is(err, sim.ErrUnusable) {
 			return nil, nil, nil, exitError{code: exitUsage, err: monitor.Describe(err)}

@@ -509,12 +509,12 @@ func TestDashboardEmbedded(t *testing.T) {
 			dir := clusterDir(t, logFile)
 			term.AwaitText(60*time.Second, "locktop", "postgres@/tmp/locktop-pg-", ":5432/postgres", "connected", "Locks")
 			if how == "quit" {
-				// The steady scenario's hot agents: a holder of an AGENT
-				// lock with a waiter queued behind it, and the simulator
-				// panel with its invariants.
+				// The demo's scenario (all) and its hot agents: a holder of
+				// an AGENT lock with a waiter queued behind it, and the
+				// simulator panel with its invariants.
 				term.Await("an AGENT holder with a queued waiter", 60*time.Second, func(s string) bool {
 					return hasLine(s, "AGENT", "holds") && hasLine(s, "waits #1") &&
-						strings.Contains(s, "Simulator steady") && strings.Contains(s, "invariants hold")
+						strings.Contains(s, "Simulator all") && strings.Contains(s, "invariants hold")
 				})
 				term.Keys("Space")
 				term.AwaitText(10*time.Second, "PAUSED")

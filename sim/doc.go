@@ -1,7 +1,8 @@
-// Package sim runs seed 001's race catalogue as live load: named scenarios
-// drive the workloads of package workers through the real lock library
-// against a real database, check the invariants while they run and at the
-// end, and report.
+// Package sim runs seed 001's race catalogue as live load, and seeds 002
+// and 004's workloads beside it: named scenarios drive the workloads of
+// package workers through the real lock libraries against a real database
+// (and Redis), check the invariants while they run and at the end, and
+// report.
 //
 // # Life cycle
 //
@@ -82,6 +83,24 @@
 // timeout, Run stops early without the final checks and returns
 // ErrServerGone. Connecting is bounded (5s unless the DSN says otherwise),
 // and Stop skips the final checks when the server does not answer.
+//
+// # Seeds 002 and 004
+//
+// Each scenario runs one or more lock systems (Scenario.Systems, SystemsOf):
+// seed 001's agents on advisory locks, seed 002's conversation turns on the
+// Redis session mutex (workers.Turns; scenario "acf"), seed 004's map,
+// sketch and project jobs on lease locks (workers.Jobs; scenario "fole");
+// "all" runs the three at once and is the demo's. A system is set up the
+// first time a scenario needs it and kept until Close: turns need
+// Options.RedisURL (ErrNoRedis otherwise); jobs keep their leases in the
+// simulator's database (schema Options.LeaseSchema, "locktop_lease", on a
+// pool of their own named AppLease) or in a SQLite file
+// (Options.LeaseStore), and their maps in a scratch directory of the
+// simulator's. The status and the report show the counters and invariants
+// of the running systems only; the report adds what the turns and the jobs
+// did (Report.Turns, Report.Jobs). Where says where every kind of lock
+// lives, for a monitor. Options.NoLocks and SetLocks switch every system's
+// locks.
 //
 // # Schema
 //

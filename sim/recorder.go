@@ -3,6 +3,7 @@ package sim
 import (
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,6 +96,35 @@ type recorder struct {
 
 	stopping atomic.Bool // cancellations are the run ending, not errors
 	log      *slog.Logger
+
+	shown atomic.Pointer[shown] // the kinds and invariants of the running systems
+}
+
+// shown are the worker kinds and invariants a scenario's systems report.
+type shown struct {
+	kinds []workers.Kind
+	invs  []workers.Invariant
+}
+
+// setSystems makes the counters and invariants those of sys.
+func (r *recorder) setSystems(sys System) {
+	var sh shown
+	if sys&SystemAgents != 0 {
+		sh.kinds = append(sh.kinds, workers.Kinds...)
+		sh.invs = append(sh.invs, workers.Invariants...)
+	}
+	if sys&SystemTurns != 0 {
+		sh.kinds = append(sh.kinds, workers.TurnKinds...)
+		sh.invs = append(sh.invs, workers.TurnInvariants...)
+	}
+	if sys&SystemJobs != 0 {
+		sh.kinds = append(sh.kinds, workers.JobKinds...)
+		sh.invs = append(sh.invs, workers.JobInvariants...)
+	}
+	if !slices.Contains(sh.invs, workers.InvNoLeaks) {
+		sh.invs = append(sh.invs, workers.InvNoLeaks)
+	}
+	r.shown.Store(&sh)
 }
 
 func newRecorder(buffer int, log *slog.Logger) *recorder {
@@ -105,12 +135,13 @@ func newRecorder(buffer int, log *slog.Logger) *recorder {
 		held:   map[lockcore.Key]uint32{},
 		log:    log,
 	}
-	for _, k := range workers.Kinds {
+	for _, k := range workers.AllKinds {
 		r.kinds[k] = &kindCounters{}
 	}
-	for _, inv := range workers.Invariants {
+	for _, inv := range workers.AllInvariants {
 		r.invs[inv] = &invState{}
 	}
+	r.setSystems(SystemAgents)
 	return r
 }
 
@@ -240,16 +271,18 @@ func (r *recorder) emit(ev model.Event) {
 }
 
 func (r *recorder) counters() map[string]model.Counters {
-	out := make(map[string]model.Counters, len(r.kinds))
-	for k, c := range r.kinds {
-		out[string(k)] = c.load()
+	kinds := r.shown.Load().kinds
+	out := make(map[string]model.Counters, len(kinds))
+	for _, k := range kinds {
+		out[string(k)] = r.kinds[k].load()
 	}
 	return out
 }
 
 func (r *recorder) invariants() []model.Invariant {
-	out := make([]model.Invariant, 0, len(workers.Invariants))
-	for _, inv := range workers.Invariants {
+	invs := r.shown.Load().invs
+	out := make([]model.Invariant, 0, len(invs))
+	for _, inv := range invs {
 		st := r.invs[inv]
 		i := model.Invariant{Name: string(inv), Violations: st.n.Load()}
 		if p := st.last.Load(); p != nil {

@@ -48,6 +48,18 @@ type Report struct {
 	EventsDropped int64        `json:"events_dropped"`
 	PeakRSSBytes  int64        `json:"peak_rss_bytes,omitempty"` // the whole process's (VmHWM)
 	AuditError    string       `json:"audit_error,omitempty"`    // the final checks could not all run
+
+	// Seed 002 (scenarios with conversation turns): the conversations, and
+	// what the turns did (commits, redeliveries, extends, stale commits
+	// refused, crashes, outages).
+	Conversations int                `json:"conversations,omitempty"`
+	Turns         *workers.TurnStats `json:"turns,omitempty"`
+	// Seed 004 (scenarios with jobs): the lease store, the resources
+	// (projects, maps, sketches), and what the jobs did, with each
+	// project's longest wait for a job slot.
+	LeaseStore string            `json:"lease_store,omitempty"`
+	Resources  int               `json:"resources,omitempty"`
+	Jobs       *workers.JobStats `json:"jobs,omitempty"`
 }
 
 // LossStats count the critical sections whose lock was lost while they ran
@@ -98,6 +110,7 @@ func (s *Sim) Report() Report {
 		d += time.Since(s.started)
 	}
 	audited, auditErr, stopped := s.audited, s.auditErr, s.run == nil
+	sys, convs := s.sc.Systems, s.sc.Conversations
 	goroutines, hooks := 0, 0
 	for _, dr := range s.sc.Drivers {
 		goroutines += dr.Goroutines
@@ -131,6 +144,14 @@ func (s *Sim) Report() Report {
 			P99:   ms(s.rec.waits.quantile(0.99)),
 			Max:   ms(time.Duration(s.rec.waits.max.Load())),
 		},
+	}
+	if sys&SystemTurns != 0 && s.turns != nil {
+		st := s.turns.Stats()
+		r.Conversations, r.Turns = convs, &st
+	}
+	if sys&SystemJobs != 0 && s.jobs != nil {
+		st := s.jobs.Stats()
+		r.LeaseStore, r.Resources, r.Jobs = s.opts.LeaseStore, s.jobs.Resources(), &st
 	}
 	if !audited && stopped {
 		r.AuditError = "the run was not stopped through Stop: no final checks"
@@ -195,14 +216,24 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.SharedPool {
 		pool = "one shared pool"
 	}
-	fmt.Fprintf(&b, "scenario %s: %d agents, %d goroutines (%d hook goroutines), locks %s, %s, %.1fs\n",
-		r.Scenario, r.Agents, r.Goroutines, r.HookGoroutines, locks, pool, r.DurationSec)
+	var size []string
+	if r.Agents > 0 {
+		size = append(size, fmt.Sprintf("%d agents", r.Agents))
+	}
+	if r.Conversations > 0 {
+		size = append(size, fmt.Sprintf("%d conversations", r.Conversations))
+	}
+	if r.Resources > 0 {
+		size = append(size, fmt.Sprintf("%d lease resources", r.Resources))
+	}
+	fmt.Fprintf(&b, "scenario %s: %s, %d goroutines (%d hook goroutines), locks %s, %s, %.1fs\n",
+		r.Scenario, strings.Join(size, ", "), r.Goroutines, r.HookGoroutines, locks, pool, r.DurationSec)
 	fmt.Fprintf(&b, "critical sections: %d (%.0f/s), hooks %d (%.0f/s); lock wait p50 %.1fms p90 %.1fms p99 %.1fms max %.1fms\n\n",
 		r.Sections, r.SectionsPerS, r.Hooks, r.HooksPerS, r.Wait.P50, r.Wait.P90, r.Wait.P99, r.Wait.Max)
 
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "WORKER\tATTEMPTS\tACQUIRED\tSKIPPED\tTIMEOUTS\tREENTRANT\tLOST\tERRORS\t")
-	for _, k := range workers.Kinds {
+	for _, k := range workers.AllKinds {
 		c := r.Workers[string(k)]
 		if c == (model.Counters{}) {
 			continue
@@ -217,6 +248,23 @@ func (r Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "; %d unfenced (nothing refused their writes)", l.Unfenced)
 		}
 		b.WriteString("\n")
+	}
+
+	if t := r.Turns; t != nil {
+		fmt.Fprintf(&b, "\nturns (%d conversations): %d committed, %d redeliveries answered once, %d extends, %d forgot to extend, "+
+			"%d stale commits refused by the fence, %d releases found the hold expired; %d pod crashes (%d turns cut off), "+
+			"%d Redis outages (%d turns refused, %d run unprotected by FailOpen)\n",
+			r.Conversations, t.Committed, t.Duplicates, t.Extended, t.Forgot, t.StaleRefused, t.Expired, t.PodCrashes, t.Crashed,
+			t.Outages, t.Unavailable, t.FailOpen)
+	}
+	if j := r.Jobs; j != nil {
+		fmt.Fprintf(&b, "\njobs (%d resources, leases on %s): %d jobs, %d tile sets written, %d read whole, %d upgrades, %d bulk retries; "+
+			"%d workers died and %d stalled (%d stopped before writing), %d stale grants recovered (audited), %d writes interrupted\n",
+			r.Resources, r.LeaseStore, j.Jobs, j.TileSets, j.Reads, j.Upgrades, j.BulkRetries, j.Deaths, j.Stalls, j.StaleStopped,
+			j.Recoveries, j.Interrupted)
+		for _, w := range j.Waits {
+			fmt.Fprintf(&b, "  project %-4s %5d jobs, wait for a slot: avg %.0fms, max %.0fms\n", w.Project, w.Jobs, w.AvgWaitMS, w.MaxWaitMS)
+		}
 	}
 
 	b.WriteString("\n")

@@ -22,6 +22,20 @@ type Scenario struct {
 	LockTimeout time.Duration
 	Timing      workers.Timing
 	Drivers     []Driver
+
+	// Systems are the lock systems the scenario runs (0: SystemAgents).
+	Systems System
+	// Conversations of the turns (seed 002); 1..HotConversations get
+	// HotConvShare of the messages.
+	Conversations, HotConversations int
+	HotConvShare                    float64
+	// TurnTTL is a turn's hold (0: 2s); TurnTiming its steps' durations.
+	TurnTTL    time.Duration
+	TurnTiming workers.TurnTiming
+	// JobTiming is how long the jobs' work takes (seed 004); FloodShare the
+	// share of map jobs and bulk jobs that go to the flooding project.
+	JobTiming  workers.JobTiming
+	FloodShare float64
 }
 
 // Driver generates one kind of work: Goroutines loops, each running one
@@ -33,6 +47,7 @@ type Driver struct {
 	Rate       float64
 	Goroutines int
 	unit       func(s *Sim, ctx context.Context) error
+	main       bool // Options.Goroutines and HookRate apply to it, as to hook drivers
 }
 
 // routeWeights is how often each hook route fires, relative to the others.
@@ -139,6 +154,60 @@ var (
 	}
 )
 
+// Seed 002's units: a message, a burst (one message delivered twice at
+// once), a pod crash, a Redis outage.
+var (
+	unitTurn = func(s *Sim, ctx context.Context) error {
+		return s.turns.Deliver(ctx, s.pickConv(), s.turns.NewMessage())
+	}
+	unitTurnBurst = func(s *Sim, ctx context.Context) error {
+		c, m := s.pickConv(), s.turns.NewMessage()
+		return both(func() error { return s.turns.Deliver(ctx, c, m) }, func() error { return s.turns.Deliver(ctx, c, m) })
+	}
+	unitPodCrash = func(s *Sim, _ context.Context) error { s.turns.CrashPod(); return nil }
+	unitOutage   = func(s *Sim, ctx context.Context) error { return s.turns.Outage(ctx, outageFor) }
+)
+
+// outageFor is how long a Redis outage lasts.
+const outageFor = 1500 * time.Millisecond
+
+// Seed 004's units. Map jobs and bulk jobs go to the flooding project
+// with the scenario's FloodShare; reads and edits spread evenly.
+var (
+	unitMapWrite = func(s *Sim, ctx context.Context) error {
+		return s.jobs.MapWrite(ctx, s.jobs.PickMap(s.jobs.PickProject(s.floodShare())))
+	}
+	unitViewer = func(s *Sim, ctx context.Context) error {
+		return s.jobs.MapRead(ctx, s.jobs.PickMap(s.jobs.PickProject(s.evenShare())), false)
+	}
+	unitExport = func(s *Sim, ctx context.Context) error {
+		return s.jobs.MapRead(ctx, s.jobs.PickMap(s.jobs.PickProject(s.floodShare())), true)
+	}
+	unitSketch = func(s *Sim, ctx context.Context) error {
+		return s.jobs.SketchEdit(ctx, s.jobs.PickSketch(s.jobs.PickProject(s.evenShare())))
+	}
+	unitBulk = func(s *Sim, ctx context.Context) error {
+		return s.jobs.Bulk(ctx, s.jobs.PickProject(s.floodShare()))
+	}
+	unitUpgrader = func(s *Sim, ctx context.Context) error {
+		return s.jobs.Upgrader(ctx, s.jobs.PickMap(s.jobs.PickProject(s.evenShare())))
+	}
+	unitDie = func(s *Sim, ctx context.Context) error {
+		return s.jobs.DieHolding(ctx, s.jobs.PickMap(s.jobs.PickProject(s.evenShare())))
+	}
+	unitStall = func(s *Sim, ctx context.Context) error {
+		return s.jobs.Stall(ctx, s.jobs.PickMap(s.jobs.PickProject(s.evenShare())))
+	}
+	unitInterrupt = func(s *Sim, _ context.Context) error { s.jobs.InterruptNext(); return nil }
+	unitFlood     = func(s *Sim, _ context.Context) error {
+		s.jobs.Flood(floodJobs, func(fn func(context.Context)) { s.spawn(workers.KindMapWriter, fn) })
+		return nil
+	}
+)
+
+// floodJobs is how many jobs a flood queues at once.
+const floodJobs = 16
+
 // unitFault arms one fault.
 func unitFault(name string) func(*Sim, context.Context) error {
 	return func(s *Sim, _ context.Context) error {
@@ -198,6 +267,40 @@ func services() []Driver {
 }
 
 func with(t workers.Timing, f func(*workers.Timing)) workers.Timing { f(&t); return t }
+
+// turnTiming is a typical turn: a brain run of about 120ms, 4% of runs
+// outlasting the TTL (extending), a quarter of those forgetting to.
+var turnTiming = workers.TurnTiming{Step: 5 * time.Millisecond, Brain: 120 * time.Millisecond, LongShare: 0.04, ForgetShare: 0.25}
+
+// jobTiming is typical map and sketch work.
+var jobTiming = workers.JobTiming{Step: 20 * time.Millisecond, Tiles: 160 * time.Millisecond, WriteShare: 0.4}
+
+// turnDrivers are seed 002's workloads at rate scale×: messages, bursts,
+// pod crashes and Redis outages.
+func turnDrivers(scale float64) []Driver {
+	return []Driver{
+		{Name: "messages/s", Kind: workers.KindTurn, Rate: 12 * scale, Goroutines: 24, unit: unitTurn, main: scale == 1},
+		{Name: "bursts/s", Kind: workers.KindTurn, Rate: 1 * scale, Goroutines: 2, unit: unitTurnBurst},
+		{Name: "pod crashes/s", Rate: 0.1, Goroutines: 1, unit: unitPodCrash},
+		{Name: "redis outages/s", Rate: 1.0 / 45, Goroutines: 1, unit: unitOutage},
+	}
+}
+
+// jobDrivers are seed 004's workloads at rate scale×, and its faults.
+func jobDrivers(scale float64) []Driver {
+	return []Driver{
+		{Name: "map writes/s", Kind: workers.KindMapWriter, Rate: 3 * scale, Goroutines: 6, unit: unitMapWrite},
+		{Name: "viewers/s", Kind: workers.KindMapReader, Rate: 8 * scale, Goroutines: 6, unit: unitViewer},
+		{Name: "exports/s", Kind: workers.KindMapReader, Rate: 1 * scale, Goroutines: 3, unit: unitExport},
+		{Name: "sketch edits/s", Kind: workers.KindSketch, Rate: 4 * scale, Goroutines: 4, unit: unitSketch},
+		{Name: "bulk jobs/s", Kind: workers.KindBulk, Rate: 0.4 * scale, Goroutines: 2, unit: unitBulk},
+		{Name: "upgraders/s", Kind: workers.KindUpgrader, Rate: 1.5 * scale, Goroutines: 3, unit: unitUpgrader},
+		{Name: "worker deaths/s", Rate: 0.1, Goroutines: 1, unit: unitDie},
+		{Name: "heartbeat stalls/s", Rate: 0.1, Goroutines: 1, unit: unitStall},
+		{Name: "interrupted writes/s", Rate: 0.1, Goroutines: 1, unit: unitInterrupt},
+		{Name: "project floods/s", Rate: 0.05, Goroutines: 1, unit: unitFlood},
+	}
+}
 
 // scenarios are the named scenarios, the default first.
 var scenarios = []Scenario{
@@ -320,6 +423,42 @@ var scenarios = []Scenario{
 		},
 	},
 	{
+		Name: "acf",
+		Description: "seed 002's conversation turns under the Redis session mutex: pods with their own Lockers, multi-step turns " +
+			"resumed by token, long runs that extend (and some that forget: the fence refuses their commit), bursts, pod crashes, Redis outages",
+		Systems:       SystemTurns,
+		Conversations: 40, HotConversations: 4, HotConvShare: 0.5,
+		TurnTiming: turnTiming,
+		Drivers:    turnDrivers(1),
+	},
+	{
+		Name: "fole",
+		Description: "seed 004's map, sketch and project jobs under lease locks: tile sets by the atomic write sequence, viewers, " +
+			"exports, sketch edits, bulk jobs (AcquireAll), upgraders, job caps with project p1 flooding; dead and stalled workers recovered",
+		Systems:    SystemJobs,
+		JobTiming:  jobTiming,
+		FloodShare: 0.7,
+		Drivers:    jobDrivers(1),
+	},
+	{
+		Name: "all",
+		Description: "the demo of every lock system at once: steady's hooks on advisory locks, acf's turns on Redis, " +
+			"fole's jobs on leases",
+		Agents: 200, Hot: 3, HotShare: 0.5,
+		Timing: with(defaultTiming, func(t *workers.Timing) {
+			t.SlowCapture = 2500 * time.Millisecond
+			t.SlowCaptureShare = 0.005
+		}),
+		Systems:       SystemAgents | SystemTurns | SystemJobs,
+		Conversations: 40, HotConversations: 4, HotConvShare: 0.5,
+		TurnTiming: turnTiming,
+		JobTiming:  jobTiming,
+		FloodShare: 0.7,
+		Drivers: append(append(append([]Driver{
+			{Name: "hooks/s", Kind: workers.KindHook, Rate: 60, Goroutines: 32, unit: unitHook},
+		}, background()...), turnDrivers(0.7)...), jobDrivers(0.7)...),
+	},
+	{
 		Name: "scale",
 		Description: "the scale benchmark: 10,000 agents, 1,000 hook goroutines firing back to back at random agents, " +
 			"every background worker and service",
@@ -347,18 +486,44 @@ func Describe(name string) (string, bool) {
 	return sc.Description, ok
 }
 
+// SystemsOf returns the lock systems a scenario runs.
+func SystemsOf(name string) (System, bool) {
+	sc, ok := lookup(name)
+	return sc.Systems, ok
+}
+
 func lookup(name string) (Scenario, bool) {
 	for _, sc := range scenarios {
 		if sc.Name == name {
 			sc.Drivers = append([]Driver(nil), sc.Drivers...)
+			if sc.Systems == 0 {
+				sc.Systems = SystemAgents
+			}
 			return sc, true
 		}
 	}
 	return Scenario{}, false
 }
 
-// faults are the names InjectFault accepts.
-var faults = []string{workers.FaultKillHolder, workers.FaultSlowBody, workers.FaultReentrant, faultBurst}
+// faults are the names InjectFault accepts, with the system each needs.
+var faults = []struct {
+	name string
+	sys  System
+}{
+	{workers.FaultKillHolder, SystemAgents}, {workers.FaultSlowBody, SystemAgents}, {workers.FaultReentrant, SystemAgents},
+	{faultBurst, SystemAgents},
+	{faultPodCrash, SystemTurns}, {faultOutage, SystemTurns}, {faultMessageBurst, SystemTurns},
+	{faultDies, SystemJobs}, {faultStall, SystemJobs}, {faultInterrupt, SystemJobs}, {faultFlood, SystemJobs},
+}
 
-// faultBurst fires a burst of hooks at one agent.
-const faultBurst = "hook-burst"
+// Faults beyond the workers' own.
+const (
+	faultBurst        = "hook-burst"        // a burst of hooks at one agent
+	faultPodCrash     = "pod-crash"         // a pod crashes mid-turn
+	faultOutage       = "redis-outage"      // Redis stops answering for a while
+	faultMessageBurst = "message-burst"     // 10 messages delivered twice each, on one conversation
+	faultDies         = "worker-dies"       // a worker dies holding a map's write lease
+	faultStall        = "heartbeat-stall"   // a writer's heartbeats stall past its lease
+	faultInterrupt    = "interrupted-write" // the next map write stops half-way
+	faultFlood        = "project-flood"     // p1 floods the job queue
+)

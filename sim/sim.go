@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/connect"
 	"github.com/locktop/locktop/internal/poolstats"
@@ -97,10 +98,12 @@ type Options struct {
 	Scenario string
 	// Agents overrides the scenario's number of agents (0: the scenario's).
 	Agents int
-	// Goroutines overrides the number of hook goroutines (0: the scenario's).
+	// Goroutines overrides the number of hook goroutines, and of message
+	// goroutines in acf (0: the scenario's).
 	Goroutines int
-	// HookRate overrides the hooks per second: 0 the scenario's, < 0 no
-	// limit (each hook goroutine fires its next hook as soon as one ends).
+	// HookRate overrides the hooks per second (acf: messages): 0 the
+	// scenario's, < 0 no limit (each goroutine fires its next as soon as
+	// one ends).
 	HookRate float64
 	// NoLocks runs with every lock off, so the races happen and the checks
 	// catch them.
@@ -137,6 +140,30 @@ type Options struct {
 	StopGrace time.Duration
 	// Hooks stop workloads at named points (tests only).
 	Hooks *workers.Hooks
+
+	// RedisURL is the Redis of the conversation turns (a go-redis URL);
+	// scenarios that run turns need it.
+	RedisURL string
+	// RedisPrefix is the session locks' key prefix ("": "sesslock:", the
+	// seed's, which monitors know). Simulations sharing a Redis but not a
+	// database need prefixes of their own.
+	RedisPrefix string
+	// FailOpen processes a message without the lock while Redis is
+	// unreachable (seed 002's risky fallback); default: fail closed.
+	FailOpen bool
+	// Conversations overrides the scenario's number of conversations (its
+	// hot ones keep their proportion).
+	Conversations int
+	// LeaseStore is where the jobs' lease locks live: "postgres" (the
+	// default: the simulator's database, schema LeaseSchema, where a
+	// monitor of that database sees them) or "sqlite" (the file LeasePath).
+	LeaseStore string
+	// LeaseSchema is the lease tables' PostgreSQL schema ("":
+	// lease.DefaultSchema, "locktop_lease").
+	LeaseSchema string
+	// LeasePath is the SQLite file of the lease locks ("": a file in the
+	// simulator's own directory, removed by Close).
+	LeasePath string
 }
 
 // Sim runs a scenario's workloads against one database and checks the
@@ -154,6 +181,14 @@ type Sim struct {
 	rec       *recorder
 	configDir string // the config file's own directory, removed by Close ("" if Options gave a path)
 	configSeq atomic.Int64
+
+	// Seeds 002 and 004, set up when a scenario first needs them (see
+	// setUpSystems) and kept until Close.
+	turns     *workers.Turns
+	jobs      *workers.Jobs
+	rdb       *redis.Client
+	leasePool *pgxpool.Pool
+	sysDir    string // the jobs' maps (and SQLite lease file), removed by Close
 
 	// ctl serialises the control methods (start, stop, scenario switches);
 	// mu guards the fields below and is held only briefly.
@@ -232,8 +267,11 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 	if err := workers.ValidSchema(opts.Schema); err != nil {
 		return nil, err
 	}
-	if opts.Agents < 0 || opts.Goroutines < 0 {
-		return nil, errors.New("sim: agents and goroutines must not be negative")
+	if opts.Agents < 0 || opts.Goroutines < 0 || opts.Conversations < 0 {
+		return nil, errors.New("sim: agents, conversations and goroutines must not be negative")
+	}
+	if err := checkSystemOptions(&opts); err != nil {
+		return nil, err
 	}
 	opts.WorkMinConns = cmp.Or(opts.WorkMinConns, DefaultWorkMinConns)
 	opts.WorkMaxConns = cmp.Or(opts.WorkMaxConns, DefaultWorkMaxConns)
@@ -373,6 +411,7 @@ func (s *Sim) connect(ctx context.Context) error {
 // release gives back what New took: the live session, the pools and the
 // config file's directory.
 func (s *Sim) release() {
+	s.closeSystems()
 	if s.env != nil {
 		s.env.Leave()
 	}
@@ -402,13 +441,20 @@ func (s *Sim) release() {
 // options and none of the controls' changes, and creates its agents. The
 // drivers must be stopped.
 func (s *Sim) configure(ctx context.Context, sc Scenario) error {
-	if s.opts.Agents > 0 {
+	if s.opts.Agents > 0 && sc.Systems&SystemAgents != 0 {
 		sc.Agents = s.opts.Agents
 	}
+	if s.opts.Conversations > 0 && sc.Systems&SystemTurns != 0 && sc.Conversations > 0 {
+		// The hot ones keep their proportion, so that more conversations
+		// spread the load rather than queue it on the same few.
+		sc.HotConversations = max(1, sc.HotConversations*s.opts.Conversations/sc.Conversations)
+		sc.Conversations = s.opts.Conversations
+	}
 	sc.Hot = min(sc.Hot, sc.Agents)
+	sc.HotConversations = min(sc.HotConversations, sc.Conversations)
 	for i := range sc.Drivers {
 		d := &sc.Drivers[i]
-		if d.Kind == workers.KindHook {
+		if d.Kind == workers.KindHook || d.main {
 			if s.opts.Goroutines > 0 {
 				d.Goroutines = s.opts.Goroutines
 			}
@@ -420,9 +466,15 @@ func (s *Sim) configure(ctx context.Context, sc Scenario) error {
 			}
 		}
 	}
-	if err := workers.EnsureAgents(ctx, s.db, sc.Agents); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnusable, err)
+	if sc.Systems&SystemAgents != 0 {
+		if err := workers.EnsureAgents(ctx, s.db, sc.Agents); err != nil {
+			return fmt.Errorf("%w: %w", ErrUnusable, err)
+		}
 	}
+	if err := s.setUpSystems(ctx, sc); err != nil {
+		return err
+	}
+	s.rec.setSystems(sc.Systems)
 	s.env.SetTiming(sc.Timing)
 	lt := sc.LockTimeout
 	if s.opts.LockTimeout > 0 {
@@ -647,6 +699,12 @@ func (s *Sim) finish() error {
 	if err := s.env.Audit(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	s.mu.Lock()
+	sys := s.sc.Systems
+	s.mu.Unlock()
+	if err := s.auditSystems(ctx, sys); err != nil {
+		errs = append(errs, err)
+	}
 	if err := s.checkLeaks(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -782,6 +840,12 @@ func (s *Sim) SetScenario(name string) error {
 	}
 	s.rec.reset()
 	s.env.Faults.Clear()
+	if s.turns != nil {
+		s.turns.ResetStats()
+	}
+	if s.jobs != nil {
+		s.jobs.ResetStats()
+	}
 	s.mu.Lock()
 	s.opts.Scenario = name
 	s.ran = 0
@@ -885,15 +949,75 @@ func (s *Sim) SetLocks(on bool) { s.env.SetLocking(on) }
 // runs first.
 func (s *Sim) ToggleLocks() bool { return s.env.ToggleLocking() }
 
-// Faults lists the fault names InjectFault accepts.
-func (s *Sim) Faults() []string { return slices.Clone(faults) }
+// Faults lists the fault names InjectFault accepts: those of the lock
+// systems the current scenario runs.
+func (s *Sim) Faults() []string {
+	s.mu.Lock()
+	sys := s.sc.Systems
+	s.mu.Unlock()
+	var out []string
+	for _, f := range faults {
+		if sys&f.sys != 0 {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
 
-// InjectFault injects the named fault once: kill-holder (the next hook
-// section terminates its own lock's backend), slow-body (the next hook
-// section outlasts the lock timeout), reentrant (the next hook section tries
-// to take its key again), hook-burst (30 hooks at once on the hottest
-// agent).
+// InjectFault injects the named fault once. Seed 001's: kill-holder (the
+// next hook section terminates its own lock's backend), slow-body (the
+// next hook section outlasts the lock timeout), reentrant (the next hook
+// section tries to take its key again), hook-burst (30 hooks at once on the
+// hottest agent). Seed 002's: pod-crash, redis-outage (1.5s),
+// message-burst (10 messages delivered twice each on the hottest
+// conversation). Seed 004's: worker-dies (holding a map's write lease),
+// heartbeat-stall, interrupted-write (the next map write), project-flood
+// (16 jobs of p1 at once). A fault of a system the scenario does not run
+// is an error.
 func (s *Sim) InjectFault(name string) error {
+	i := slices.IndexFunc(faults, func(f struct {
+		name string
+		sys  System
+	}) bool {
+		return f.name == name
+	})
+	if i < 0 {
+		return fmt.Errorf("%w %q", ErrUnknownFault, name)
+	}
+	s.mu.Lock()
+	sys := s.sc.Systems
+	s.mu.Unlock()
+	if sys&faults[i].sys == 0 {
+		return fmt.Errorf("sim: fault %s: scenario %s does not run its lock system", name, s.Status().Scenario)
+	}
+	switch name {
+	case faultPodCrash:
+		s.turns.CrashPod()
+		return nil
+	case faultInterrupt:
+		s.jobs.InterruptNext()
+		return nil
+	case faultOutage, faultMessageBurst, faultDies, faultStall, faultFlood:
+		return s.runFault(func(ctx context.Context) {
+			switch name {
+			case faultOutage:
+				_ = s.turns.Outage(ctx, outageFor)
+			case faultMessageBurst:
+				fns := make([]func() error, 0, 20)
+				for range 10 {
+					m := s.turns.NewMessage()
+					fns = append(fns, func() error { return s.turns.Deliver(ctx, 1, m) }, func() error { return s.turns.Deliver(ctx, 1, m) })
+				}
+				_ = both(fns...)
+			case faultDies:
+				_ = unitDie(s, ctx)
+			case faultStall:
+				_ = unitStall(s, ctx)
+			case faultFlood:
+				_ = unitFlood(s, ctx)
+			}
+		})
+	}
 	if name == faultBurst {
 		s.mu.Lock()
 		r := s.run
@@ -917,8 +1041,28 @@ func (s *Sim) InjectFault(name string) error {
 		return nil
 	}
 	if !s.env.Faults.Add(name, 1) {
-		return fmt.Errorf("%w %q (have %v)", ErrUnknownFault, name, faults)
+		return fmt.Errorf("%w %q (have %v)", ErrUnknownFault, name, s.Faults())
 	}
+	return nil
+}
+
+// runFault runs fn within the current run (Stop waits for it).
+func (s *Sim) runFault(fn func(ctx context.Context)) error {
+	s.mu.Lock()
+	r := s.run
+	if r != nil && !r.stopping {
+		r.wg.Add(1)
+	} else {
+		r = nil
+	}
+	s.mu.Unlock()
+	if r == nil {
+		return errors.New("sim: not running")
+	}
+	go func() {
+		defer r.wg.Done()
+		fn(r.work)
+	}()
 	return nil
 }
 
@@ -936,7 +1080,11 @@ func (s *Sim) pools() []model.PoolStats {
 	if s.opts.SharedPool {
 		return []model.PoolStats{poolstats.Of("shared", s.workPool, s.locks.Waiting()+s.db.Waiting())}
 	}
-	return []model.PoolStats{poolstats.Of("lock", s.locks.Pool(), s.locks.Waiting()), poolstats.Of("work", s.workPool, s.db.Waiting())}
+	ps := []model.PoolStats{poolstats.Of("lock", s.locks.Pool(), s.locks.Waiting()), poolstats.Of("work", s.workPool, s.db.Waiting())}
+	if s.leasePool != nil {
+		ps = append(ps, poolstats.Of("lease", s.leasePool, 0))
+	}
+	return ps
 }
 
 // Status returns the simulator's state. It is cheap: counters are atomics
@@ -1021,6 +1169,28 @@ func (s *Sim) batch(n int) []int32 {
 	}
 	return out
 }
+
+// pickConv returns a conversation for a message: a hot one with the
+// scenario's share, else any.
+func (s *Sim) pickConv() int32 {
+	s.mu.Lock()
+	n, hot, share := s.sc.Conversations, s.sc.HotConversations, s.sc.HotConvShare
+	s.mu.Unlock()
+	if hot > 0 && randFloat() < share {
+		return int32(randN(hot)) + 1
+	}
+	return int32(randN(n)) + 1
+}
+
+// floodShare is the share of jobs that go to the flooding project; evenShare
+// spreads work evenly over the projects.
+func (s *Sim) floodShare() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sc.FloodShare
+}
+
+func (s *Sim) evenShare() float64 { return 1 / float64(len(s.jobs.Projects())) }
 
 func randN(n int) int    { return mrand.IntN(n) }
 func randFloat() float64 { return mrand.Float64() }

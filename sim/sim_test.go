@@ -44,6 +44,7 @@ func newSim(t *testing.T, opts sim.Options) *sim.Sim {
 	if opts.ConfigPath == "" {
 		opts.ConfigPath = filepath.Join(t.TempDir(), "config.json")
 	}
+	withSystems(t, &opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := sim.New(ctx, opts)

@@ -1,6 +1,9 @@
 // Package workers holds seed 001's workloads as Go code: the hook routes,
 // the background workers, deferred stop, summarisation, the config editor,
-// the skill injector, the handoff executor and the remote agent service.
+// the skill injector, the handoff executor and the remote agent service;
+// and seed 002's conversation turns (Turns) and seed 004's job system
+// (Jobs), which run on the same Env (its database, recorder, locking
+// switch and test hooks).
 //
 // Each workload does what the seed's code does, intermediate commits
 // included, over a small schema of its own (agents, counters, commands,
@@ -88,6 +91,38 @@
 // what they reported; Audit repeats the checks over the database at the end
 // of a run and reports what the live checks could not see (two statements
 // at the same instant, events never applied, sections left behind).
+//
+// # Seed 002: conversation turns
+//
+// Turns drives the Redis session mutex (lockcore/redislock) as the seed's
+// LogicalTurnWorkflow does (see Turns.Deliver): pods with Lockers of their
+// own, a hold taken in step 1 and resumed by token in later steps, long
+// brain runs that extend, and faults (pod crashes, Redis outages, runs
+// that forget to extend). Each turn raises the conversation's fence on
+// entry and commits in a transaction that refuses an older fence. The
+// commit counts what the run already committed that it repeats (its turn
+// number, its message, its starting scenario step): InvTurnSequence,
+// InvAnsweredOnce, InvStaleStep, InvStaleFence; Turns.Audit repeats them,
+// finds gaps, and checks that every hold is released or left to expire
+// (InvTurnLocks).
+//
+// # Seed 004: jobs on lease locks
+//
+// Jobs drives lockcore/lease: map writes (AcquireAll of a project read
+// and a map write, a tile set by Lock.WriteAtomic), viewers and exports,
+// sketch edits, bulk jobs, upgradeable readers, and job slots under the
+// caps; its faults run on a node whose heartbeats never run (a dead
+// worker, a stalled one). Every section registers a hold per resource
+// (enter_hold): a conflicting live hold beside it breaks
+// InvExclusiveWriter, unless both are fenced, when the older grant's
+// holder is a lost one running on (noted; if the lease store still lists
+// it granted, the invariant breaks all the same). Readers check tile sets
+// (InvTileSet), running jobs are counted against the caps in the database
+// (InvJobCaps), slot waits of the projects that do not flood are bounded
+// (InvStarvation), bulk jobs end within their retries (InvDeadlock), and
+// Jobs.Audit checks every stale recovery of this process's grants against
+// the lease store's audit records (InvRecovery) and that no lease or job
+// is left (InvNoLeaks).
 //
 // Cancellation: every workload takes a context; cancelling it stops the
 // workload at its next statement or sleep and releases whatever it holds.

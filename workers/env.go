@@ -29,13 +29,32 @@ const (
 	KindSkillInjector Kind = "skill_injector" // persona skill injector
 	KindHandoff       Kind = "handoff"        // handoff executor
 	KindRemote        Kind = "remote"         // remote agent service
+
+	// Seed 002 (Turns).
+	KindTurn Kind = "turn" // a conversation turn under the Redis session mutex
+
+	// Seed 004 (Jobs).
+	KindMapWriter Kind = "map_writer" // tile generation and calibration (map write, atomic write sequence)
+	KindMapReader Kind = "map_reader" // viewers and exports (map read)
+	KindSketch    Kind = "sketch"     // sketch edits (sketch write)
+	KindBulk      Kind = "bulk_job"   // bulk project jobs (AcquireAll)
+	KindUpgrader  Kind = "upgrader"   // upgradeable readers that may decide to write
 )
 
-// Kinds lists every worker kind, in report order.
+// Kinds lists seed 001's worker kinds, in report order.
 var Kinds = []Kind{
 	KindHook, KindStatus, KindReaper, KindReconciler, KindPoller, KindWatchdog, KindDeferredStop,
 	KindSummariser, KindConfigEditor, KindSkillInjector, KindHandoff, KindRemote,
 }
+
+// TurnKinds and JobKinds are the worker kinds of seeds 002 and 004.
+var (
+	TurnKinds = []Kind{KindTurn}
+	JobKinds  = []Kind{KindMapWriter, KindMapReader, KindSketch, KindBulk, KindUpgrader}
+)
+
+// AllKinds lists every worker kind of every seed, in report order.
+var AllKinds = append(append(append([]Kind(nil), Kinds...), TurnKinds...), JobKinds...)
 
 // Invariant names a property the checks watch.
 type Invariant string
@@ -60,11 +79,40 @@ const (
 	defaultSectionHorizon           = 10 * time.Minute
 )
 
-// Invariants lists every invariant, in report order.
+// Seed 002's invariants (Turns), the races its "What It Prevents" lists.
+const (
+	InvTurnSequence Invariant = "turn_numbers_gapless_no_collision" // per conversation
+	InvAnsweredOnce Invariant = "no_message_answered_twice"
+	InvStaleStep    Invariant = "no_step_applied_from_stale_state" // scenario step advanced twice from one state
+	InvStaleFence   Invariant = "no_commit_with_stale_fence"       // a commit whose fence a newer grant superseded
+	InvTurnLocks    Invariant = "turn_locks_released_or_expired"   // none leaked
+)
+
+// Seed 004's invariants (Jobs).
+const (
+	InvExclusiveWriter Invariant = "no_writer_beside_another_holder"
+	InvTileSet         Invariant = "no_torn_tile_set"
+	InvRecovery        Invariant = "stale_recovery_audited_and_justified"
+	InvJobCaps         Invariant = "job_caps_never_exceeded"
+	InvStarvation      Invariant = "no_project_starved"
+	InvDeadlock        Invariant = "multi_lock_jobs_end_in_bound" // no deadlock
+)
+
+// Invariants lists seed 001's invariants, in report order.
 var Invariants = []Invariant{
 	InvNoOverlap, InvExactlyOnce, InvNoLostUpdate, InvSummaryOnce, InvInjectionOnce,
 	InvConfigKeys, InvCommandOnce, InvHandoffOnce, InvSendOnce, InvNoLeaks,
 }
+
+// TurnInvariants and JobInvariants are the invariants of seeds 002 and
+// 004; a run of either reports InvNoLeaks too.
+var (
+	TurnInvariants = []Invariant{InvTurnSequence, InvAnsweredOnce, InvStaleStep, InvStaleFence, InvTurnLocks}
+	JobInvariants  = []Invariant{InvExclusiveWriter, InvTileSet, InvRecovery, InvJobCaps, InvStarvation, InvDeadlock}
+)
+
+// AllInvariants lists every invariant of every seed, in report order.
+var AllInvariants = append(append(append([]Invariant(nil), Invariants...), TurnInvariants...), JobInvariants...)
 
 // claimInvariant maps a claim kind to the invariant it guards.
 var claimInvariant = map[string]Invariant{

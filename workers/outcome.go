@@ -5,18 +5,24 @@ import (
 	"errors"
 
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/lease"
+	"github.com/locktop/locktop/lockcore/redislock"
 	"github.com/locktop/locktop/model"
 )
 
-// classify turns a workload's error into an outcome. It is the one table
-// of outcomes in workers (lockcore's events classify its own).
+// classify turns a workload's error into an outcome, for every lock kind
+// of the family. It is the one table of outcomes in workers (lockcore's
+// events classify its own).
 func classify(ctx context.Context, err error) model.Outcome {
 	switch {
-	case errors.Is(err, lockcore.ErrTimeout):
+	case errors.Is(err, lockcore.ErrTimeout), errors.Is(err, redislock.ErrNotAcquired), errors.Is(err, lease.ErrTimeout):
 		return model.OutcomeTimeout
-	case errors.Is(err, lockcore.ErrReentrant):
+	case errors.Is(err, lease.ErrLocked):
+		return model.OutcomeSkipped
+	case errors.Is(err, lockcore.ErrReentrant), errors.Is(err, lease.ErrLockOrder):
 		return model.OutcomeReentrant
-	case errors.Is(err, lockcore.ErrLost), errors.Is(err, ErrFenced):
+	case errors.Is(err, lockcore.ErrLost), errors.Is(err, ErrFenced), errors.Is(err, redislock.ErrLost),
+		errors.Is(err, redislock.ErrNotHeld), errors.Is(err, lease.ErrLost):
 		return model.OutcomeLost
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return model.OutcomeCanceled

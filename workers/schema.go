@@ -245,7 +245,7 @@ func Setup(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		if _, err := tx.Exec(ctx, "SELECT set_config('search_path', $1, true)", schema); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, ddl)
+		_, err := tx.Exec(ctx, ddl+turnsDDL+jobsDDL)
 		return err
 	})
 	if err != nil {

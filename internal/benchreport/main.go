@@ -143,6 +143,7 @@ var steps = []struct {
 	{"dashboard refresh", dashboard},
 	{"dashboard at rest", idle},
 	{"simulator at scale", simulator},
+	{"simulator at scale: acf and fole", simSystems},
 	{"recording size", recordingSize},
 	{"lease locks", leaseLocks},
 	{"Redis session mutex", redisMutex},
