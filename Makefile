@@ -8,11 +8,11 @@ export GOFLAGS
 
 .PHONY: demo test build deps vet fmt-check bench clean
 
-## demo: build and open the dashboard on a throw-away PostgreSQL with the simulator
+## demo: build and open the dashboard on a throw-away PostgreSQL and Redis with the simulator
 demo: deps build
 	./$(BIN)
 
-## test: vet, formatting, and every test (a real PostgreSQL included) with -race
+## test: vet, formatting, and every test (real PostgreSQL, Redis and SQLite) with -race
 test: deps fmt-check vet
 	$(GO) test -race -count=1 -timeout 20m ./...
 

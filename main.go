@@ -151,10 +151,11 @@ func report(err error, stderr io.Writer) int {
 // the dashboard's flags. README's Commands section is a copy of it.
 func topHelp() string {
 	var b strings.Builder
-	b.WriteString(`locktop: watch PostgreSQL advisory locks live, and simulate contention.
+	b.WriteString(`locktop: watch application locks live (PostgreSQL advisory locks and lock waits, Redis session
+mutexes, lease locks), record and replay them, and simulate contention.
 
 Usage:
-  locktop [flags] [CONNINFO]   the dashboard; with no server named, on a throw-away PostgreSQL with the simulator
+  locktop [flags] [CONNINFO]   the dashboard; with no server named, on a throw-away PostgreSQL and Redis with the simulator
   locktop COMMAND [flags]      one of the commands below
   locktop COMMAND --help       a command's flags
 
