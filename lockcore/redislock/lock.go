@@ -55,7 +55,9 @@ func (k *Lock) watch() context.Context {
 }
 
 // end marks the lock ended with cause; it reports false if it already was.
-func (k *Lock) end(cause error) bool {
+// announce, if not nil, runs once the cause is set and before the context
+// is cancelled, so that whoever sees Done closed finds the end counted.
+func (k *Lock) end(cause error, announce func()) bool {
 	k.mu.Lock()
 	if k.cause != nil {
 		k.mu.Unlock()
@@ -65,10 +67,13 @@ func (k *Lock) end(cause error) bool {
 	watched := k.ctx != nil
 	if watched {
 		k.timer.Stop()
-		k.cancel(cause)
 	}
 	k.mu.Unlock()
+	if announce != nil {
+		announce()
+	}
 	if watched {
+		k.cancel(cause)
 		k.l.mu.Lock()
 		if k.l.holds[k.token] == k {
 			delete(k.l.holds, k.token)
@@ -87,13 +92,12 @@ func (k *Lock) ended() error {
 
 // lose ends the lock as lost: its context is cancelled with cause ErrLost.
 func (k *Lock) lose(why string) {
-	if !k.end(ErrLost) {
-		return
-	}
-	k.l.observeFailure(ReasonLost)
-	if k.l.log != nil {
-		k.l.log.Warn("session lock lost", "key", k.key, "fence", k.fence, "why", why)
-	}
+	k.end(ErrLost, func() {
+		k.l.observeFailure(ReasonLost)
+		if k.l.log != nil {
+			k.l.log.Warn("session lock lost", "key", k.key, "fence", k.fence, "why", why)
+		}
+	})
 }
 
 // Key returns the lock's key, without the prefix.
@@ -227,6 +231,6 @@ func (k *Lock) Release(ctx context.Context) error {
 	if n == 1 {
 		k.l.count.handOvers.Add(1)
 	}
-	k.end(ErrReleased)
+	k.end(ErrReleased, nil)
 	return nil
 }
