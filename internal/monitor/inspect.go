@@ -26,7 +26,10 @@ func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 	if err != nil {
 		return model.Snapshot{}, err
 	}
-	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows))}
+	other := others(&t)
+	// One allocation for every row: appending the other kinds later would
+	// copy the advisory rows again.
+	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(other))}
 	names := map[int32]string{} // spaces, named once per poll
 	for i := range t.Rows {
 		r := &t.Rows[i]
@@ -62,7 +65,7 @@ func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 		}
 	}
 	queue(snap.Locks)
-	snap.Locks = append(snap.Locks, others(&t)...)
+	snap.Locks = append(snap.Locks, other...)
 	return snap, nil
 }
 

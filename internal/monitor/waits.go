@@ -32,12 +32,12 @@ type heavyGroup struct {
 // for that row, and joins the row's group with the tuple lock's waiters
 // (the waiter holding the tuple lock is next; the others queue behind it),
 // so a `SELECT … FOR UPDATE` queue reads as one row's queue. A waiter's
-// BlockedBy is pg_blocking_pids() narrowed to the group's holders, so
-// earlier waiters do not stand as blockers (the staircase the design
-// avoids for advisory locks); a row's waiters are blocked by the
-// transaction that holds the row. A blocker without a row of its own on
-// the object (a virtual xid holder, a parallel group's leader) gets a
-// holder row with no mode.
+// BlockedBy is lockcore's pg_blocking_pids()-like set narrowed to the
+// group's holders, so earlier waiters do not stand as blockers (the
+// staircase the design avoids for advisory locks) unless no holder
+// conflicts; a row's waiters are blocked by the transaction that holds
+// the row. A blocker without a row of its own on the object gets a holder
+// row with no mode.
 func others(t *lockcore.LockTable) []model.Lock {
 	if len(t.Others) == 0 {
 		return nil
