@@ -24,33 +24,24 @@ var lockModes = [...]string{
 // conflictTable is PostgreSQL's lock conflict table (LockConflicts in
 // src/backend/storage/lmgr/lock.c, the table in the manual's "Explicit
 // Locking"): bit m of conflictTable[n] is set when mode n conflicts with
-// mode m. Every lock type in pg_locks uses it.
+// mode m. Every lock type in pg_locks uses it. Mode 0 stands for a name
+// this table does not know and conflicts with everything, so a row is never
+// shown as unblocked by a mode the table does not know.
 var conflictTable = [...]uint16{
-	0,
-	1 << 8,                                  // AccessShare
-	1<<7 | 1<<8,                             // RowShare
-	1<<5 | 1<<6 | 1<<7 | 1<<8,               // RowExclusive
-	1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8,        // ShareUpdateExclusive
-	1<<3 | 1<<4 | 1<<6 | 1<<7 | 1<<8,        // Share
-	1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8, // ShareRowExclusive
-	1<<2 | 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8,        // Exclusive
-	1<<1 | 1<<2 | 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8, // AccessExclusive
+	0x1ff,
+	1 | 1<<8,                             // AccessShare
+	1 | 1<<7 | 1<<8,                      // RowShare
+	1 | 1<<5 | 1<<6 | 1<<7 | 1<<8,        // RowExclusive
+	1 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8, // ShareUpdateExclusive
+	1 | 1<<3 | 1<<4 | 1<<6 | 1<<7 | 1<<8, // Share
+	1 | 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8,               // ShareRowExclusive
+	1 | 1<<2 | 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8,        // Exclusive
+	1 | 1<<1 | 1<<2 | 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8, // AccessExclusive
 }
 
 // modeNumber is a mode's number, 0 for a name PostgreSQL does not use.
 func modeNumber(mode string) int {
 	return slices.Index(lockModes[:], mode) + 1
-}
-
-// modesConflict reports whether two lock modes conflict. An unknown mode
-// conflicts with everything, so a row is never shown as unblocked by a
-// mode this table does not know.
-func modesConflict(a, b string) bool {
-	na, nb := modeNumber(a), modeNumber(b)
-	if na == 0 || nb == 0 {
-		return true
-	}
-	return conflictTable[na]&(1<<nb) != 0
 }
 
 // blockers fills in each waiter's BlockedBy the way pg_blocking_pids()
@@ -69,7 +60,9 @@ func modesConflict(a, b string) bool {
 func blockers(rows []OtherRow, objs []object) {
 	// Waiters by object, in queue order.
 	byObj := map[object][]int{}
+	nums := make([]int, len(rows))
 	for i := range rows {
+		nums[i] = modeNumber(rows[i].Mode)
 		byObj[objs[i]] = append(byObj[objs[i]], i)
 	}
 	for _, idx := range byObj {
@@ -81,18 +74,26 @@ func blockers(rows []OtherRow, objs []object) {
 				cmp.Compare(ra.PID, rb.PID),
 			)
 		})
+		// modes has a bit for every mode held or wanted so far, so a
+		// waiter that conflicts with none of them (a queue of ShareLock
+		// waiters on one transaction id) skips the scan of the queue.
+		var modes uint16
 		for qi, i := range idx {
 			w := &rows[i]
+			n := nums[i]
 			if w.Granted {
+				modes |= 1 << n
 				continue
 			}
 			var by []int32
-			for _, j := range idx[:qi] {
-				h := &rows[j]
-				if h.PID != w.PID && modesConflict(h.Mode, w.Mode) && !slices.Contains(by, h.PID) {
-					by = append(by, h.PID)
+			if conflictTable[n]&modes != 0 {
+				for _, j := range idx[:qi] {
+					if h := &rows[j]; h.PID != w.PID && conflictTable[n]&(1<<nums[j]) != 0 && !slices.Contains(by, h.PID) {
+						by = append(by, h.PID)
+					}
 				}
 			}
+			modes |= 1 << n
 			if by == nil {
 				by = []int32{}
 			}

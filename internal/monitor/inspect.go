@@ -26,10 +26,9 @@ func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 	if err != nil {
 		return model.Snapshot{}, err
 	}
-	other := others(&t)
-	// One allocation for every row: appending the other kinds later would
-	// copy the advisory rows again.
-	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(other))}
+	// Room for the other kinds too, so appending them does not copy the
+	// advisory rows again.
+	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(t.Others))}
 	names := map[int32]string{} // spaces, named once per poll
 	for i := range t.Rows {
 		r := &t.Rows[i]
@@ -65,7 +64,7 @@ func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 		}
 	}
 	queue(snap.Locks)
-	snap.Locks = append(snap.Locks, other...)
+	snap.Locks = others(&t, snap.Locks)
 	return snap, nil
 }
 
