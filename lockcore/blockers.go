@@ -101,3 +101,29 @@ func blockers(rows []OtherRow, objs []object) {
 		}
 	}
 }
+
+// waitedFor keeps the rows of other lock types that matter to a waiter,
+// in place: the waiters, the granted rows on the objects they wait for,
+// and the tuple locks held by transaction id waiters (they name the row a
+// `SELECT … FOR UPDATE` waits for).
+func waitedFor(rows []OtherRow, objs []object) ([]OtherRow, []object) {
+	waited := map[object]bool{}
+	xidWaiters := map[int32]bool{}
+	for i := range rows {
+		if !rows[i].Granted {
+			waited[objs[i]] = true
+			if rows[i].LockType == "transactionid" {
+				xidWaiters[rows[i].PID] = true
+			}
+		}
+	}
+	n := 0
+	for i := range rows {
+		r := &rows[i]
+		if !r.Granted || waited[objs[i]] || (r.LockType == "tuple" && xidWaiters[r.PID]) {
+			rows[n], objs[n] = *r, objs[i]
+			n++
+		}
+	}
+	return rows[:n], objs[:n]
+}

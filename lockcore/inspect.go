@@ -22,20 +22,21 @@ type Querier interface {
 // databases and relations those rows name come back once each, not once
 // per lock, so a backend holding 10,000 locks sends its query text once.
 // The first row always exists and carries the server's clock and
-// connection count.
+// connection count. l is a filter on p, not a second copy of the rows.
 //
 // Row kinds: 0 header (now, client connections counted from
 // pg_stat_database, which every role may read in full); 1 advisory lock
 // (pid, database oid, classid, objid, objsubid, share mode, granted,
 // waitstart: advisory locks are ExclusiveLock or ShareLock, so the mode
 // travels as a bool); 2 backend (pid, user, application, client address,
-// state, query, query_start, state_change); 3 database (oid, name); 4 any
-// other heavyweight lock that someone waits for (pid, database oid,
-// relation oid in classid, granted, waitstart, locktype, tuple id, object,
-// mode): the waiters, the granted rows on the objects they wait for, and
-// the tuple locks the waiters hold (they name the row a transaction id wait
-// is for); 5 relation (oid, schema-qualified name) of kind 4 rows in this
-// database or a shared catalog.
+// state, query, query_start, state_change); 3 database (oid, name: every
+// database, fewer rows than the hashing that picks them would cost); 4 any
+// other heavyweight lock (pid, database oid, relation oid in classid,
+// granted, waitstart, locktype, tuple id, object, mode), sent only when
+// someone waits for one; 5 relation (oid, schema-qualified name) of kind 4
+// rows in this database or a shared catalog. ReadLocks keeps the kind 4
+// rows that matter (see waitedFor): matching them to the waiters costs
+// the server more than sending the few granted rows besides them.
 //
 // Fast-path rows are left out: only weak relation locks and a session's own
 // virtual xid are taken on the fast path, and a request that conflicts with
@@ -47,13 +48,9 @@ type Querier interface {
 const InspectSQL = `WITH p AS MATERIALIZED (
 	SELECT locktype, pid, database, relation, page, tuple, transactionid, virtualxid, classid, objid, objsubid, mode, granted, waitstart
 	FROM pg_locks WHERE NOT fastpath),
-l AS (SELECT pid, database, classid, objid, objsubid, mode, granted, waitstart FROM p WHERE locktype = 'advisory'),
-h AS MATERIALIZED (
-	SELECT *, concat_ws(':', locktype, database, relation, page, tuple, transactionid, virtualxid, classid, objid, objsubid) AS obj
-	FROM p WHERE locktype <> 'advisory' AND EXISTS (SELECT 1 FROM p w WHERE NOT w.granted AND w.locktype <> 'advisory')),
+l AS NOT MATERIALIZED (SELECT pid, database, classid, objid, objsubid, mode, granted, waitstart FROM p WHERE locktype = 'advisory'),
 o AS MATERIALIZED (
-	SELECT * FROM h WHERE NOT granted OR obj IN (SELECT obj FROM h WHERE NOT granted)
-		OR (locktype = 'tuple' AND pid IN (SELECT pid FROM h WHERE NOT granted AND locktype = 'transactionid')))
+	SELECT * FROM p WHERE locktype <> 'advisory' AND EXISTS (SELECT 1 FROM p w WHERE NOT w.granted AND w.locktype <> 'advisory'))
 SELECT 0 AS kind, NULL::int4 AS pid, NULL::oid AS oid, NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid,
 	NULL::bool AS share, NULL::bool AS granted, now() AS ts, NULL::timestamptz AS ts2,
 	(SELECT sum(numbackends) FROM pg_stat_database)::text AS t1,
@@ -66,7 +63,7 @@ SELECT 2, a.pid, NULL, NULL, NULL, NULL, NULL, NULL, a.query_start, a.state_chan
 FROM pg_stat_activity a WHERE a.pid IN (SELECT pid FROM l UNION SELECT pid FROM o)
 UNION ALL
 SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL
-FROM pg_database d WHERE d.oid IN (SELECT database FROM l UNION SELECT database FROM o)
+FROM pg_database d
 UNION ALL
 SELECT 4, pid, database, relation, NULL, NULL, NULL, granted, waitstart, NULL, locktype, NULL,
 	CASE WHEN tuple IS NOT NULL THEN '(' || page || ',' || tuple || ')' END,
@@ -146,6 +143,17 @@ type Backend struct {
 	QueryStart, StateChange       time.Time
 }
 
+// lockRow is an advisory row of InspectSQL before it is sorted.
+type lockRow struct {
+	pid     int32
+	db      uint32
+	key     Key
+	share   bool
+	granted bool
+	wait    time.Time
+	hasWait bool
+}
+
 // ReadLocks reads every advisory lock on the server, holders and waiters,
 // with the sessions behind them, in one statement (InspectSQL), and decodes
 // the keys.
@@ -156,15 +164,6 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 	}
 	defer rows.Close()
 
-	type lockRow struct {
-		pid     int32
-		db      uint32
-		key     Key
-		share   bool
-		granted bool
-		wait    time.Time
-		hasWait bool
-	}
 	var (
 		t        LockTable
 		locks    []lockRow
@@ -260,6 +259,11 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 	})
 	t.Rows = make([]LockRow, len(locks))
 	none := &Backend{}
+	if kept, keptObjs := waitedFor(others, objs); len(kept) < len(others) {
+		// The server sent the backends of the rows left out too.
+		others, objs = kept, keptObjs
+		pruneBackends(backends, locks, others)
+	}
 	for i := range others {
 		o := &others[i]
 		o.Database = dbs[objs[i].database]
@@ -285,6 +289,23 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		}
 	}
 	return t, nil
+}
+
+// pruneBackends deletes the backends that neither an advisory row nor a
+// kept row of another type names.
+func pruneBackends(backends map[int32]*Backend, locks []lockRow, others []OtherRow) {
+	used := make(map[int32]bool, len(backends))
+	for i := range locks {
+		used[locks[i].pid] = true
+	}
+	for i := range others {
+		used[others[i].PID] = true
+	}
+	for pid := range backends {
+		if !used[pid] {
+			delete(backends, pid)
+		}
+	}
 }
 
 func compareBool(a, b bool) int {
