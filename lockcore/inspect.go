@@ -18,59 +18,64 @@ type Querier interface {
 }
 
 // InspectSQL is the one statement ReadLocks sends. pg_locks is read once
-// (the materialized CTE) and comes back as compact rows; the backends and
-// databases those rows name come back once each, not once per lock, so a
-// backend holding 10,000 locks sends its query text once. The first row
-// always exists and carries the server's clock and connection count.
+// (the materialized CTE) and comes back as compact rows; the backends,
+// databases and relations those rows name come back once each, not once
+// per lock, so a backend holding 10,000 locks sends its query text once.
+// The first row always exists and carries the server's clock and
+// connection count. l is a filter on p, not a second copy of the rows.
 //
 // Row kinds: 0 header (now, client connections counted from
 // pg_stat_database, which every role may read in full); 1 advisory lock
 // (pid, database oid, classid, objid, objsubid, share mode, granted,
 // waitstart: advisory locks are ExclusiveLock or ShareLock, so the mode
 // travels as a bool); 2 backend (pid, user, application, client address,
-// state, query, query_start, state_change); 3 database (oid, name); 4 any
-// other heavyweight lock that someone waits for (pid, database oid,
-// granted, waitstart, locktype, relation name, tuple id, object, mode, and
-// for a waiter pg_blocking_pids): the waiters, the granted rows on the
-// objects they wait for, and the tuple locks the waiters hold (they name
-// the row a transaction id wait is for). With nobody waiting, kind 4 costs
-// one scan of the materialized rows: pg_blocking_pids runs only for
-// waiting rows of other kinds, never for advisory ones.
+// state, query, query_start, state_change); 3 database (oid, name: every
+// database, fewer rows than the hashing that picks them would cost); 4 any
+// other heavyweight lock (pid, database oid, relation oid in classid,
+// granted, waitstart, locktype, tuple id, object, mode), sent only when
+// someone waits for one; 5 relation (oid, schema-qualified name) of kind 4
+// rows in this database or a shared catalog. ReadLocks keeps the kind 4
+// rows that matter (see waitedFor): matching them to the waiters costs
+// the server more than sending the few granted rows besides them.
+//
+// Fast-path rows are left out: only weak relation locks and a session's own
+// virtual xid are taken on the fast path, and a request that conflicts with
+// one moves it to the shared table first, so a fast-path row never blocks
+// anyone. Who blocks a waiter is worked out by ReadLocks from these rows
+// (see BlockedBy), not by pg_blocking_pids(), which costs the server a
+// pass over the lock table per waiter. With nobody waiting, kinds 4 and 5
+// cost one scan of the materialized rows.
 const InspectSQL = `WITH p AS MATERIALIZED (
 	SELECT locktype, pid, database, relation, page, tuple, transactionid, virtualxid, classid, objid, objsubid, mode, granted, waitstart
-	FROM pg_locks WHERE locktype = 'advisory' OR NOT (granted AND locktype = 'virtualxid')),
-l AS (SELECT pid, database, classid, objid, objsubid, mode, granted, waitstart FROM p WHERE locktype = 'advisory'),
-h AS MATERIALIZED (
-	SELECT *, concat_ws(':', locktype, database, relation, page, tuple, transactionid, virtualxid, classid, objid, objsubid) AS obj
-	FROM p WHERE locktype <> 'advisory' AND EXISTS (SELECT 1 FROM p w WHERE NOT w.granted AND w.locktype <> 'advisory')),
-w AS MATERIALIZED (SELECT obj, pid, locktype FROM h WHERE NOT granted),
+	FROM pg_locks WHERE NOT fastpath),
+l AS NOT MATERIALIZED (SELECT pid, database, classid, objid, objsubid, mode, granted, waitstart FROM p WHERE locktype = 'advisory'),
 o AS MATERIALIZED (
-	SELECT h.*, CASE WHEN NOT granted THEN pg_blocking_pids(pid) END AS blockers FROM h
-	WHERE NOT granted OR obj IN (SELECT obj FROM w)
-		OR (locktype = 'tuple' AND pid IN (SELECT pid FROM w WHERE locktype = 'transactionid')))
+	SELECT * FROM p WHERE locktype <> 'advisory' AND EXISTS (SELECT 1 FROM p w WHERE NOT w.granted AND w.locktype <> 'advisory'))
 SELECT 0 AS kind, NULL::int4 AS pid, NULL::oid AS oid, NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid,
 	NULL::bool AS share, NULL::bool AS granted, now() AS ts, NULL::timestamptz AS ts2,
 	(SELECT sum(numbackends) FROM pg_stat_database)::text AS t1,
-	NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5, NULL::int4[] AS pids
+	NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5
 UNION ALL
-SELECT 1, pid, database, classid, objid, objsubid, mode = 'ShareLock', granted, waitstart, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM l
+SELECT 1, pid, database, classid, objid, objsubid, mode = 'ShareLock', granted, waitstart, NULL, NULL, NULL, NULL, NULL, NULL FROM l
 UNION ALL
 SELECT 2, a.pid, NULL, NULL, NULL, NULL, NULL, NULL, a.query_start, a.state_change,
-	a.usename::text, a.application_name, host(a.client_addr), a.state, a.query, NULL
-FROM pg_stat_activity a WHERE a.pid IN (SELECT pid FROM l UNION SELECT pid FROM o UNION SELECT unnest(blockers) FROM o)
+	a.usename::text, a.application_name, host(a.client_addr), a.state, a.query
+FROM pg_stat_activity a WHERE a.pid IN (SELECT pid FROM l UNION SELECT pid FROM o)
 UNION ALL
-SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL, NULL
-FROM pg_database d WHERE d.oid IN (SELECT database FROM l UNION SELECT database FROM o)
+SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL
+FROM pg_database d
 UNION ALL
-SELECT 4, o.pid, o.database, NULL, NULL, NULL, NULL, o.granted, o.waitstart, NULL, o.locktype,
-	CASE WHEN o.relation IS NOT NULL AND (o.database = 0 OR o.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
-		THEN (SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = o.relation) END,
-	CASE WHEN o.tuple IS NOT NULL THEN '(' || o.page || ',' || o.tuple || ')' END,
-	CASE o.locktype WHEN 'transactionid' THEN o.transactionid::text WHEN 'virtualxid' THEN o.virtualxid
-		WHEN 'page' THEN 'page ' || o.page WHEN 'relation' THEN NULL WHEN 'tuple' THEN NULL WHEN 'extend' THEN NULL
-		ELSE concat_ws(':', o.transactionid, o.classid, o.objid, o.objsubid) END,
-	o.mode, o.blockers
-FROM o`
+SELECT 4, pid, database, relation, NULL, NULL, NULL, granted, waitstart, NULL, locktype, NULL,
+	CASE WHEN tuple IS NOT NULL THEN '(' || page || ',' || tuple || ')' END,
+	CASE locktype WHEN 'transactionid' THEN transactionid::text WHEN 'virtualxid' THEN virtualxid
+		WHEN 'page' THEN 'page ' || page WHEN 'relation' THEN NULL WHEN 'tuple' THEN NULL WHEN 'extend' THEN NULL
+		ELSE concat_ws(':', transactionid, classid, objid, objsubid) END,
+	mode
+FROM o
+UNION ALL
+SELECT 5, NULL, c.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, format('%I.%I', n.nspname, c.relname), NULL, NULL, NULL, NULL
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid IN (SELECT relation FROM o WHERE database = 0 OR database = (SELECT oid FROM pg_database WHERE datname = current_database()))`
 
 // LockTable is every advisory lock on a server at one instant, as ReadLocks
 // reads it.
@@ -84,8 +89,7 @@ type LockTable struct {
 	// for: the waiters, the granted rows on what they wait for, and the
 	// tuple locks the waiters hold; in the server's order.
 	Others []OtherRow
-	// Backends are the sessions the rows name, and the sessions that block
-	// the waiters of Others (pg_blocking_pids), by pid.
+	// Backends are the sessions the rows name, by pid.
 	Backends map[int32]*Backend
 }
 
@@ -106,7 +110,10 @@ type OtherRow struct {
 	// WaitStart is when a waiter started waiting (or Taken while the
 	// server has not recorded it yet); zero for a granted row.
 	WaitStart time.Time
-	// BlockedBy is pg_blocking_pids() of a waiter; nil for a granted row.
+	// BlockedBy is who a waiter waits for, as pg_blocking_pids() names
+	// them but worked out from the rows (see blockers): the holders of the
+	// same object in a conflicting mode, then the waiters queued before it
+	// (by wait start) that want a conflicting mode. nil for a granted row.
 	BlockedBy []int32
 	Backend   *Backend
 }
@@ -136,6 +143,17 @@ type Backend struct {
 	QueryStart, StateChange       time.Time
 }
 
+// lockRow is an advisory row of InspectSQL before it is sorted.
+type lockRow struct {
+	pid     int32
+	db      uint32
+	key     Key
+	share   bool
+	granted bool
+	wait    time.Time
+	hasWait bool
+}
+
 // ReadLocks reads every advisory lock on the server, holders and waiters,
 // with the sessions behind them, in one statement (InspectSQL), and decodes
 // the keys.
@@ -146,15 +164,6 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 	}
 	defer rows.Close()
 
-	type lockRow struct {
-		pid     int32
-		db      uint32
-		key     Key
-		share   bool
-		granted bool
-		wait    time.Time
-		hasWait bool
-	}
 	var (
 		t        LockTable
 		locks    []lockRow
@@ -169,13 +178,13 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		granted             pgtype.Bool
 		ts, ts2             pgtype.Timestamptz
 		t1, t2, t3, t4, t5  pgtype.Text
-		pids                []int32
 		others              []OtherRow
-		otherDBs            []uint32
+		objs                []object // others' objects, by index
+		relations           = map[uint32]string{}
 	)
 	// One destination slice for every row: a fresh variadic slice per Scan
 	// would be an allocation per lock.
-	dest := []any{&kind, &pid, &oid, &classid, &objid, &objsubid, &share, &granted, &ts, &ts2, &t1, &t2, &t3, &t4, &t5, &pids}
+	dest := []any{&kind, &pid, &oid, &classid, &objid, &objsubid, &share, &granted, &ts, &ts2, &t1, &t2, &t3, &t4, &t5}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return LockTable{}, err
@@ -205,14 +214,15 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		case 3:
 			dbs[oid.Uint32] = t1.String
 		case 4:
-			o := OtherRow{LockType: t1.String, Relation: t2.String, Tuple: t3.String, Object: t4.String,
+			o := OtherRow{LockType: t1.String, Tuple: t3.String, Object: t4.String,
 				PID: pid.Int32, Mode: t5.String, Granted: granted.Bool}
 			if !o.Granted {
 				o.WaitStart = ts.Time // zero (fixed below) until the server records it
-				o.BlockedBy = append([]int32{}, pids...)
 			}
 			others = append(others, o)
-			otherDBs = append(otherDBs, oid.Uint32)
+			objs = append(objs, object{lockType: o.LockType, database: oid.Uint32, relation: classid.Uint32, tuple: o.Tuple, object: o.Object})
+		case 5:
+			relations[oid.Uint32] = t1.String
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -249,9 +259,15 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 	})
 	t.Rows = make([]LockRow, len(locks))
 	none := &Backend{}
+	if kept, keptObjs := waitedFor(others, objs); len(kept) < len(others) {
+		// The server sent the backends of the rows left out too.
+		others, objs = kept, keptObjs
+		pruneBackends(backends, locks, others)
+	}
 	for i := range others {
 		o := &others[i]
-		o.Database = dbs[otherDBs[i]]
+		o.Database = dbs[objs[i].database]
+		o.Relation = relations[objs[i].relation]
 		if !o.Granted && o.WaitStart.IsZero() {
 			o.WaitStart = t.Taken
 		}
@@ -259,6 +275,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 			o.Backend = none
 		}
 	}
+	blockers(others, objs)
 	t.Others, t.Backends = others, backends
 	for i := range locks {
 		r := &locks[i]
@@ -272,6 +289,23 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		}
 	}
 	return t, nil
+}
+
+// pruneBackends deletes the backends that neither an advisory row nor a
+// kept row of another type names.
+func pruneBackends(backends map[int32]*Backend, locks []lockRow, others []OtherRow) {
+	used := make(map[int32]bool, len(backends))
+	for i := range locks {
+		used[locks[i].pid] = true
+	}
+	for i := range others {
+		used[others[i].PID] = true
+	}
+	for pid := range backends {
+		if !used[pid] {
+			delete(backends, pid)
+		}
+	}
 }
 
 func compareBool(a, b bool) int {

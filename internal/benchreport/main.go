@@ -147,6 +147,8 @@ var steps = []struct {
 	{"recording size", recordingSize},
 	{"lease locks", leaseLocks},
 	{"Redis session mutex", redisMutex},
+	{"one pane", onePane},
+	{"at rest beside pg_activity", restBeside},
 }
 
 func (r *runner) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -100,15 +101,38 @@ func BenchmarkInspectMixed(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	runBare := func(b *testing.B) {
+		rows, err := mon.Query(ctx, string(bare))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for rows.Next() {
+		}
+		rows.Close()
+	}
 	b.Run("bare", func(b *testing.B) {
 		for b.Loop() {
-			rows, err := mon.Query(ctx, string(bare))
-			if err != nil {
+			runBare(b)
+		}
+	})
+	// Side by side: each iteration runs both, so a machine busy with other
+	// work slows both alike; the medians and their ratio are reported.
+	b.Run("ratio", func(b *testing.B) {
+		var ins, bar []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			if _, err := monitor.Inspect(ctx, mon); err != nil {
 				b.Fatal(err)
 			}
-			for rows.Next() {
-			}
-			rows.Close()
+			t1 := time.Now()
+			runBare(b)
+			ins, bar = append(ins, t1.Sub(t0)), append(bar, time.Since(t1))
 		}
+		slices.Sort(ins)
+		slices.Sort(bar)
+		mi, mb := ins[len(ins)/2], bar[len(bar)/2]
+		b.ReportMetric(float64(mi.Microseconds())/1000, "inspect-ms")
+		b.ReportMetric(float64(mb.Microseconds())/1000, "bare-ms")
+		b.ReportMetric(float64(mi)/float64(mb), "x-bare")
 	})
 }

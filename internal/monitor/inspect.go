@@ -26,7 +26,9 @@ func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 	if err != nil {
 		return model.Snapshot{}, err
 	}
-	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows))}
+	// Room for the other kinds too, so appending them does not copy the
+	// advisory rows again.
+	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(t.Others))}
 	names := map[int32]string{} // spaces, named once per poll
 	for i := range t.Rows {
 		r := &t.Rows[i]
@@ -62,7 +64,7 @@ func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 		}
 	}
 	queue(snap.Locks)
-	snap.Locks = append(snap.Locks, others(&t)...)
+	snap.Locks = others(&t, snap.Locks)
 	return snap, nil
 }
 

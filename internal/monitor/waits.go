@@ -20,27 +20,28 @@ func objOf(r *lockcore.OtherRow) objKey {
 // heavyGroup is the waiters of one locked object and the holders that
 // block them.
 type heavyGroup struct {
-	id    model.KeyID
-	rows  []model.Lock
-	pids  map[int32]bool // every pid with a row in the group
-	holds map[int32]bool // pids holding it
+	id   model.KeyID
+	rows []model.Lock
+	// pids with a row in the group, and those holding it: slices, not
+	// maps, since a group has a handful of rows and a poll many groups.
+	pids, holds []int32
 }
 
-// others turns the heavyweight rows of other lock types into model locks,
+// others appends the heavyweight rows of other lock types to out as model locks,
 // one group per locked object: its holders, then its waiters in queue
 // order. A transaction id wait whose waiter holds a tuple lock is a wait
 // for that row, and joins the row's group with the tuple lock's waiters
 // (the waiter holding the tuple lock is next; the others queue behind it),
 // so a `SELECT … FOR UPDATE` queue reads as one row's queue. A waiter's
-// BlockedBy is pg_blocking_pids() narrowed to the group's holders, so
-// earlier waiters do not stand as blockers (the staircase the design
-// avoids for advisory locks); a row's waiters are blocked by the
-// transaction that holds the row. A blocker without a row of its own on
-// the object (a virtual xid holder, a parallel group's leader) gets a
-// holder row with no mode.
-func others(t *lockcore.LockTable) []model.Lock {
+// BlockedBy is lockcore's pg_blocking_pids()-like set narrowed to the
+// group's holders, so earlier waiters do not stand as blockers (the
+// staircase the design avoids for advisory locks) unless no holder
+// conflicts; a row's waiters are blocked by the transaction that holds
+// the row. A blocker without a row of its own on the object gets a holder
+// row with no mode.
+func others(t *lockcore.LockTable, out []model.Lock) []model.Lock {
 	if len(t.Others) == 0 {
-		return nil
+		return out
 	}
 	// The row a transaction id waiter waits for: the tuple lock it holds.
 	rowOf := map[int32]*lockcore.OtherRow{}
@@ -63,7 +64,7 @@ func others(t *lockcore.LockTable) []model.Lock {
 	group := func(id model.KeyID) *heavyGroup {
 		g := byID[id]
 		if g == nil {
-			g = &heavyGroup{id: id, pids: map[int32]bool{}, holds: map[int32]bool{}}
+			g = &heavyGroup{id: id}
 			byID[id] = g
 			groups = append(groups, g)
 		}
@@ -111,7 +112,7 @@ func others(t *lockcore.LockTable) []model.Lock {
 		g := group(id)
 		byObj[objOf(r)] = g
 		g.rows = append(g.rows, row(r, id))
-		g.pids[r.PID] = true
+		g.pids = append(g.pids, r.PID)
 	}
 	// Then the granted rows on what they wait for.
 	for i := range t.Others {
@@ -120,24 +121,19 @@ func others(t *lockcore.LockTable) []model.Lock {
 			continue
 		}
 		g := byObj[objOf(r)]
-		if g == nil || g.pids[r.PID] {
+		if g == nil || slices.Contains(g.pids, r.PID) {
 			continue // a waiter's own tuple lock, or a lock nobody waits for
 		}
 		if r.LockType == "tuple" && waitsXID[r.PID] {
 			continue // the head of a row's queue: a waiter, not a holder
 		}
 		g.rows = append(g.rows, row(r, g.id))
-		g.pids[r.PID] = true
-		g.holds[r.PID] = true
+		g.pids = append(g.pids, r.PID)
+		g.holds = append(g.holds, r.PID)
 	}
 
-	out := make([]model.Lock, 0, len(t.Others))
 	for _, g := range groups {
-		holders := make([]int32, 0, len(g.holds))
-		for pid := range g.holds {
-			holders = append(holders, pid)
-		}
-		slices.Sort(holders)
+		holders := slices.Sorted(slices.Values(g.holds))
 		var extra []int32
 		for i := range g.rows {
 			l := &g.rows[i]
@@ -146,7 +142,7 @@ func others(t *lockcore.LockTable) []model.Lock {
 			}
 			var narrowed []int32
 			for _, p := range l.BlockedBy {
-				if g.holds[p] {
+				if slices.Contains(g.holds, p) {
 					narrowed = append(narrowed, p)
 				}
 			}
@@ -157,7 +153,7 @@ func others(t *lockcore.LockTable) []model.Lock {
 			default:
 				narrowed = append(narrowed, l.BlockedBy...)
 				for _, p := range l.BlockedBy {
-					if !g.pids[p] && !slices.Contains(extra, p) {
+					if !slices.Contains(g.pids, p) && !slices.Contains(extra, p) {
 						extra = append(extra, p)
 					}
 				}
