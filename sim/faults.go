@@ -79,26 +79,13 @@ func (s *Sim) InjectFault(name string) error {
 		})
 	}
 	if name == faultBurst {
-		s.mu.Lock()
-		r := s.run
-		if r != nil && !r.stopping {
-			r.wg.Add(1)
-		} else {
-			r = nil
-		}
-		s.mu.Unlock()
-		if r == nil {
-			return errors.New("sim: not running")
-		}
-		go func() {
-			defer r.wg.Done()
+		return s.runFault(func(ctx context.Context) {
 			fns := make([]func() error, 30)
 			for i := range fns {
-				fns[i] = func() error { return s.env.Hook(r.work, pickRoute(), 1) }
+				fns[i] = func() error { return s.env.Hook(ctx, pickRoute(), 1) }
 			}
 			_ = both(fns...)
-		}()
-		return nil
+		})
 	}
 	if !s.env.Faults.Add(name, 1) {
 		return fmt.Errorf("%w %q (have %v)", ErrUnknownFault, name, s.Faults())
