@@ -15,14 +15,15 @@ import (
 // events classify its own).
 func classify(ctx context.Context, err error) model.Outcome {
 	switch {
-	case errors.Is(err, lockcore.ErrTimeout), errors.Is(err, redislock.ErrNotAcquired), errors.Is(err, lease.ErrTimeout):
+	// lease's ErrTimeout and ErrLost, and redislock's ErrLost, match
+	// lockcore's (lockcore.Kin): one case covers the family.
+	case errors.Is(err, lockcore.ErrTimeout), errors.Is(err, redislock.ErrNotAcquired):
 		return model.OutcomeTimeout
 	case errors.Is(err, lease.ErrLocked):
 		return model.OutcomeSkipped
 	case errors.Is(err, lockcore.ErrReentrant), errors.Is(err, lease.ErrLockOrder):
 		return model.OutcomeReentrant
-	case errors.Is(err, lockcore.ErrLost), errors.Is(err, ErrFenced), errors.Is(err, redislock.ErrLost),
-		errors.Is(err, redislock.ErrNotHeld), errors.Is(err, lease.ErrLost):
+	case errors.Is(err, lockcore.ErrLost), errors.Is(err, ErrFenced), errors.Is(err, redislock.ErrNotHeld):
 		return model.OutcomeLost
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return model.OutcomeCanceled
