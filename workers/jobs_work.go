@@ -63,6 +63,15 @@ func release(ctx context.Context, locks []*lease.Lock) error {
 	return errors.Join(errs...)
 }
 
+// releaseAfter releases locks once the work under them ended with err,
+// and returns err, or the release's error when the work had none.
+func releaseAfter(ctx context.Context, locks []*lease.Lock, err error) error {
+	if rerr := release(ctx, locks); err == nil {
+		return rerr
+	}
+	return err
+}
+
 func lockOf(locks []*lease.Lock, r lease.Resource) *lease.Lock {
 	for _, l := range locks {
 		if l.Resource() == r {
@@ -158,9 +167,7 @@ func (j *Jobs) MapWrite(ctx context.Context, m MapRef) error {
 	}
 	o.attempt(model.OutcomeAcquired, nil, false)
 	err = j.mapWriteBody(ctx, o, s.node, locks, reqs, m.Map, interrupt)
-	if rerr := release(ctx, locks); err == nil && rerr != nil {
-		err = rerr
-	}
+	err = releaseAfter(ctx, locks, err)
 	if errors.Is(err, errInterrupted) {
 		j.env.Rec.Note(KindMapWriter, lockcore.Key{}, "map:"+m.Map+": write interrupted half-way through its tile set")
 		return nil
@@ -220,9 +227,7 @@ func (j *Jobs) MapRead(ctx context.Context, m MapRef, export bool) error {
 		j.env.Rec.Section(KindMapReader)
 		return nil
 	}()
-	if rerr := release(ctx, locks); err == nil && rerr != nil {
-		err = rerr
-	}
+	err = releaseAfter(ctx, locks, err)
 	return o.failed(ctx, err)
 }
 
@@ -249,9 +254,7 @@ func (j *Jobs) SketchEdit(ctx context.Context, s string) error {
 	if err == nil {
 		j.env.Rec.Section(KindSketch)
 	}
-	if rerr := release(ctx, locks); err == nil && rerr != nil {
-		err = rerr
-	}
+	err = releaseAfter(ctx, locks, err)
 	return o.failed(ctx, err)
 }
 
@@ -332,9 +335,7 @@ func (j *Jobs) Bulk(ctx context.Context, project string) error {
 		j.env.Rec.Section(KindBulk)
 		return nil
 	}()
-	if rerr := release(ctx, locks); err == nil && rerr != nil {
-		err = rerr
-	}
+	err = releaseAfter(ctx, locks, err)
 	return o.failed(ctx, err)
 }
 
@@ -394,8 +395,6 @@ func (j *Jobs) upgrader(ctx context.Context, m MapRef, write bool) error {
 		j.env.Rec.Section(KindUpgrader)
 		return nil
 	}()
-	if rerr := release(ctx, locks); err == nil && rerr != nil {
-		err = rerr
-	}
+	err = releaseAfter(ctx, locks, err)
 	return o.failed(ctx, err)
 }
