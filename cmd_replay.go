@@ -44,15 +44,19 @@ func openRecording(path string, stderr io.Writer) (*recording.Recording, error) 
 	return r, nil
 }
 
-// fileArg is the one FILE argument of replay and report.
-func fileArg(fs *flagSet) (string, error) {
+// parseRecording parses replay's or report's flags and opens the one FILE
+// argument, the recording.
+func parseRecording(fs *flagSet, args []string, stderr io.Writer) (*recording.Recording, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
 	switch a := fs.Args(); len(a) {
 	case 0:
-		return "", fs.usageErr(errors.New("FILE is missing: the recording to read"))
+		return nil, fs.usageErr(errors.New("FILE is missing: the recording to read"))
 	case 1:
-		return a[0], nil
+		return openRecording(a[0], stderr)
 	default:
-		return "", fs.usageErr(fmt.Errorf("unexpected argument %q", a[1]))
+		return nil, fs.usageErr(fmt.Errorf("unexpected argument %q", a[1]))
 	}
 }
 
@@ -74,14 +78,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	at := fs.String("at", "", "open at this `TIME` (default: the start)")
 	asJSON := fs.Bool("json", false, "print the snapshot at --at as snapshot --json prints it, and exit")
 	advisory := fs.Bool("advisory", false, "with --json: seed 000's document, as snapshot --json --advisory")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	path, err := fileArg(fs)
-	if err != nil {
-		return err
-	}
-	r, err := openRecording(path, stderr)
+	r, err := parseRecording(fs, args, stderr)
 	if err != nil {
 		return err
 	}
@@ -119,14 +116,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	from := fs.String("from", "", "review from this `TIME` on (default: the start)")
 	to := fs.String("to", "", "review up to this `TIME` (default: the end)")
 	asJSON := fs.Bool("json", false, "print the review as JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	path, err := fileArg(fs)
-	if err != nil {
-		return err
-	}
-	r, err := openRecording(path, stderr)
+	r, err := parseRecording(fs, args, stderr)
 	if err != nil {
 		return err
 	}
