@@ -46,7 +46,7 @@ deps:
 
 ## bench: every performance budget beside its physical limit, on one throw-away cluster; writes BENCHMARKS.md
 bench: deps
-	$(GO) run ./internal/benchreport -out BENCHMARKS.md
+	$(GO) run ./cmd/benchreport -out BENCHMARKS.md
 
 clean:
 	rm -rf bin

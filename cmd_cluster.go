@@ -8,8 +8,8 @@ import (
 	"os"
 	"os/exec"
 
-	"github.com/locktop/locktop/internal/pgcluster"
-	"github.com/locktop/locktop/internal/redisserver"
+	"github.com/locktop/locktop/internal/testenv/pgcluster"
+	"github.com/locktop/locktop/internal/testenv/redisserver"
 )
 
 func init() {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
 
 // locktop cluster starts a throw-away Redis beside the PostgreSQL, names it

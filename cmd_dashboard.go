@@ -18,8 +18,8 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/locktop/locktop/internal/httpapi"
-	"github.com/locktop/locktop/internal/pgcluster"
+	"github.com/locktop/locktop/internal/serve/httpapi"
+	"github.com/locktop/locktop/internal/testenv/pgcluster"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/sim"

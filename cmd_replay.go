@@ -8,8 +8,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/locktop/locktop/internal/incident"
-	"github.com/locktop/locktop/internal/recording"
+	"github.com/locktop/locktop/internal/record/incident"
+	"github.com/locktop/locktop/internal/record/recording"
 	"github.com/locktop/locktop/ui"
 )
 

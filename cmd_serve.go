@@ -11,11 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/locktop/locktop/internal/httpapi"
-	"github.com/locktop/locktop/internal/metrics"
-	"github.com/locktop/locktop/internal/monitor"
 	"github.com/locktop/locktop/internal/poolstats"
-	"github.com/locktop/locktop/internal/sources"
+	"github.com/locktop/locktop/internal/serve/httpapi"
+	"github.com/locktop/locktop/internal/serve/metrics"
+	"github.com/locktop/locktop/internal/source"
+	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/model"
 )
 
@@ -132,17 +132,17 @@ func exposureWarning(a net.Addr) string {
 // one whose other sources are polled by the dashboard (tee), and calls
 // Poll from its own poll loop.
 type monitoring struct {
-	mon     *monitor.Monitor
+	mon     *pgsource.Monitor
 	met     *metrics.Metrics
 	latest  *httpapi.Latest
 	handler http.Handler
 	log     *slog.Logger
 	onPoll  func(model.Snapshot) // loop hands it every snapshot (serve --record)
 
-	// others are the sources beside the monitor. pollOthers: poll them
+	// others are the sources beside the pgsource. pollOthers: poll them
 	// beside the monitor (serve); else their newest answers, put by tee,
 	// are merged in (the dashboard).
-	others     []sources.Source
+	others     []source.Source
 	pollOthers bool
 	mu         sync.Mutex
 	last       []model.Part
@@ -151,7 +151,7 @@ type monitoring struct {
 // newMonitoring wires metrics, a Latest that polls by itself once its
 // snapshot is older than maxAge, and the handler. The monitor's pool is
 // registered for the pool metrics as "monitor"; add more with met.AddPools.
-func newMonitoring(mon *monitor.Monitor, others []sources.Source, pollOthers bool, maxAge time.Duration, log *slog.Logger) *monitoring {
+func newMonitoring(mon *pgsource.Monitor, others []source.Source, pollOthers bool, maxAge time.Duration, log *slog.Logger) *monitoring {
 	mo := &monitoring{mon: mon, met: metrics.New(), log: log, others: others, pollOthers: pollOthers}
 	mo.last = make([]model.Part, len(others))
 	for i, o := range others {
@@ -193,9 +193,9 @@ func (mo *monitoring) Poll(ctx context.Context) (model.Snapshot, error) {
 
 // tee wraps other source i so that its answers, polled by the dashboard,
 // are merged into what the endpoints serve.
-func (mo *monitoring) tee(i int) sources.Source {
+func (mo *monitoring) tee(i int) source.Source {
 	src := mo.others[i]
-	return sources.Named(src.Name(), func(ctx context.Context) (model.Snapshot, error) {
+	return source.Named(src.Name(), func(ctx context.Context) (model.Snapshot, error) {
 		s, err := src.Poll(ctx)
 		mo.mu.Lock()
 		mo.last[i] = model.Part{Name: src.Name(), Snapshot: s, Err: err}
@@ -207,7 +207,7 @@ func (mo *monitoring) tee(i int) sources.Source {
 // Info describes the server.
 func (mo *monitoring) Info() model.ServerInfo { return mo.mon.Info() }
 
-// pgSource names the PostgreSQL monitor among the sources.
+// pgSource names the PostgreSQL monitor among the source.
 const pgSource = "postgres"
 
 // poll reads every source once (the others beside the monitor, or their
@@ -217,8 +217,8 @@ const pgSource = "postgres"
 func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
 	var parts []model.Part
 	if mo.pollOthers && len(mo.others) > 0 {
-		all := append([]sources.Source{sources.Named(pgSource, mo.mon.Poll)}, mo.others...)
-		parts = sources.PollAll(ctx, all)
+		all := append([]source.Source{source.Named(pgSource, mo.mon.Poll)}, mo.others...)
+		parts = source.PollAll(ctx, all)
 	} else {
 		s, err := mo.mon.Poll(ctx)
 		parts = []model.Part{{Name: pgSource, Snapshot: s, Err: err}}

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktop/locktop/internal/httpapi"
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/serve/httpapi"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
 
 // syncBuffer is a bytes.Buffer safe to write from a command while a test

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/locktop/locktop/internal/monitor"
-	"github.com/locktop/locktop/internal/pgcluster"
+	"github.com/locktop/locktop/internal/source/pgsource"
+	"github.com/locktop/locktop/internal/testenv/pgcluster"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/sim"
@@ -122,7 +122,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	})
 	if err != nil {
 		if errors.Is(err, sim.ErrUnusable) {
-			return exitError{code: exitUsage, err: monitor.Describe(err)}
+			return exitError{code: exitUsage, err: pgsource.Describe(err)}
 		}
 		if errors.Is(err, sim.ErrUnknownScenario) {
 			return usageError{err.Error()}
@@ -175,7 +175,7 @@ func startEmbeddedSimWith(ctx context.Context, opts sim.Options) (*sim.Sim, func
 	s, err := sim.New(ctx, opts)
 	if err != nil {
 		if errors.Is(err, sim.ErrUnusable) {
-			return nil, nil, nil, exitError{code: exitUsage, err: monitor.Describe(err)}
+			return nil, nil, nil, exitError{code: exitUsage, err: pgsource.Describe(err)}
 		}
 		return nil, nil, nil, err
 	}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/locktop/locktop/internal/pgcluster"
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/testenv/pgcluster"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
 
 // simResult is one headless run's exit code and output.

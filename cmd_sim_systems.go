@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/locktop/locktop/internal/redisserver"
+	"github.com/locktop/locktop/internal/testenv/redisserver"
 	"github.com/locktop/locktop/sim"
 )
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/locktop/locktop/internal/redistest"
+	"github.com/locktop/locktop/internal/testenv/redistest"
 	"github.com/locktop/locktop/workers"
 )
 

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/ui"
 	"github.com/locktop/locktop/workers"
 )

@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/locktop/locktop/internal/httpapi"
-	"github.com/locktop/locktop/internal/sources"
+	"github.com/locktop/locktop/internal/serve/httpapi"
+	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/internal/termsafe"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/ui"
@@ -48,7 +48,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer closeOthers()
-	parts := sources.PollAll(ctx, append([]sources.Source{sources.Named(pgSource, mon.Poll)}, others...))
+	parts := source.PollAll(ctx, append([]source.Source{source.Named(pgSource, mon.Poll)}, others...))
 	if err := parts[0].Err; err != nil {
 		return errors.Unwrap(err) // the monitor's own error: its exit code
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locktop/locktop/internal/httpapi"
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/serve/httpapi"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
 
 func TestSnapshotJSON(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/locktop/locktop/internal/monitor"
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/source/pgsource"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/ui"
 )
 
@@ -33,7 +33,7 @@ func BenchmarkDashboardRefresh10k(b *testing.B) {
 	}
 	b.Cleanup(func() { cancel(); wg.Wait() })
 
-	mon, err := monitor.Connect(ctx, pgtest.DSN(b), monitor.Options{})
+	mon, err := pgsource.Connect(ctx, pgtest.DSN(b), pgsource.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

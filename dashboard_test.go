@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/ui"
 )

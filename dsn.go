@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/pflag"
 
-	"github.com/locktop/locktop/internal/monitor"
+	"github.com/locktop/locktop/internal/source/pgsource"
 )
 
 // pgEnv are the libpq variables that name a server; any of them set means
@@ -173,7 +173,7 @@ func connKeys(conn string) (map[string]bool, error) {
 		u, ok := parseURL(conn)
 		if !ok {
 			if _, err := pgconn.ParseConfig(conn); err != nil {
-				return nil, monitor.Describe(err) // "bad DSN: ...", without the DSN
+				return nil, pgsource.Describe(err) // "bad DSN: ...", without the DSN
 			}
 			return nil, fmt.Errorf("cannot add options to the connection string: not a URL Go can parse")
 		}

@@ -16,10 +16,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/locktop/locktop/internal/monitor"
-	"github.com/locktop/locktop/internal/pgcluster"
-	"github.com/locktop/locktop/internal/pgtest"
-	"github.com/locktop/locktop/internal/redisserver"
+	"github.com/locktop/locktop/internal/source/pgsource"
+	"github.com/locktop/locktop/internal/testenv/pgcluster"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
+	"github.com/locktop/locktop/internal/testenv/redisserver"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 )
@@ -228,7 +228,7 @@ func awaitLocks(t *testing.T, q lockcore.Querier, key lockcore.Key, what string,
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		snap, err := monitor.Inspect(context.Background(), q)
+		snap, err := pgsource.Inspect(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
 
 // envRunMain makes the test binary act as locktop itself, so a test can run

@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 
-	"github.com/locktop/locktop/internal/monitor"
+	"github.com/locktop/locktop/internal/source/pgsource"
 )
 
-// openMonitor connects the read-only monitor. A server that cannot be used
+// openMonitor connects the read-only pgsource. A server that cannot be used
 // (bad DSN, unreachable, wrong password, no such database) is the caller's
 // problem to fix: one line and exit code 2.
-func openMonitor(ctx context.Context, dsn string) (*monitor.Monitor, error) {
-	m, err := monitor.Connect(ctx, dsn, monitor.Options{})
+func openMonitor(ctx context.Context, dsn string) (*pgsource.Monitor, error) {
+	m, err := pgsource.Connect(ctx, dsn, pgsource.Options{})
 	if err != nil {
-		var ce *monitor.ConnectError
+		var ce *pgsource.ConnectError
 		if errors.As(err, &ce) {
 			return nil, exitError{code: exitUsage, err: err}
 		}

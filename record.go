@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/locktop/locktop/internal/recording"
+	"github.com/locktop/locktop/internal/record/recording"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/ui"
 )

@@ -7,9 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/locktop/locktop/internal/monitor"
-	"github.com/locktop/locktop/internal/sources"
-	"github.com/locktop/locktop/internal/sources/redissource"
+	"github.com/locktop/locktop/internal/source"
+	"github.com/locktop/locktop/internal/source/pgsource"
+	"github.com/locktop/locktop/internal/source/redissource"
 	"github.com/locktop/locktop/ui"
 )
 
@@ -48,9 +48,9 @@ func (f *sourceFlags) redisURL() string {
 // SQLite file of --lease-sqlite. A source that cannot be set up (a bad
 // URL or DSN) is bad usage (exit 2); one that fails later shows as that
 // source's error only.
-func otherSources(ctx context.Context, f *sourceFlags, dsn string) ([]sources.Source, func(), error) {
+func otherSources(ctx context.Context, f *sourceFlags, dsn string) ([]source.Source, func(), error) {
 	var (
-		out     []sources.Source
+		out     []source.Source
 		closers []func()
 	)
 	closeAll := func() {
@@ -58,8 +58,8 @@ func otherSources(ctx context.Context, f *sourceFlags, dsn string) ([]sources.So
 			closers[i]()
 		}
 	}
-	add := func(s sources.Source, close func()) {
-		out = append(out, sources.WithTimeout(s, *f.timeout))
+	add := func(s source.Source, close func()) {
+		out = append(out, source.WithTimeout(s, *f.timeout))
 		if close != nil {
 			closers = append(closers, close)
 		}
@@ -78,28 +78,28 @@ func otherSources(ctx context.Context, f *sourceFlags, dsn string) ([]sources.So
 	if leaseDSN == "" {
 		leaseDSN, optional = dsn, true
 	}
-	cfg, err := monitor.Config(leaseDSN, monitor.Options{})
+	cfg, err := pgsource.Config(leaseDSN, pgsource.Options{})
 	if err != nil {
 		closeAll()
 		return nil, closeAll, usagef("--lease-dsn: %v", err)
 	}
 	cfg.MaxConns = 1
-	cfg.ConnConfig.RuntimeParams["application_name"] = monitor.ApplicationName + ".lease"
+	cfg.ConnConfig.RuntimeParams["application_name"] = pgsource.ApplicationName + ".lease"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		closeAll()
 		return nil, closeAll, usagef("--lease-dsn: %v", err)
 	}
-	add(sources.LeasePostgres("lease", pool, "", optional), pool.Close)
+	add(source.LeasePostgres("lease", pool, "", optional), pool.Close)
 	if p := *f.leaseSQLite; p != "" {
-		add(sources.LeaseSQLite("lease-sqlite", p), nil)
+		add(source.LeaseSQLite("lease-sqlite", p), nil)
 	}
 	return out, closeAll, nil
 }
 
 // uiSources are the dashboard's sources beside the server: through mo's
 // tee when the endpoints serve them too.
-func uiSources(mo *monitoring, others []sources.Source) []ui.LockSource {
+func uiSources(mo *monitoring, others []source.Source) []ui.LockSource {
 	out := make([]ui.LockSource, len(others))
 	for i, o := range others {
 		if mo != nil {
