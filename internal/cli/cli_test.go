@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -229,7 +229,7 @@ func TestKey(t *testing.T) {
 
 // README's Commands section is `locktop --help`, word for word.
 func TestReadmeCommandsMatchHelp(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Command locktop is a terminal dashboard for the application locks in a
 // PostgreSQL database, with an embedded simulator that drives real workers
 // through the lock library. Run "locktop help" for the commands.
-package main
+package cli
 
 import (
 	"context"
