@@ -20,7 +20,7 @@ test: deps fmt-check vet
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) .
+	$(GO) build -ldflags "-X github.com/locktop/locktop/internal/cli.version=$(VERSION)" -o $(BIN) .
 
 vet:
 	$(GO) vet ./...

@@ -124,9 +124,9 @@ func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Dur
 	return os.WriteFile(out, []byte(report(figs, version, r)), 0o644)
 }
 
-// benchPackages are the packages whose test binaries hold benchmarks ("."
-// is package main, with the dashboard's refresh benchmark).
-var benchPackages = []string{"lockcore", "internal/source/pgsource", "ui", ".", "internal/record/recording"}
+// benchPackages are the packages whose test binaries hold benchmarks
+// (internal/cli has the dashboard's refresh benchmark).
+var benchPackages = []string{"lockcore", "internal/source/pgsource", "ui", "internal/cli", "internal/record/recording"}
 
 // only, if set (-only), selects the steps to run by name.
 var only *regexp.Regexp
@@ -379,7 +379,7 @@ func dashboard(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 	var goNS, pgMS, ratios, uiNS []float64
 	var gocmd, pgcmd, uicmd string
 	for range r.rounds {
-		ns, c, err := r.goBench(ctx, ".", `^BenchmarkDashboardRefresh10k$/^poll\+update\+render$`)
+		ns, c, err := r.goBench(ctx, "internal/cli", `^BenchmarkDashboardRefresh10k$/^poll\+update\+render$`)
 		if err != nil {
 			return nil, err
 		}

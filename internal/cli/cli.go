@@ -1,6 +1,3 @@
-// Command locktop is a terminal dashboard for the application locks in a
-// PostgreSQL database, with an embedded simulator that drives real workers
-// through the lock library. Run "locktop help" for the commands.
 package cli
 
 import (
@@ -65,21 +62,30 @@ func lookup(name string) (command, bool) {
 	return command{}, false
 }
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+// SignalContext is the context every command runs under: Ctrl-C, SIGTERM
+// and SIGHUP cancel it, and every command stops what it started. SIGHUP
+// too, because closing the dashboard's terminal window must still remove
+// the throw-away cluster. After the first signal, a second one ends the
+// process at once, without waiting for the clean shutdown (a throw-away
+// server then dies with us, and its directory is swept by a later start).
+func SignalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
+// run is Main under SignalContext, as the test binary runs it when it
+// stands in for locktop.
 func run(args []string, stdout, stderr io.Writer) int {
-	// Ctrl-C, SIGTERM and SIGHUP cancel ctx; every command stops what it
-	// started. SIGHUP too, because closing the dashboard's terminal window
-	// must still remove the throw-away cluster.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := SignalContext(context.Background())
 	defer stop()
-	// After the first signal, a second one ends the process at once, without
-	// waiting for the clean shutdown (a throw-away server then dies with us,
-	// and its directory is swept by a later start).
-	context.AfterFunc(ctx, stop)
+	return Main(ctx, args, stdout, stderr)
+}
 
+// Main runs the locktop command line args (without the program's name)
+// and returns the process's exit code: 0 success, 1 failure, 2 bad usage
+// or a server that cannot be used. Errors are one line on stderr.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// The first argument is a command's name, unless it is a flag or a
 	// connection string: then it is the dashboard's.
 	name, rest := "", args

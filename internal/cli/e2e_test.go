@@ -39,7 +39,7 @@ func buildLocktop(t *testing.T) string {
 		t.Fatalf("no go command to build locktop with (not on PATH, no GOROOT): %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "locktop")
-	cmd := exec.Command(goBin, "build", "-o", bin, ".")
+	cmd := exec.Command(goBin, "build", "-o", bin, "../..")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building locktop: %v\n%s", err, out)
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // version is the release this binary is, when the build says so:
-// go build -ldflags "-X main.version=v1.2.3". Otherwise the module version
+// go build -ldflags "-X github.com/locktop/locktop/internal/cli.version=v1.2.3". Otherwise the module version
 // from the build information is used ("devel" for a local build).
 var version = ""
 
