@@ -43,7 +43,7 @@ type command struct {
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-// commands lists the subcommands; each lives in its own cmd_*.go file and
+// commands lists the subcommands; each lives in its own file (serve.go, snapshot.go, …) and
 // registers itself. The bare "locktop" (no subcommand) is the dashboard.
 var commands []command
 
