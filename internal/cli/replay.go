@@ -3,12 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"time"
 
-	"github.com/locktop/locktop/internal/record/incident"
 	"github.com/locktop/locktop/internal/record/recording"
 	"github.com/locktop/locktop/ui"
 )
@@ -18,46 +15,6 @@ func init() {
 		about: "TIME is a time of day (03:12:05), a date and time, an offset from the start (90s), or start or end;\n" +
 			"times are in the local time zone. Keys: space plays and pauses, ←/→ step, t seeks, >/< change the speed.",
 		run: runReplay})
-	register(command{name: "report", summary: "an incident review of a recording: waits, blockers, the queue over time, lease expiries (--json)",
-		run: runReport})
-}
-
-// openRecording opens the recording a command names, or says in one line
-// why it cannot be read (exit code 2). Damaged records are skipped: a
-// warning on stderr says how many.
-func openRecording(path string, stderr io.Writer) (*recording.Recording, error) {
-	r, err := recording.Open(path)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, exitError{code: exitUsage, err: fmt.Errorf("%s: %w", path, err)}
-	}
-	if n := len(r.Damage); n > 0 {
-		d := r.Damage[0]
-		fmt.Fprintf(stderr, "locktop: warning: %s: %d damaged records skipped (the first at byte %d: %s)\n", path, n, d.Offset, d.Reason)
-	}
-	if r.Len() == 0 {
-		return nil, exitError{code: exitUsage, err: fmt.Errorf("%s: the recording holds no snapshot", path)}
-	}
-	return r, nil
-}
-
-// parseRecording parses replay's or report's flags and opens the one FILE
-// argument, the recording.
-func parseRecording(fs *flagSet, args []string, stderr io.Writer) (*recording.Recording, error) {
-	if err := parseFlags(fs, args); err != nil {
-		return nil, err
-	}
-	switch a := fs.Args(); len(a) {
-	case 0:
-		return nil, fs.usageErr(errors.New("FILE is missing: the recording to read"))
-	case 1:
-		return openRecording(a[0], stderr)
-	default:
-		return nil, fs.usageErr(fmt.Errorf("unexpected argument %q", a[1]))
-	}
 }
 
 // stepAt is the step --at names, "" being dflt.
@@ -108,47 +65,4 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return exitError{code: exitUsage, err: errors.New(`the replay needs a terminal (stdin and stdout); without one use "locktop replay FILE --at TIME --json" or "locktop report FILE"`)}
 	}
 	return ui.Run(ctx, ui.Options{Replay: r, ReplayAt: i, Server: r.Header.Server, Interval: r.Header.Interval})
-}
-
-func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("report")
-	fs.args = "FILE"
-	from := fs.String("from", "", "review from this `TIME` on (default: the start)")
-	to := fs.String("to", "", "review up to this `TIME` (default: the end)")
-	asJSON := fs.Bool("json", false, "print the review as JSON")
-	r, err := parseRecording(fs, args, stderr)
-	if err != nil {
-		return err
-	}
-	first, last := r.Span()
-	span := func(flag, text string, dflt time.Time) (time.Time, error) {
-		if text == "" {
-			return dflt, nil
-		}
-		t, err := recording.ParseAt(text, first, last, first)
-		if err != nil {
-			return t, usagef("%s: %v", flag, err)
-		}
-		return t, nil
-	}
-	f, err := span("--from", *from, first)
-	if err != nil {
-		return err
-	}
-	t, err := span("--to", *to, last)
-	if err != nil {
-		return err
-	}
-	if t.Before(f) {
-		return usagef("--to %s is before --from %s", *to, *from)
-	}
-	rep, err := incident.Build(r, r.Header.Server, f, t)
-	if err != nil {
-		return err
-	}
-	rep.Damaged = len(r.Damage)
-	if *asJSON {
-		return printJSON(stdout, rep)
-	}
-	return rep.WriteText(stdout, incident.TextOptions{Clean: ui.Sanitize})
 }

@@ -63,33 +63,3 @@ func (f *systemFlags) redis(ctx context.Context, scenario string, stderr io.Writ
 	}
 	return rs.URL(), func() { _ = rs.Stop() }, nil
 }
-
-// demoSystems is what the demo starts beside its throw-away PostgreSQL
-// for seeds 002 and 004: a throw-away Redis for the conversation turns
-// (the jobs' leases live in the PostgreSQL, schema locktop_lease). The
-// simulator's Where() says where every kind of lock lives, for the
-// dashboard's sources.
-type demoSystems struct {
-	redisURL string
-}
-
-// start starts the throw-away Redis and, when the scenario was not chosen
-// (pick), makes it "all": every lock system at once. It returns what stops
-// the Redis.
-func (d *demoSystems) start(ctx context.Context, stderr io.Writer, pick bool, scenario *string) (func(), error) {
-	if pick {
-		*scenario = "all"
-	}
-	fmt.Fprintln(stderr, "locktop: starting a throw-away Redis…")
-	rs, err := redisserver.Start(ctx, redisserver.Options{})
-	if err != nil {
-		return nil, err
-	}
-	d.redisURL = rs.URL()
-	return func() {
-		fmt.Fprintln(stderr, "locktop: removing the throw-away Redis…")
-		if err := rs.Stop(); err != nil {
-			fmt.Fprintln(stderr, "locktop:", err)
-		}
-	}, nil
-}

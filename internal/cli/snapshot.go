@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/source"
-	"github.com/locktop/locktop/internal/termsafe"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/ui"
 )
@@ -66,28 +64,6 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return printJSON(stdout, snapshotDocument(snap, info, *advisory))
 	}
 	return writeTable(stdout, httpapi.NewLocksDocument(snap, info))
-}
-
-// printJSON prints v as indented JSON. As the table sanitizes, the JSON
-// escapes what a terminal would act on (C1 controls, bidi overrides): it
-// is printed too.
-// snapshotDocument is the document snapshot --json prints (and replay
-// --json): GET /api/locks's, or with advisory seed 000's of
-// GET /api/advisory-locks.
-func snapshotDocument(snap model.Snapshot, info model.ServerInfo, advisory bool) any {
-	if advisory {
-		return httpapi.NewDocument(snap, info)
-	}
-	return httpapi.NewLocksDocument(snap, info)
-}
-
-func printJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(termsafe.EscapeJSON(b), '\n'))
-	return err
 }
 
 // writeTable prints the document for people: one line per holder or waiter.
