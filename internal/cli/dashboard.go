@@ -15,7 +15,6 @@ import (
 
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/testenv/pgcluster"
-	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/sim"
 	"github.com/locktop/locktop/ui"
 )
@@ -77,6 +76,10 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if given && !*withSim && fs.Changed("scenario") {
 		return usagef("--scenario picks the simulator's scenario: with a database given, add --sim to run the simulator")
 	}
+	srcs, err := f.sources.config()
+	if err != nil {
+		return err
+	}
 	if !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
 		return errNoTerminal
 	}
@@ -91,7 +94,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if ln, err = listenHTTP(*httpAddr, stderr); err != nil {
 			return err
 		}
-		defer ln.Close()
+		defer ln.Close() // the Stack closes it too; this is for a return before there is one
 	}
 
 	opts := ui.Options{Interval: *interval, Logger: logger}
@@ -100,11 +103,10 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			opts.Warnings = append(opts.Warnings, "--http "+w)
 		}
 	}
-	red := newRedactor(dsn)
 	runSim := *withSim
-	demo := demoSystems{redisURL: f.sources.redisURL()} // the Redis of the simulator's turns: --redis, else $REDIS_URL
+	demo := demoSystems{redisURL: srcs.Redis} // the Redis of the simulator's turns: --redis, else $REDIS_URL
 	if given {
-		logger.Info("dashboard starting", "server", red.target(), "sim", *withSim, "allow_terminate", *allowTerminate)
+		logger.Info("dashboard starting", "server", newRedactor(dsn).target(), "sim", *withSim, "allow_terminate", *allowTerminate)
 	} else {
 		fmt.Fprintln(stderr, "locktop: starting a throw-away PostgreSQL…")
 		c, err := pgcluster.Start(ctx, pgcluster.Options{})
@@ -117,7 +119,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				fmt.Fprintln(stderr, "locktop:", err)
 			}
 		}()
-		dsn, red, runSim = c.DSN("postgres"), newRedactor(""), true
+		dsn, runSim = c.DSN("postgres"), true
 		logger.Info("dashboard starting", "server", "throw-away cluster", "dir", c.Dir())
 		opts.ThrowAway = true
 		stopRedis, err := demo.start(ctx, stderr, !fs.Changed("scenario"), scenario)
@@ -125,61 +127,35 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		defer stopRedis()
-		*f.sources.redis = demo.redisURL // watched too; the leases are in the watched database
+		srcs.Redis = demo.redisURL // watched too; the leases are in the watched database
 	}
 
-	opts.Server = newRedactor(dsn).target() // the header names the server, never its password
-	mon, err := openMonitor(ctx, dsn)
+	// The endpoints of --http serve the dashboard's own polls: no second poller.
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Record: *f.record, Log: logger})
 	if err != nil {
-		return red.err(err)
+		return err
 	}
-	defer mon.Close()
-	others, closeOthers, err := otherSources(ctx, f.sources, dsn)
-	if err != nil {
-		return red.err(err)
+	defer func() {
+		if err := st.Close(); err != nil {
+			logger.Warn("closing", "err", err.Error())
+		}
+	}()
+	opts.Server = st.Target() // the header names the server, never its password
+	opts.Source = st.Server()
+	for _, o := range st.Sources() {
+		opts.Sources = append(opts.Sources, o)
 	}
-	defer closeOthers()
-	var src ui.Source = mon
-	var observers []lockcore.Observer
-	var mo *monitoring
-	if ln != nil {
-		// The endpoints serve the dashboard's own polls: no second poller.
-		mo = newMonitoring(mon, others, false, 2*(*interval), logger)
-		src = mo
-		observers = append(observers, mo.met.Observer())
-		srvCtx, stopServing := context.WithCancel(ctx)
-		served := make(chan error, 1)
-		go func() { served <- httpapi.ServeListener(srvCtx, ln, mo.handler) }()
-		defer func() {
-			stopServing()
-			if err := <-served; err != nil {
-				logger.Warn("http server", "err", err.Error())
-			}
-		}()
-		logger.Info("serving the monitoring endpoints", "addr", ln.Addr().String())
-	}
-	opts.Source = redactingSource{src, red}
-	opts.Sources = uiSources(mo, others)
 	if *allowTerminate {
-		opts.Terminate = red.terminate(mon.Terminate)
+		opts.Terminate = st.Terminate
 	}
 	if runSim {
-		s, pools, stop, err := startEmbeddedSimWith(ctx, sim.Options{DSN: dsn, Scenario: *scenario, Logger: logger, Observers: observers, RedisURL: demo.redisURL})
+		s, pools, stop, err := startEmbeddedSimWith(ctx, sim.Options{DSN: dsn, Scenario: *scenario, Logger: logger, Observers: st.Observers(), RedisURL: demo.redisURL})
 		if err != nil {
-			return red.err(fmt.Errorf("starting the simulator: %w", err))
+			return st.Redact(fmt.Errorf("starting the simulator: %w", err))
 		}
 		defer stop()
 		opts.Simulator = s // its status carries its pools for the gauges
-		if mo != nil {
-			mo.met.AddPools(pools)
-		}
-	}
-	if *f.record != "" {
-		closeRec, err := recordOptions(&opts, *f.record, logger)
-		if err != nil {
-			return err
-		}
-		defer closeRec()
+		st.AddPools(pools)
 	}
 	return ui.Run(ctx, opts)
 }

@@ -28,7 +28,8 @@ type monitoring struct {
 	latest  *httpapi.Latest
 	handler http.Handler
 	log     *slog.Logger
-	onPoll  func(model.Snapshot) // loop hands it every snapshot (serve --record)
+	// server polls the monitor: through the Stack's redactor and recorder.
+	server source.PollFunc
 
 	// others are the sources beside the pgsource. pollOthers: poll them
 	// beside the monitor (serve); else their newest answers, put by tee,
@@ -45,7 +46,7 @@ type monitoring struct {
 // snapshot alone: the dashboard shows the other sources from their own
 // polls.
 func (mo *monitoring) Poll(ctx context.Context) (model.Snapshot, error) {
-	s, err := mo.mon.Poll(ctx)
+	s, err := mo.server(ctx)
 	if err != nil {
 		mo.met.PollFailed()
 		return s, err
@@ -82,10 +83,10 @@ func (mo *monitoring) Info() model.ServerInfo { return mo.mon.Info() }
 func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
 	var parts []model.Part
 	if mo.pollOthers && len(mo.others) > 0 {
-		all := append([]source.Source{source.Named(pgSource, mo.mon.Poll)}, mo.others...)
+		all := append([]source.Source{source.Named(pgSource, mo.server)}, mo.others...)
 		parts = source.PollAll(ctx, all)
 	} else {
-		s, err := mo.mon.Poll(ctx)
+		s, err := mo.server(ctx)
 		parts = []model.Part{{Name: pgSource, Snapshot: s, Err: err}}
 		mo.mu.Lock()
 		parts = append(parts, mo.last...)
@@ -114,9 +115,6 @@ func (mo *monitoring) loop(ctx context.Context, interval time.Duration) {
 		switch {
 		case err == nil:
 			mo.latest.Put(s)
-			if mo.onPoll != nil {
-				mo.onPoll(s)
-			}
 			if failing {
 				mo.log.Info("polling the lock table again")
 				failing = false
@@ -138,8 +136,8 @@ func (mo *monitoring) loop(ctx context.Context, interval time.Duration) {
 // newMonitoring wires metrics, a Latest that polls by itself once its
 // snapshot is older than maxAge, and the handler. The monitor's pool is
 // registered for the pool metrics as "monitor"; add more with met.AddPools.
-func newMonitoring(mon *pgsource.Monitor, others []source.Source, pollOthers bool, maxAge time.Duration, log *slog.Logger) *monitoring {
-	mo := &monitoring{mon: mon, met: metrics.New(), log: log, others: others, pollOthers: pollOthers}
+func newMonitoring(mon *pgsource.Monitor, server source.PollFunc, others []source.Source, pollOthers bool, maxAge time.Duration, log *slog.Logger) *monitoring {
+	mo := &monitoring{mon: mon, server: server, met: metrics.New(), log: log, others: others, pollOthers: pollOthers}
 	mo.last = make([]model.Part, len(others))
 	for i, o := range others {
 		mo.last[i] = model.Part{Name: o.Name(), Err: errors.New("not polled yet")}

@@ -49,37 +49,26 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !given {
 		return usagef("record needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
 	}
-	red := newRedactor(dsn)
-	mon, err := openMonitor(ctx, dsn)
-	if err != nil {
-		return red.err(err)
-	}
-	defer mon.Close()
-	info := mon.Info()
-	if info.Warning != "" {
-		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
-	}
-	// The sources the dashboard polls: the monitor, and the others beside it.
-	others, closeOthers, err := otherSources(ctx, sf, dsn)
-	if err != nil {
-		return err
-	}
-	defer closeOthers()
-	sources := []namedPoll{{primarySource, redactingSource{mon, red}.Poll}}
-	for _, o := range others {
-		sources = append(sources, namedPoll{o.Name(), o.Poll})
-	}
-	names := make([]string, len(sources))
-	for i, s := range sources {
-		names[i] = s.name
-	}
-	w, err := createRecording(*out, red.target(), info, names, *interval)
+	srcs, err := sf.config()
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	rec := &recorder{w: w, log: log}
-	fmt.Fprintf(stdout, "locktop record: %s to %s every %s", red.target(), *out, *interval)
+	// The sources the dashboard polls: the server, and the others beside
+	// it; the Stack records every answer.
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Record: *out, Log: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if w := st.Info().Warning; w != "" {
+		fmt.Fprintln(stderr, "locktop: warning:", w)
+	}
+	sources := []namedPoll{{primarySource, st.Server().Poll}}
+	for _, o := range st.Sources() {
+		sources = append(sources, namedPoll{o.Name(), o.Poll})
+	}
+	fmt.Fprintf(stdout, "locktop record: %s to %s every %s", st.Target(), *out, *interval)
 	if *duration > 0 {
 		fmt.Fprintf(stdout, " for %s", *duration)
 	}
@@ -92,17 +81,16 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer stopRec()
 	var snaps atomic.Int64
 	var wg sync.WaitGroup
-	for i, s := range sources {
+	for _, s := range sources {
 		wg.Go(func() {
-			pollLoop(rctx, s, *interval, log, func(snap model.Snapshot) { rec.write(i, snap); snaps.Add(1) })
+			pollLoop(rctx, s, *interval, log, func(model.Snapshot) { snaps.Add(1) })
 		})
 	}
 	wg.Wait()
-	size := w.Size()
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("%s: %w", *out, err)
+	if err := st.Close(); err != nil {
+		return err
 	}
-	fmt.Fprintf(stdout, "locktop record: %d snapshots, %d bytes, in %s\n", snaps.Load(), size, *out)
+	fmt.Fprintf(stdout, "locktop record: %d snapshots, %d bytes, in %s\n", snaps.Load(), st.RecordedBytes(), *out)
 	return nil
 }
 

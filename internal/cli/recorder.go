@@ -49,26 +49,6 @@ func (r *recorder) write(source int, s model.Snapshot) {
 	}
 }
 
-// recordOptions makes every source of the dashboard's options write its
-// snapshots to path as they are polled; the returned func closes the file.
-func recordOptions(opts *ui.Options, path string, logger *slog.Logger) (func() error, error) {
-	names := []string{primarySource}
-	for _, s := range opts.Sources {
-		names = append(names, s.Name())
-	}
-	info := opts.Source.Info()
-	w, err := createRecording(path, opts.Server, info, names, opts.Interval)
-	if err != nil {
-		return nil, err
-	}
-	rec := &recorder{w: w, log: logger}
-	opts.Source = recordedSource{opts.Source, rec}
-	for i, s := range opts.Sources {
-		opts.Sources[i] = recordedLockSource{s, rec, i + 1}
-	}
-	return w.Close, nil
-}
-
 // recordedSource is the dashboard's Source, recorded.
 type recordedSource struct {
 	ui.Source

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/locktop/locktop/internal/serve/httpapi"
-	"github.com/locktop/locktop/model"
 )
 
 func init() {
@@ -33,51 +31,36 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !given {
 		return usagef("serve needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
 	}
+	srcs, err := lf.config()
+	if err != nil {
+		return err
+	}
 	// Listen first: a bad or busy address fails before any connection is made.
 	ln, err := listenHTTP(*addr, stderr)
 	if err != nil {
 		return err
 	}
-	defer ln.Close()
-	mon, err := openMonitor(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer mon.Close()
-
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	others, closeOthers, err := otherSources(ctx, lf, dsn)
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Poll: true, Record: *record, Log: log})
 	if err != nil {
 		return err
 	}
-	defer closeOthers()
-	mo := newMonitoring(mon, others, true, 2*(*interval), log)
-	info := mon.Info()
-	if *record != "" {
-		w, err := createRecording(*record, newRedactor(dsn).target(), info, []string{primarySource}, *interval)
-		if err != nil {
-			return err
-		}
-		defer w.Close()
-		rec := &recorder{w: w, log: log}
-		mo.onPoll = func(s model.Snapshot) { rec.write(0, s) }
-	}
+	defer st.Close()
+	info := st.Info()
 	if info.Warning != "" {
 		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
 	}
 	fmt.Fprintf(stdout, "locktop serve: watching database %q as %q (PostgreSQL %s), polling every %s\n",
 		info.Database, info.User, info.Version, *interval)
-	for _, o := range others {
+	for _, o := range st.Sources() {
 		fmt.Fprintf(stdout, "also watching %s\n", o.Name())
 	}
 	fmt.Fprintf(stdout, "listening on http://%s (/api/locks, /api/advisory-locks, /metrics, /healthz)\n", ln.Addr())
 
-	var wg sync.WaitGroup
-	pctx, stopPolling := context.WithCancel(ctx)
-	wg.Go(func() { mo.loop(pctx, *interval) })
-	err = httpapi.ServeListener(ctx, ln, mo.handler)
-	stopPolling()
-	wg.Wait()
+	err = st.Run(ctx)
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/serve/httpapi"
-	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/ui"
 )
@@ -36,17 +35,16 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !given {
 		return usagef("snapshot needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
 	}
-	mon, err := openMonitor(ctx, dsn)
+	srcs, err := lf.config()
 	if err != nil {
 		return err
 	}
-	defer mon.Close()
-	others, closeOthers, err := otherSources(ctx, lf, dsn)
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs})
 	if err != nil {
 		return err
 	}
-	defer closeOthers()
-	parts := source.PollAll(ctx, append([]source.Source{source.Named(pgSource, mon.Poll)}, others...))
+	defer st.Close()
+	parts := st.PollAll(ctx)
 	if err := parts[0].Err; err != nil {
 		return errors.Unwrap(err) // the monitor's own error: its exit code
 	}
@@ -56,7 +54,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	snap := model.Merge(parts)
-	info := mon.Info()
+	info := st.Info()
 	if info.Warning != "" {
 		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
 	}
