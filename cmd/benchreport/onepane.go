@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/source"
+	"github.com/locktop/locktop/internal/source/leasesource"
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/source/redissource"
 	"github.com/locktop/locktop/internal/testenv/redisserver"
@@ -56,7 +57,7 @@ func onePane(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 		return nil, err
 	}
 	defer leasePool.Close()
-	ls := source.LeasePostgres("lease", leasePool, "", false)
+	ls := leasesource.LeasePostgres("lease", leasePool, "", false)
 	// Each source has a connection of its own, so PollAll's concurrent polls
 	// never queue behind one another on the client.
 	monAll, err := pgx.Connect(ctx, r.dsn)

@@ -15,6 +15,7 @@ import (
 	"github.com/locktop/locktop/internal/record/recording"
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/source"
+	"github.com/locktop/locktop/internal/source/leasesource"
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/source/redissource"
 	"github.com/locktop/locktop/lockcore"
@@ -249,9 +250,9 @@ func (s *Stack) openOthers(ctx context.Context) ([]source.Source, error) {
 	if err != nil {
 		return nil, usagef("--lease-dsn: %v", err)
 	}
-	add(source.LeasePostgres("lease", pool, "", optional), pool.Close)
+	add(leasesource.LeasePostgres("lease", pool, "", optional), pool.Close)
 	if c.LeaseSQLite != "" {
-		add(source.LeaseSQLite("lease-sqlite", c.LeaseSQLite), nil)
+		add(leasesource.LeaseSQLite("lease-sqlite", c.LeaseSQLite), nil)
 	}
 	return out, nil
 }
