@@ -57,7 +57,7 @@ func onePane(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 		return nil, err
 	}
 	defer leasePool.Close()
-	ls := leasesource.LeasePostgres("lease", leasePool, "", false)
+	ls := leasesource.Postgres("lease", leasePool, "", false)
 	// Each source has a connection of its own, so PollAll's concurrent polls
 	// never queue behind one another on the client.
 	monAll, err := pgx.Connect(ctx, r.dsn)

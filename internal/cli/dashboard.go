@@ -141,10 +141,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}()
 	opts.Server = st.Target() // the header names the server, never its password
-	opts.Source = st.Server()
-	for _, o := range st.Sources() {
-		opts.Sources = append(opts.Sources, o)
-	}
+	opts.Source, opts.Sources = st.Server(), st.Sources()
 	if *allowTerminate {
 		opts.Terminate = st.Terminate
 	}

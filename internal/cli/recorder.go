@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/record/recording"
+	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/ui"
 )
@@ -66,13 +67,13 @@ func (s recordedSource) Poll(ctx context.Context) (model.Snapshot, error) {
 // recordedLockSource is one more source of the dashboard, recorded as
 // source i.
 type recordedLockSource struct {
-	ui.LockSource
+	source.Source
 	rec *recorder
 	i   int
 }
 
 func (s recordedLockSource) Poll(ctx context.Context) (model.Snapshot, error) {
-	snap, err := s.LockSource.Poll(ctx)
+	snap, err := s.Source.Poll(ctx)
 	if err == nil {
 		s.rec.write(s.i, snap)
 	}

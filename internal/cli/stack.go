@@ -250,9 +250,9 @@ func (s *Stack) openOthers(ctx context.Context) ([]source.Source, error) {
 	if err != nil {
 		return nil, usagef("--lease-dsn: %v", err)
 	}
-	add(leasesource.LeasePostgres("lease", pool, "", optional), pool.Close)
+	add(leasesource.Postgres("lease", pool, "", optional), pool.Close)
 	if c.LeaseSQLite != "" {
-		add(leasesource.LeaseSQLite("lease-sqlite", c.LeaseSQLite), nil)
+		add(leasesource.SQLite("lease-sqlite", c.LeaseSQLite), nil)
 	}
 	return out, nil
 }

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // holdAndQueue takes map:m1 for writing as "writer" and queues "reader"
 // behind it, and returns once the reader is registered as waiting.
-func holdAndQueue(t *testing.T, open func(owner string) *lease.Manager, src *leasesource.Lease) model.Snapshot {
+func holdAndQueue(t *testing.T, open func(owner string) *lease.Manager, src *leasesource.Source) model.Snapshot {
 	t.Helper()
 	ctx := context.Background()
 	w, r := open("writer"), open("reader")
@@ -66,7 +66,7 @@ func TestLeasePostgres(t *testing.T) {
 		t.Cleanup(func() { m.Close() })
 		return m
 	}
-	holdAndQueue(t, open, leasesource.LeasePostgres("lease", pgtest.Pool(t, nil), "", false))
+	holdAndQueue(t, open, leasesource.Postgres("lease", pgtest.Pool(t, nil), "", false))
 }
 
 func TestLeaseSQLite(t *testing.T) {
@@ -80,18 +80,18 @@ func TestLeaseSQLite(t *testing.T) {
 		t.Cleanup(func() { m.Close() })
 		return m
 	}
-	holdAndQueue(t, open, leasesource.LeaseSQLite("lease-sqlite", path))
+	holdAndQueue(t, open, leasesource.SQLite("lease-sqlite", path))
 }
 
 // The watched database's own lease schema is optional: without it the
 // source is empty, not failing; a lease file that is not there fails.
 func TestLeaseOptionalAndMissing(t *testing.T) {
 	ctx := context.Background()
-	s, err := leasesource.LeasePostgres("lease", pgtest.Pool(t, nil), "no_such_schema", true).Poll(ctx)
+	s, err := leasesource.Postgres("lease", pgtest.Pool(t, nil), "no_such_schema", true).Poll(ctx)
 	if err != nil || len(s.Locks) != 0 {
 		t.Errorf("optional source without tables: %v, %d locks", err, len(s.Locks))
 	}
-	if _, err := leasesource.LeaseSQLite("lease-sqlite", filepath.Join(t.TempDir(), "none.db")).Poll(ctx); !errors.Is(err, lease.ErrNoSchema) {
+	if _, err := leasesource.SQLite("lease-sqlite", filepath.Join(t.TempDir(), "none.db")).Poll(ctx); !errors.Is(err, lease.ErrNoSchema) {
 		t.Errorf("missing file: %v", err)
 	}
 }
