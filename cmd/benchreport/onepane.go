@@ -26,7 +26,7 @@ import (
 // PostgreSQL, 1,000 session mutexes on a throw-away Redis, 1,000 lease
 // rows), each source's poll beside its bare read in alternating rounds:
 //   - PostgreSQL: pgsource.Inspect against pgbench running the bare pg_locks
-//     query (pg_locks_poll.sql). Budget: 1.3× (DESIGN.md, every source).
+//     query (pg_locks_poll.sql). Budget: 1.3×, for every source.
 //   - Redis: the Redis source's poll against a bare go-redis SCAN loop over
 //     the same prefix (the listing alone: the source also reads each lock's
 //     hash, TTL and queue, in one pipeline).

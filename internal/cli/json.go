@@ -10,8 +10,8 @@ import (
 )
 
 // snapshotDocument is the document snapshot --json prints (and replay
-// --json): GET /api/locks's, or with advisory seed 000's of
-// GET /api/advisory-locks.
+// --json): GET /api/locks's, or with advisory the advisory-locks
+// document of GET /api/advisory-locks.
 func snapshotDocument(snap model.Snapshot, info model.ServerInfo, advisory bool) any {
 	if advisory {
 		return httpapi.NewDocument(snap, info)

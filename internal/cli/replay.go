@@ -34,7 +34,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.args = "FILE"
 	at := fs.String("at", "", "open at this `TIME` (default: the start)")
 	asJSON := fs.Bool("json", false, "print the snapshot at --at as snapshot --json prints it, and exit")
-	advisory := fs.Bool("advisory", false, "with --json: seed 000's document, as snapshot --json --advisory")
+	advisory := fs.Bool("advisory", false, "with --json: the advisory-locks document, as snapshot --json --advisory")
 	r, err := parseRecording(fs, args, stderr)
 	if err != nil {
 		return err

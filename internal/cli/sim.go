@@ -41,7 +41,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	goroutines := fs.Int("goroutines", 0, "hook goroutines (0: the scenario's)")
 	hookRate := fs.Float64("hook-rate", 0, "hooks per second (0: the scenario's, -1: no limit)")
 	noLocks := fs.Bool("no-locks", false, "turn every lock off: the invariant checks must catch the races")
-	shared := fs.Bool("shared-pool", false, "take lock connections from the work pool, as the seed's single pool of 25 did")
+	shared := fs.Bool("shared-pool", false, "take lock connections from the work pool, as the hook service's original single pool of 25 did")
 	lockConns := fs.Int("lock-conns", 0, "size of the lock pool (0: 200, enough for every scenario)")
 	lockTimeout := fs.Duration("lock-timeout", 0, "timeout of blocking acquires (0: the scenario's, 15s by default)")
 	schema := fs.String("schema", "locktop_sim", "the simulator's schema (created if missing; no other table is touched)")

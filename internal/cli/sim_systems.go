@@ -10,8 +10,9 @@ import (
 	"github.com/locktop/locktop/sim"
 )
 
-// systemFlags are the simulator's flags for seeds 002 and 004: the Redis
-// of the conversation turns and the store of the jobs' leases.
+// systemFlags are the simulator's flags for the ACF session mutex and the
+// FOLE lease locks: the Redis of the conversation turns and the store of
+// the jobs' leases.
 type systemFlags struct {
 	redisURL      *string
 	failOpen      *bool
@@ -23,7 +24,7 @@ type systemFlags struct {
 func addSystemFlags(fs *flagSet) *systemFlags {
 	return &systemFlags{
 		redisURL:      fs.String("redis", "", "Redis of the conversation turns (acf, all), as a URL: redis://host:6379/0 or unix:///path (default $REDIS_URL, else a throw-away Redis)"),
-		failOpen:      fs.Bool("fail-open", false, "turns run without the lock while Redis is unreachable (seed 002's risky fallback); default: fail closed"),
+		failOpen:      fs.Bool("fail-open", false, "turns run without the lock while Redis is unreachable (the ACF session mutex's risky fallback); default: fail closed"),
 		conversations: fs.Int("conversations", 0, "number of conversations (0: the scenario's)"),
 		leaseStore:    fs.String("lease-store", sim.LeasePostgres, "where the jobs' lease locks live (fole, all): postgres (the same database, schema locktop_lease) or sqlite"),
 		leasePath:     fs.String("lease-path", "", "the SQLite file of --lease-store sqlite (default: a file of the simulator's own)"),

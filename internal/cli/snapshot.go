@@ -23,7 +23,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("snapshot")
 	conn := addConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print the JSON document GET /api/locks serves (every kind, every source)")
-	advisory := fs.Bool("advisory", false, "with --json: print seed 000's document, GET /api/advisory-locks (advisory locks only)")
+	advisory := fs.Bool("advisory", false, "with --json: print the advisory-locks document instead, GET /api/advisory-locks (advisory locks only)")
 	lf := addSourceFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
