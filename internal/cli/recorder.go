@@ -64,15 +64,15 @@ func (s recordedSource) Poll(ctx context.Context) (model.Snapshot, error) {
 	return snap, err
 }
 
-// recordedLockSource is one more source of the dashboard, recorded as
+// recordedOther is one of the sources beside the server, recorded as
 // source i.
-type recordedLockSource struct {
+type recordedOther struct {
 	source.Source
 	rec *recorder
 	i   int
 }
 
-func (s recordedLockSource) Poll(ctx context.Context) (model.Snapshot, error) {
+func (s recordedOther) Poll(ctx context.Context) (model.Snapshot, error) {
 	snap, err := s.Source.Poll(ctx)
 	if err == nil {
 		s.rec.write(s.i, snap)

@@ -175,7 +175,7 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		rec := &recorder{w: s.w, log: cfg.Log}
 		pg = recordedSource{pg, rec}
 		for i, o := range others {
-			others[i] = recordedLockSource{o, rec, i + 1}
+			others[i] = recordedOther{o, rec, i + 1}
 		}
 	}
 	s.server, s.others = pg, others
