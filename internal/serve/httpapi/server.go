@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
 )
 
 // DefaultAddr is where locktop serves unless told otherwise: loopback only,
@@ -62,12 +64,21 @@ func IsLoopback(a net.Addr) bool {
 	return ok && ta.IP.IsLoopback()
 }
 
-// ServeListener serves h on ln until ctx ends, and closes ln. When ctx ends
+// ServeListener serves h on ln until ctx ends, and closes ln, as
+// ServeConfig does with no web configuration.
+func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
+	return ServeConfig(ctx, ln, h, WebConfig{})
+}
+
+// ServeConfig serves h on ln until ctx ends, and closes ln. The web
+// configuration (LoadWebConfig) turns on TLS and authentication; the
+// exporter toolkit reads its file again for each new connection, so
+// renewed certificates and changed users apply without a restart. When ctx ends
 // it stops accepting at once and gives requests in flight ShutdownTimeout to
 // finish before closing their connections; it returns nil after a clean
 // shutdown. If serving fails first, it returns that error. Requests do not
 // see ctx: a shutdown lets them finish rather than cancelling them.
-func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
+func ServeConfig(ctx context.Context, ln net.Listener, h http.Handler, wc WebConfig) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -78,7 +89,12 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		file := wc.File
+		noSystemd := false
+		flags := &web.FlagConfig{WebListenAddresses: &[]string{ln.Addr().String()}, WebSystemdSocket: &noSystemd, WebConfigFile: &file}
+		errc <- web.Serve(ln, srv, flags, slog.Default())
+	}()
 	select {
 	case err := <-errc:
 		return err
