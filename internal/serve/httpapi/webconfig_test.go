@@ -2,79 +2,18 @@ package httpapi_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/locktop/locktop/internal/serve/httpapi"
+	"github.com/locktop/locktop/internal/testenv/testca"
 )
-
-// testCA is a throw-away certificate authority with a server certificate
-// for 127.0.0.1 and a client certificate, written under a temp directory.
-type testCA struct {
-	dir                       string
-	pool                      *x509.CertPool
-	clientCert                tls.Certificate
-	caFile, certFile, keyFile string
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "locktop test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	issue := func(serial int64, usage x509.ExtKeyUsage, name string) ([]byte, []byte) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature,
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, _ := x509.MarshalECPrivateKey(key)
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-	}
-	c := &testCA{dir: dir, pool: x509.NewCertPool()}
-	c.pool.AddCert(ca)
-	c.caFile, c.certFile, c.keyFile = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
-	writeFile(t, c.caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})))
-	sc, sk := issue(2, x509.ExtKeyUsageServerAuth, "127.0.0.1")
-	writeFile(t, c.certFile, string(sc))
-	writeFile(t, c.keyFile, string(sk))
-	cc, ck := issue(3, x509.ExtKeyUsageClientAuth, "prometheus")
-	if c.clientCert, err = tls.X509KeyPair(cc, ck); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 func writeFile(t *testing.T, path, body string) {
 	t.Helper()
@@ -102,7 +41,7 @@ func serveWith(t *testing.T, config string) (string, httpapi.WebConfig) {
 	go func() {
 		done <- httpapi.ServeConfig(ctx, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, "ok")
-		}), wc)
+		}), wc, nil)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -155,12 +94,12 @@ func TestWebConfigBasicAuth(t *testing.T) {
 }
 
 func TestWebConfigTLS(t *testing.T) {
-	ca := newTestCA(t)
-	addr, wc := serveWith(t, "tls_server_config:\n  cert_file: "+ca.certFile+"\n  key_file: "+ca.keyFile+"\n")
+	ca := testca.New(t)
+	addr, wc := serveWith(t, "tls_server_config:\n  cert_file: "+ca.CertFile+"\n  key_file: "+ca.KeyFile+"\n")
 	if !wc.TLS || wc.Scheme() != "https" || !wc.Open() {
 		t.Errorf("LoadWebConfig = %+v, want TLS with no authentication", wc)
 	}
-	tlsClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}}}
+	tlsClient := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.Client(false)}}
 	if code, err := getAs(t, tlsClient, "https://"+addr+"/", "", ""); err != nil || code != http.StatusOK {
 		t.Errorf("GET over TLS = %d, %v; want 200", code, err)
 	}
@@ -180,17 +119,17 @@ func TestWebConfigTLS(t *testing.T) {
 }
 
 func TestWebConfigClientCertificate(t *testing.T) {
-	ca := newTestCA(t)
-	addr, wc := serveWith(t, "tls_server_config:\n  cert_file: "+ca.certFile+"\n  key_file: "+ca.keyFile+
-		"\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: "+ca.caFile+"\n")
+	ca := testca.New(t)
+	addr, wc := serveWith(t, "tls_server_config:\n  cert_file: "+ca.CertFile+"\n  key_file: "+ca.KeyFile+
+		"\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: "+ca.CAFile+"\n")
 	if !wc.ClientCerts || wc.Open() {
 		t.Errorf("LoadWebConfig = %+v, want client certificates", wc)
 	}
-	without := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}}}
+	without := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.Client(false)}}
 	if code, err := getAs(t, without, "https://"+addr+"/", "", ""); err == nil {
 		t.Errorf("GET without a client certificate = %d, want a refused handshake", code)
 	}
-	with := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{ca.clientCert}}}}
+	with := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.Client(true)}}
 	if code, err := getAs(t, with, "https://"+addr+"/", "", ""); err != nil || code != http.StatusOK {
 		t.Errorf("GET with a client certificate = %d, %v; want 200", code, err)
 	}
@@ -212,5 +151,25 @@ func TestLoadWebConfigErrors(t *testing.T) {
 	}
 	if _, err := httpapi.LoadWebConfig(filepath.Join(dir, "absent.yml")); err == nil {
 		t.Error("LoadWebConfig of a missing file: no error")
+	}
+}
+
+// The README's example, deploy/web-config.yml, is a file the toolkit
+// takes (with real certificate paths), and its user's password is the one
+// it says.
+func TestExampleWebConfig(t *testing.T) {
+	raw, err := os.ReadFile("../../../deploy/web-config.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := testca.New(t)
+	body := strings.NewReplacer("/etc/locktop/server.crt", ca.CertFile, "/etc/locktop/server.key", ca.KeyFile).Replace(string(raw))
+	addr, wc := serveWith(t, body)
+	if !wc.TLS || wc.Users != 1 {
+		t.Fatalf("LoadWebConfig(example) = %+v, want TLS and one user", wc)
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.Client(false)}}
+	if code, err := getAs(t, c, "https://"+addr+"/", "prometheus", "change-me"); err != nil || code != http.StatusOK {
+		t.Errorf("GET as the example's user = %d, %v; want 200", code, err)
 	}
 }
