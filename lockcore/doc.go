@@ -125,7 +125,32 @@
 // Kleppmann, "How to do distributed locking").
 //
 // The fence is minted in the lock statement itself, after the grant
-// (nextval on a sequence), so it costs no round trip. The sequence,
+// (nextval on a sequence), so it costs no round trip.
+//
+// A fence is durable before its grant is reported: the lock statement sets
+// synchronous_commit on for its own transaction, whatever the server's or
+// the role's setting, and the server answers after the commit. nextval
+// writes WAL ahead (once in 32 calls, and first after each checkpoint), and
+// only those grants wait for a flush. So fences keep increasing (jumping
+// ahead by up to 32) across:
+//
+//   - a server crash or restart, also on a server that commits
+//     asynchronously (synchronous_commit off for throughput);
+//   - a failover to a synchronous standby, one that
+//     synchronous_standby_names makes the primary wait for: the commit
+//     waited for that standby to flush.
+//
+// They do not survive what loses committed work: a failover to an
+// asynchronous standby, which may lack the old primary's last WAL and with
+// it the last fences handed out; the restore of a backup or a point-in-time
+// recovery; an operating-system crash of a server running with fsync off.
+// After such an event, move the sequence past anything the old server may
+// have handed out before locks are taken again, for example
+// SELECT setval('lockcore.fence', nextval('lockcore.fence') + 1000000).
+// Nor do they survive the sequence itself being set back (setval), dropped
+// and created again, or replaced by another.
+//
+// The sequence,
 // lockcore.fence by default (FenceSequence), is created on a Service's
 // first acquire if it does not exist: CREATE SCHEMA IF NOT EXISTS lockcore;
 // CREATE SEQUENCE IF NOT EXISTS lockcore.fence. That needs the CREATE

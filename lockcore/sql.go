@@ -13,6 +13,14 @@ import "strings"
 // references, so it is a one-time filter evaluated before the select list:
 // lock_timeout is set, local to the statement's implicit transaction, before
 // the wait begins.
+//
+// The fencing statements also set synchronous_commit on, local to their
+// implicit transaction, so the grant is reported only once the nextval
+// behind its fence is durable: the server commits with the setting still
+// in force and answers after the commit. With synchronous_commit off a
+// crash could hand out the same fences again. It costs a flush only when
+// nextval writes WAL (once in 32 calls, and first after each checkpoint),
+// and no round trip.
 type statements struct{ lock, lockWithin, try, unlock, xact, tryXact string }
 
 // args are the placeholders of each key shape.
@@ -35,16 +43,17 @@ func build(args, lt, seq string) statements {
 		xact:    r.Replace("SELECT pg_advisory_xact_lock(ARGS)"),
 		tryXact: r.Replace("SELECT pg_try_advisory_xact_lock(ARGS)"),
 	}
-	within := " WHERE set_config('lock_timeout', LT, true) IS NOT NULL"
+	timeout := "set_config('lock_timeout', LT, true) IS NOT NULL"
 	if seq == "" {
 		st.lock = r.Replace("SELECT pg_advisory_lock(ARGS)")
-		st.lockWithin = r.Replace("SELECT pg_advisory_lock(ARGS)" + within)
+		st.lockWithin = r.Replace("SELECT pg_advisory_lock(ARGS) WHERE " + timeout)
 		st.try = r.Replace("SELECT pg_try_advisory_lock(ARGS)")
 		return st
 	}
-	st.lock = r.Replace("SELECT CASE WHEN pg_advisory_lock(ARGS) IS NOT NULL THEN nextval('SEQ') END")
-	st.lockWithin = r.Replace("SELECT CASE WHEN pg_advisory_lock(ARGS) IS NOT NULL THEN nextval('SEQ') END" + within)
-	st.try = r.Replace("SELECT CASE WHEN pg_try_advisory_lock(ARGS) THEN nextval('SEQ') END")
+	durable := "set_config('synchronous_commit', 'on', true) IS NOT NULL"
+	st.lock = r.Replace("SELECT CASE WHEN pg_advisory_lock(ARGS) IS NOT NULL THEN nextval('SEQ') END WHERE " + durable)
+	st.lockWithin = r.Replace("SELECT CASE WHEN pg_advisory_lock(ARGS) IS NOT NULL THEN nextval('SEQ') END WHERE " + timeout + " AND " + durable)
+	st.try = r.Replace("SELECT CASE WHEN pg_try_advisory_lock(ARGS) THEN nextval('SEQ') END WHERE " + durable)
 	return st
 }
 
