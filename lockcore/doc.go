@@ -156,7 +156,12 @@
 // CREATE SEQUENCE IF NOT EXISTS lockcore.fence. That needs the CREATE
 // privilege on the database once, and nextval needs USAGE on the schema and
 // the sequence; without them an acquire fails with ErrFencing, saying so.
-// For a database that must not get new objects, or a read-only connection,
+// A sequence that exists already is checked on a Service's first acquire
+// (pg_sequence): it must be logged, with CACHE 1 (a cache hands each session
+// its own range, so fences of two sessions would not compare), a positive
+// increment and NO CYCLE; otherwise acquires fail with ErrFencing naming
+// the ALTER SEQUENCE that fixes it. A sequence altered after that check is
+// not seen. For a database that must not get new objects, or a read-only connection,
 // turn fencing off with NoFencing: fences are then 0 and the statements the
 // bare pg_advisory_lock. Transaction locks carry no fence.
 //

@@ -284,3 +284,44 @@ func newPool(t *testing.T, dsn string, configure func(*pgxpool.Config)) *pgxpool
 	t.Cleanup(p.Close)
 	return p
 }
+
+// A fencing sequence that exists already is checked before its first
+// fence: one whose settings cannot give increasing fences (a cache, a
+// cycle, a negative increment, unlogged, or not a sequence at all) is
+// refused with ErrFencing naming the fix, and the body never runs. One
+// with the right settings is used as it is.
+func TestFenceSequenceSettingsChecked(t *testing.T) {
+	t.Parallel()
+	dsn := freshDatabase(t)
+	admin := newPool(t, dsn, nil)
+	ctx := context.Background()
+	for i, tc := range []struct {
+		create string // %s is the sequence's name
+		want   string // in the error; "" means accepted
+	}{
+		{"CREATE SEQUENCE %s CACHE 10", "CACHE 1"},
+		{"CREATE SEQUENCE %s CYCLE", "NO CYCLE"},
+		{"CREATE SEQUENCE %s INCREMENT BY -1", "INCREMENT BY 1"},
+		{"CREATE UNLOGGED SEQUENCE %s", "SET LOGGED"},
+		{"CREATE TABLE %s (x int)", "not a sequence"},
+		{"CREATE SEQUENCE %s INCREMENT BY 5 NO CYCLE CACHE 1", ""},
+	} {
+		name := fmt.Sprintf("seq%d", i)
+		if _, err := admin.Exec(ctx, fmt.Sprintf(tc.create, "public."+name)); err != nil {
+			t.Fatal(err)
+		}
+		s := lockcore.New(admin, lockcore.FenceSequence("public", name))
+		ran := false
+		err := s.With(ctx, freshAgent(), func(context.Context) error { ran = true; return nil })
+		if tc.want == "" {
+			if err != nil || !ran {
+				t.Errorf("%s: With = %v (ran %v), want the body run", fmt.Sprintf(tc.create, name), err, ran)
+			}
+			continue
+		}
+		if !errors.Is(err, lockcore.ErrFencing) || !strings.Contains(err.Error(), tc.want) || ran {
+			t.Errorf("%s: With = %v (ran %v), want ErrFencing naming %q", fmt.Sprintf(tc.create, name), err, ran, tc.want)
+		}
+		t.Log(err)
+	}
+}

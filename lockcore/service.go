@@ -141,7 +141,8 @@ func NoFencing() Option {
 // FenceSequence sets the sequence fencing tokens are drawn from (default
 // lockcore.fence). Every Service that locks the same keys in a database
 // must use the same sequence, or fences of different Services do not
-// compare.
+// compare. A sequence that exists must be logged, with CACHE 1, a positive
+// increment and NO CYCLE, or acquires fail with ErrFencing.
 func FenceSequence(schema, name string) Option {
 	return func(c *config) {
 		if schema != "" && name != "" {

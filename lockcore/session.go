@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -115,12 +117,12 @@ func setKeepAlive(nc net.Conn, k net.KeepAliveConfig) error {
 	return nil
 }
 
-// ensureFence creates the fencing sequence if it does not exist, once per
-// Service: a look-up, and if the sequence is missing, CREATE SCHEMA and
-// CREATE SEQUENCE IF NOT EXISTS. The look-up comes first because CREATE
-// SCHEMA IF NOT EXISTS needs the CREATE privilege even when the schema
-// exists. CACHE 1 (the default) matters: a cached sequence hands each
-// session its own range, and fences of two sessions would not compare.
+// ensureFence makes sure of the fencing sequence once per Service: a
+// look-up that also reads its settings, and if it is missing, CREATE
+// SCHEMA and CREATE SEQUENCE IF NOT EXISTS. The look-up comes first because
+// CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege even when the
+// schema exists. A sequence that exists already is refused unless its
+// settings give increasing fences (checkSequence).
 func (s *Service) ensureFence(ctx context.Context, conn *pgxpool.Conn, deadline time.Time) error {
 	if s.seq == "" || s.seqReady.Load() {
 		return nil
@@ -136,14 +138,11 @@ func (s *Service) ensureFence(ctx context.Context, conn *pgxpool.Conn, deadline 
 	if s.seqReady.Load() {
 		return nil
 	}
+	var bad error // the sequence exists but cannot give increasing fences
 	err := s.query(ctx, conn, deadline, func(qctx context.Context) error {
-		exists := func() (bool, error) {
-			var ok bool
-			err := conn.QueryRow(qctx, "SELECT to_regclass($1) IS NOT NULL", s.seq).Scan(&ok)
-			return ok, err
-		}
-		ok, err := exists()
-		if err != nil || ok {
+		found, err := s.checkSequence(qctx, conn)
+		if err != nil || found.exists {
+			bad = found.fault(s.seq)
 			return err
 		}
 		if _, err = conn.Exec(qctx, "CREATE SCHEMA IF NOT EXISTS "+s.seqSchema); err == nil {
@@ -152,7 +151,8 @@ func (s *Service) ensureFence(ctx context.Context, conn *pgxpool.Conn, deadline 
 		if err != nil && conn.Conn().PgConn().TxStatus() == 'I' && !conn.Conn().IsClosed() {
 			// Another session may have created it meanwhile (concurrent
 			// CREATE ... IF NOT EXISTS can fail on the catalog's unique index).
-			if ok, _ := exists(); ok {
+			if found, cerr := s.checkSequence(qctx, conn); cerr == nil && found.exists {
+				bad = found.fault(s.seq)
 				return nil
 			}
 		}
@@ -161,8 +161,77 @@ func (s *Service) ensureFence(ctx context.Context, conn *pgxpool.Conn, deadline 
 	if err != nil {
 		return s.fenceErr(err)
 	}
+	if bad != nil {
+		return bad
+	}
 	s.seqReady.Store(true)
 	return nil
+}
+
+// sequenceSettings is what pg_class and pg_sequence say of the relation
+// that fences are to come from.
+type sequenceSettings struct {
+	exists      bool
+	kind        string // relkind: "S" for a sequence
+	persistence string // relpersistence: "p" logged, "u" unlogged, "t" temporary
+	increment   int64
+	cycle       bool
+	cache       int64
+}
+
+// checkSequence reads the fencing relation's settings, in one statement;
+// exists is false if there is no such relation.
+func (s *Service) checkSequence(ctx context.Context, conn *pgxpool.Conn) (sequenceSettings, error) {
+	var q sequenceSettings
+	err := conn.QueryRow(ctx, `SELECT c.relkind::text, c.relpersistence::text,
+		coalesce(q.seqincrement, 0), coalesce(q.seqcycle, false), coalesce(q.seqcache, 0)
+		FROM pg_class c LEFT JOIN pg_sequence q ON q.seqrelid = c.oid
+		WHERE c.oid = to_regclass($1)`, s.seq).Scan(&q.kind, &q.persistence, &q.increment, &q.cycle, &q.cache)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return q, nil
+	}
+	q.exists = err == nil
+	return q, err
+}
+
+// fault explains why fences from sequence seq would not always increase,
+// and how to fix it, or returns nil if they would. A cache hands each
+// session its own range, so two sessions' fences do not compare; a cycle
+// or a negative increment goes back; an unlogged sequence is reset by a
+// crash.
+func (q sequenceSettings) fault(seq string) error {
+	if !q.exists {
+		return nil
+	}
+	if q.kind != "S" {
+		return fmt.Errorf("%w: %s is not a sequence; drop it, or name another sequence with lockcore.FenceSequence, or turn fencing off with lockcore.NoFencing()", ErrFencing, seq)
+	}
+	var faults, fixes []string
+	if q.cache != 1 {
+		faults, fixes = append(faults, fmt.Sprintf("CACHE %d (each session hands out its own range)", q.cache)), append(fixes, "CACHE 1")
+	}
+	if q.increment <= 0 {
+		faults, fixes = append(faults, fmt.Sprintf("INCREMENT BY %d", q.increment)), append(fixes, "INCREMENT BY 1")
+	}
+	if q.cycle {
+		faults, fixes = append(faults, "CYCLE (it starts again at its minimum)"), append(fixes, "NO CYCLE")
+	}
+	var fix string
+	if len(fixes) > 0 {
+		fix = "ALTER SEQUENCE " + seq + " " + strings.Join(fixes, " ")
+	}
+	if q.persistence != "p" {
+		faults = append(faults, "not logged (a crash resets it)")
+		if fix != "" {
+			fix += "; "
+		}
+		fix += "ALTER SEQUENCE " + seq + " SET LOGGED"
+	}
+	if len(faults) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: sequence %s cannot give increasing fences: %s; fix it with: %s, or name another sequence with lockcore.FenceSequence, or turn fencing off with lockcore.NoFencing()",
+		ErrFencing, seq, strings.Join(faults, ", "), fix)
 }
 
 // fenceErr explains an error of the fencing sequence, or returns err as it
