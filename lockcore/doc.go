@@ -114,8 +114,8 @@
 //
 // # Fencing
 //
-// Every grant carries a fencing token, Lock.Fence (FenceOf in a body): a
-// number strictly greater than the fence of every earlier grant of the same
+// Every grant carries a fencing token, Lock.Fence (Service.FenceOf in a
+// body): a number strictly greater than the fence of every earlier grant of the same
 // key in the same database, by any Service drawing from the same sequence
 // (all of them, unless FenceSequence says otherwise). The fences of all
 // keys come from that one sequence, so no two grants share one.
@@ -123,6 +123,12 @@
 // last one it stored (UPDATE ... WHERE fence <= $1) refuses the writes of a
 // holder whose lock was lost and granted to someone else since (Martin
 // Kleppmann, "How to do distributed locking").
+//
+// In a body, Service.FenceOf gives the fence of a key held in that
+// Service's database: a fence belongs to its database's sequence, and the
+// same key may be held in two databases at once (nested Services).
+// The package-level FenceOf serves a context that holds the key in one
+// database only, and reports false when it is held in several.
 //
 // The fence is minted in the lock statement itself, after the grant
 // (nextval on a sequence), so it costs no round trip.

@@ -159,7 +159,8 @@ func (l *Lock) PID() uint32 { return l.pid }
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Context returns a context that carries the held key (so that a nested
-// acquire of the same key fails with ErrReentrant) and its fence (FenceOf).
+// acquire of the same key fails with ErrReentrant) and its fence
+// (Service.FenceOf).
 // It is derived from the acquire's context, and is cancelled when the lock
 // is released (cause ErrReleased) or lost (cause an error wrapping ErrLost:
 // errors.Is(context.Cause(ctx), ErrLost)).
