@@ -77,9 +77,8 @@ var errNoTime = errors.New("no time left for the lock statement")
 // connection.
 func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, try bool) (*Lock, error) {
 	a := attempt{s: s, key: key, try: try, start: time.Now()}
-	if held(ctx, s.db, key) != nil {
-		s.emit(Event{Kind: EventReentrant, Key: key, Blocking: !try})
-		return nil, a.error(ErrReentrant)
+	if s.holds(ctx, key) != nil { // else, if s knows no database yet, lock checks once it does
+		return nil, a.reentrant()
 	}
 	deadline := a.deadline(ctx, timeout)
 	s.emit(Event{Kind: EventAttempt, Key: key, Blocking: !try})
@@ -101,6 +100,9 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 			conn.Release() // a clean "no": nothing to undo
 			s.emit(Event{Kind: EventSkipped, Key: key, Wait: time.Since(a.start), PID: pid})
 			return nil, a.error(ErrLocked)
+		case errors.Is(err, ErrReentrant): // found once the database was known
+			conn.Release() // nothing was sent for the lock: the connection is clean
+			return nil, a.reentrant()
 		case errors.Is(err, errNoTime):
 			conn.Release() // nothing was sent for the lock: the connection is clean
 			return nil, a.fail(pid, ErrTimeout)
@@ -136,6 +138,12 @@ func (s *Service) connect(ctx context.Context, deadline time.Time) (*pgxpool.Con
 // the fence minted with the grant (0 with fencing off) and, for a try,
 // whether the lock was granted.
 func (s *Service) lock(ctx context.Context, conn *pgxpool.Conn, key Key, deadline time.Time, try bool) (fence int64, granted bool, err error) {
+	if err := s.identify(ctx, conn, deadline); err != nil {
+		return 0, false, err
+	}
+	if s.holds(ctx, key) != nil {
+		return 0, false, ErrReentrant
+	}
 	if err := s.prepareSession(ctx, conn, deadline); err != nil {
 		return 0, false, err
 	}
@@ -246,6 +254,13 @@ func (a *attempt) deadline(ctx context.Context, timeout time.Duration) time.Time
 // error is the acquire's error for err, with no event (the caller emits).
 func (a *attempt) error(err error) error {
 	return &AdvisoryLockError{Key: a.key, Op: a.op(), Err: err}
+}
+
+// reentrant reports an acquire of a key ctx already holds in the same
+// database, and returns its error.
+func (a *attempt) reentrant() error {
+	a.s.emit(Event{Kind: EventReentrant, Key: a.key, Blocking: !a.try})
+	return a.error(ErrReentrant)
 }
 
 // fail reports a failed acquire to the observers and returns its error.

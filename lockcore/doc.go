@@ -61,7 +61,12 @@
 //     instead of deadlocking against its own connection: PostgreSQL would
 //     grant it again on the same session, or queue it behind the caller on
 //     another. Unrelated contexts serialise as usual; the same key in
-//     another database is another lock.
+//     another database is another lock. A database is known by what the
+//     server says, not by the DSN's spelling: the cluster's system
+//     identifier (the same on its physical standbys) and the database's
+//     oid, read on the first acquire through each pool (a role that may
+//     not read pg_control_system gets the pool's host and port instead).
+//     Reentrancy also covers XactLock.
 //   - After every failed or cancelled acquire, pg_advisory_unlock runs on
 //     the same connection with a fresh short context, because PostgreSQL
 //     may have granted the lock just as the wait failed (PostgreSQL bug

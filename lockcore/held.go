@@ -61,7 +61,7 @@ func FenceOf(ctx context.Context, key Key) (int64, bool) {
 // HolderPID returns the backend pid whose session holds key in s's
 // database, if ctx (a body's context or Lock.Context) holds it there.
 func (s *Service) HolderPID(ctx context.Context, key Key) (uint32, bool) {
-	if h := held(ctx, s.db, key); h != nil {
+	if h := s.holds(ctx, key); h != nil {
 		return h.pid, true
 	}
 	return 0, false
@@ -71,10 +71,20 @@ func (s *Service) HolderPID(ctx context.Context, key Key) (uint32, bool) {
 // or Lock.Context) in s's database, and whether ctx holds key there: the
 // fence to write with to that database.
 func (s *Service) FenceOf(ctx context.Context, key Key) (int64, bool) {
-	if h := held(ctx, s.db, key); h != nil {
+	if h := s.holds(ctx, key); h != nil {
 		return h.fence, true
 	}
 	return 0, false
+}
+
+// holds finds key in ctx's held list as held in s's database. Before s
+// knows its database (its pool has served no acquire yet), nothing is.
+func (s *Service) holds(ctx context.Context, key Key) *heldKey {
+	db := s.database()
+	if db == "" {
+		return nil
+	}
+	return held(ctx, db, key)
 }
 
 // heldOnce finds key in ctx's held list if it is held there in one

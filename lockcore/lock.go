@@ -139,7 +139,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 func (s *Service) newLock(ctx context.Context, conn *pgxpool.Conn, key Key, fence int64, try bool) *Lock {
 	pc := conn.Conn().PgConn()
 	l := &Lock{s: s, key: key, conn: conn, nc: pc.Conn(), pid: pc.PID(), fence: fence, at: time.Now(), blocking: !try}
-	l.ctx, l.cancel = context.WithCancelCause(withHeld(ctx, &heldKey{db: s.db, key: key, pid: l.pid, fence: fence}))
+	l.ctx, l.cancel = context.WithCancelCause(withHeld(ctx, &heldKey{db: s.database(), key: key, pid: l.pid, fence: fence}))
 	l.watching.Add(1)
 	s.starter.add(l)
 	return l

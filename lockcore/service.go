@@ -38,8 +38,8 @@ type Service struct {
 	// session: the default timeout less a margin for the connection wait.
 	sessionTimeout int64
 	appName        string
-	db             string // the database's identity, for reentrancy
-	shared         bool   // SharedPool: no session lock_timeout
+	db             atomic.Pointer[string] // the database's identity (database.go), once known
+	shared         bool                   // SharedPool: no session lock_timeout
 	keepAlive      net.KeepAliveConfig
 	observers      []Observer
 	log            *slog.Logger
@@ -167,7 +167,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Service {
 		o(&c)
 	}
 	s := &Service{
-		pool: pool, db: databaseID(pool), timeout: c.timeout, appName: c.appName, shared: c.shared,
+		pool: pool, timeout: c.timeout, appName: c.appName, shared: c.shared,
 		keepAlive: c.keepAlive, observers: c.observers, log: c.log,
 		maxAttempts: int(max(pool.Config().MaxConns, 1)) + 1, starter: newStarter(),
 	}
@@ -216,11 +216,4 @@ func (s *Service) call(o Observer, e Event) {
 		}
 	}()
 	o(e)
-}
-
-// databaseID names the database a pool's connections reach, so that
-// reentrancy is judged per database, as the locks themselves are.
-func databaseID(p *pgxpool.Pool) string {
-	cc := p.Config().ConnConfig
-	return fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
 }

@@ -774,3 +774,74 @@ func TestSharedServiceResetsSessionTimeout(t *testing.T) {
 		t.Errorf("lock_timeout = %q (%v), want 0 after the shared Service", lt, err)
 	}
 }
+
+// Reentrancy knows a database by what the server says, not by how a DSN
+// spells it: two pools on the same database whose host differs by a
+// trailing slash are one database, so a nested acquire of a held key
+// through the other pool is refused at once instead of waiting for itself.
+func TestReentrancyIgnoresDSNSpelling(t *testing.T) {
+	t.Parallel()
+	here, _ := newService(t, 2, lockcore.Timeout(3*time.Second))
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Host += "/" // the same socket directory, spelt differently
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	there := lockcore.New(pool, lockcore.Timeout(3*time.Second))
+	key := freshAgent()
+	err = here.With(context.Background(), key, func(ctx context.Context) error {
+		start := time.Now()
+		err := there.With(ctx, key, noop)
+		if !errors.Is(err, lockcore.ErrReentrant) {
+			t.Errorf("the same database through another spelling: %v after %v, want ErrReentrant", err, time.Since(start).Round(time.Millisecond))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A role that may not read pg_control_system still locks, and reentrancy
+// still works: the cluster is then named by the pool's host and port.
+func TestReentrancyWithoutSystemIdentifier(t *testing.T) {
+	t.Parallel()
+	dsn := freshDatabase(t)
+	ctx := context.Background()
+	admin := newPool(t, dsn, nil)
+	// Function privileges live in each database's pg_proc: this one only.
+	if _, err := admin.Exec(ctx, "REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC"); err != nil {
+		t.Fatal(err)
+	}
+	role := fmt.Sprintf("lockcore_nosysid_%d", time.Now().UnixNano()%1e9)
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD 'pw'", role)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = admin.Exec(cctx, "DROP ROLE "+role)
+	})
+	roleDSN, err := pgtest.WithUser(dsn, role, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := lockcore.New(newPool(t, roleDSN, nil), lockcore.NoFencing(), lockcore.Timeout(3*time.Second))
+	there := lockcore.New(newPool(t, roleDSN, nil), lockcore.NoFencing(), lockcore.Timeout(3*time.Second))
+	key := freshAgent()
+	err = here.With(ctx, key, func(ctx context.Context) error {
+		if err := there.With(ctx, key, noop); !errors.Is(err, lockcore.ErrReentrant) {
+			t.Errorf("nested acquire through a second pool: %v, want ErrReentrant", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
