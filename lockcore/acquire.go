@@ -23,7 +23,8 @@ func (s *Service) With(ctx context.Context, key Key, fn func(ctx context.Context
 	return s.WithTimeout(ctx, key, s.timeout, fn)
 }
 
-// WithTimeout is With with its own timeout.
+// WithTimeout is With with its own timeout; a timeout <= 0 means the
+// Service's timeout.
 func (s *Service) WithTimeout(ctx context.Context, key Key, timeout time.Duration, fn func(ctx context.Context) error) error {
 	l, err := s.acquire(ctx, key, timeout, false)
 	if err != nil {
@@ -52,9 +53,6 @@ func (s *Service) TryWith(ctx context.Context, key Key, fn func(ctx context.Cont
 // steps. The caller must call Release. A timeout <= 0 means the Service's
 // timeout.
 func (s *Service) Acquire(ctx context.Context, key Key, timeout time.Duration) (*Lock, error) {
-	if timeout <= 0 {
-		timeout = s.timeout
-	}
 	return s.acquire(ctx, key, timeout, false)
 }
 
@@ -74,8 +72,11 @@ var errNoTime = errors.New("no time left for the lock statement")
 // watches the connection. A pooled connection whose session had already
 // ended (killed while idle) is swapped for a fresh one within the same
 // deadline. Every other failure unlocks unconditionally and closes the
-// connection.
+// connection. A timeout <= 0 means the Service's timeout.
 func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, try bool) (*Lock, error) {
+	if timeout <= 0 {
+		timeout = s.timeout
+	}
 	a := attempt{s: s, key: key, try: try, start: time.Now()}
 	if s.holds(ctx, key) != nil { // else, if s knows no database yet, lock checks once it does
 		return nil, a.reentrant()

@@ -2,7 +2,6 @@ package lockcore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -10,7 +9,7 @@ import (
 	"time"
 	"weak"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -25,14 +24,32 @@ import (
 // shared by every Service on that pool. Entries go when their pool does.
 var identities sync.Map // weak.Pointer[pgxpool.Pool] -> string
 
-// identityQuery reads the identity in one statement.
-const identityQuery = `SELECT (SELECT system_identifier FROM pg_control_system())::text,
-	(SELECT oid FROM pg_database WHERE datname = current_database())::int8`
+// querier runs a query: a connection, or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
 
-// fallbackQuery reads the database's oid alone, for a server that does not
-// let the role read pg_control_system: the cluster is then named by the
-// pool's host and port.
-const fallbackQuery = `SELECT oid::int8 FROM pg_database WHERE datname = current_database()`
+// readIdentity reads the identity of conn's database through q (conn
+// itself, or a transaction on it). A role that may not read
+// pg_control_system gets conn's host and port for the cluster instead; the
+// privilege is asked first, since a failed statement would end q's
+// transaction.
+func readIdentity(ctx context.Context, q querier, conn *pgx.Conn) (string, error) {
+	var sysOK bool
+	var oid int64
+	err := q.QueryRow(ctx, `SELECT has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE'), oid::int8
+		FROM pg_database WHERE datname = current_database()`).Scan(&sysOK, &oid)
+	if err != nil {
+		return "", err
+	}
+	cluster := conn.Config().Host + ":" + strconv.Itoa(int(conn.Config().Port))
+	if sysOK {
+		if err := q.QueryRow(ctx, "SELECT system_identifier::text FROM pg_control_system()").Scan(&cluster); err != nil {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("%s/%d", cluster, oid), nil
+}
 
 // database returns s's database identity, or "" until its pool has served
 // a first acquire.
@@ -50,24 +67,15 @@ func (s *Service) database() string {
 }
 
 // identify reads the identity of conn's database on s's first acquire
-// (unless another Service on the same pool has), in one round trip once per
+// (unless another Service on the same pool has): two statements, once per
 // pool.
 func (s *Service) identify(ctx context.Context, conn *pgxpool.Conn, deadline time.Time) error {
 	if s.database() != "" {
 		return nil
 	}
 	var id string
-	err := s.query(ctx, conn, deadline, func(qctx context.Context) error {
-		var sys string
-		var oid int64
-		err := conn.QueryRow(qctx, identityQuery).Scan(&sys, &oid)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
-			err = conn.QueryRow(qctx, fallbackQuery).Scan(&oid)
-			cc := s.pool.Config().ConnConfig
-			sys = cc.Host + ":" + strconv.Itoa(int(cc.Port))
-		}
-		id = fmt.Sprintf("%s/%d", sys, oid)
+	err := s.query(ctx, conn, deadline, func(qctx context.Context) (err error) {
+		id, err = readIdentity(qctx, conn, conn.Conn())
 		return err
 	})
 	if err != nil {
@@ -79,4 +87,23 @@ func (s *Service) identify(ctx context.Context, conn *pgxpool.Conn, deadline tim
 	}
 	s.db.Store(&id)
 	return nil
+}
+
+// connIdentityKey keeps a connection's database identity in its CustomData,
+// for transaction locks, which have no pool to cache it in.
+const connIdentityKey = "lockcore.database"
+
+// txDatabase returns the identity of tx's database, read once per
+// connection.
+func txDatabase(ctx context.Context, tx pgx.Tx) (string, error) {
+	cd := tx.Conn().PgConn().CustomData()
+	if id, ok := cd[connIdentityKey].(string); ok {
+		return id, nil
+	}
+	id, err := readIdentity(ctx, tx, tx.Conn())
+	if err != nil {
+		return "", err
+	}
+	cd[connIdentityKey] = id
+	return id, nil
 }

@@ -38,7 +38,8 @@
 // The rules every call follows:
 //
 //   - A blocking acquire waits at most its timeout (the Timeout option,
-//     DefaultTimeout by default) or until shortly before ctx's deadline,
+//     DefaultTimeout by default; a timeout <= 0 given to WithTimeout or
+//     Acquire means that one) or until shortly before ctx's deadline,
 //     whichever is sooner, and the wait for a pooled connection counts
 //     against it: an exhausted pool ends in ErrTimeout, never a hang. The
 //     server ends the wait itself (lock_timeout), so the connection stays
@@ -66,7 +67,7 @@
 //     identifier (the same on its physical standbys) and the database's
 //     oid, read on the first acquire through each pool (a role that may
 //     not read pg_control_system gets the pool's host and port instead).
-//     Reentrancy also covers XactLock.
+//     XactLock refuses such a key too.
 //   - After every failed or cancelled acquire, pg_advisory_unlock runs on
 //     the same connection with a fresh short context, because PostgreSQL
 //     may have granted the lock just as the wait failed (PostgreSQL bug
@@ -201,7 +202,10 @@
 // # Transaction locks
 //
 // XactLock and TryXactLock take a lock that lasts until the given
-// transaction ends, for short sections inside one transaction.
+// transaction ends, for short sections inside one transaction. XactLock
+// refuses a key its context holds already in the transaction's database
+// with ErrReentrant, as an acquire does (the wait would be for the caller's
+// own session lock); TryXactLock simply reports false then.
 //
 // # Reading locks
 //

@@ -845,3 +845,25 @@ func TestReentrancyWithoutSystemIdentifier(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A zero timeout means the Service's timeout everywhere: WithTimeout(ctx,
+// k, 0, fn) is Acquire(ctx, k, 0), not an acquire that has already run
+// out of time.
+func TestZeroTimeoutIsDefault(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 2, lockcore.Timeout(300*time.Millisecond))
+	ctx := context.Background()
+	for _, d := range []time.Duration{0, -time.Second} {
+		ran := false
+		if err := s.WithTimeout(ctx, freshAgent(), d, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+			t.Errorf("WithTimeout(%v) on a free key = %v (ran %v)", d, err, ran)
+		}
+		key := freshAgent()
+		release := holdElsewhere(t, key)
+		err := s.WithTimeout(ctx, key, d, noop)
+		if !errors.Is(err, lockcore.ErrTimeout) || strings.Contains(err.Error(), "connection") {
+			t.Errorf("WithTimeout(%v) on a held key = %v, want the lock's ErrTimeout", d, err)
+		}
+		release()
+	}
+}
