@@ -88,6 +88,16 @@ func TestXactLockReentrant(t *testing.T) {
 		if !errors.Is(err, lockcore.ErrReentrant) || !errors.As(err, &lerr) || lerr.Op != lockcore.OpXact {
 			t.Errorf("XactLock on a key the context holds = %v, want ErrReentrant", err)
 		}
+		err = pgx.BeginFunc(gctx, work, func(tx pgx.Tx) error {
+			ok, err := lockcore.TryXactLock(gctx, tx, key)
+			if ok {
+				t.Error("TryXactLock on a key the context holds reported true")
+			}
+			return err
+		})
+		if err != nil {
+			t.Errorf("TryXactLock on a key the context holds: %v", err)
+		}
 		err = pgx.BeginFunc(gctx, other, func(tx pgx.Tx) error { return lockcore.XactLock(gctx, tx, key) })
 		if err != nil {
 			t.Errorf("XactLock on the same key in another database: %v", err)
