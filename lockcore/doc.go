@@ -45,12 +45,13 @@
 //     server ends the wait itself (lock_timeout), so the connection stays
 //     clean. Each lock connection's session carries lock_timeout set just
 //     under the Service's timeout, once per connection, with its
-//     application_name, so a usual acquire is one lock statement (which
-//     also mints the fence) in one round trip, and a release another; a
-//     wait of another length sets lock_timeout inside its own lock
-//     statement. If the pool serves other
-//     work too, say so with SharedPool: every lock statement then sets
-//     lock_timeout for itself and the session is left alone.
+//     application_name (and, with fencing, synchronous_commit on: see
+//     Fencing), so a usual acquire is one lock statement (which also mints
+//     the fence) in one round trip, and a release another; a wait of
+//     another length sets lock_timeout inside its own lock statement. If
+//     the pool serves other work too, say so with SharedPool: every lock
+//     statement then sets lock_timeout and synchronous_commit for itself
+//     and the session is left alone.
 //   - Cancelling ctx while an acquire waits sends the server a cancel
 //     request, so the wait stops at once (within two seconds even if the
 //     server does not answer); the call returns an error wrapping
@@ -139,9 +140,10 @@
 // The fence is minted in the lock statement itself, after the grant
 // (nextval on a sequence), so it costs no round trip.
 //
-// A fence is durable before its grant is reported: the lock statement sets
-// synchronous_commit on for its own transaction, whatever the server's or
-// the role's setting, and the server answers after the commit. nextval
+// A fence is durable before its grant is reported: the lock statement
+// commits with synchronous_commit on, whatever the server's or the role's
+// setting (set once per lock connection, or in each statement with
+// SharedPool), and the server answers after the commit. nextval
 // writes WAL ahead (once in 32 calls, and first after each checkpoint), and
 // only those grants wait for a flush. So fences keep increasing (jumping
 // ahead by up to 32) across:

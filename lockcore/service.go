@@ -93,8 +93,8 @@ func ApplicationName(name string) Option {
 
 // SharedPool says the pool also serves other work, so the Service must not
 // leave session settings on its connections: each lock statement sets
-// lock_timeout for itself alone, instead of the Service setting it once per
-// connection. That costs the server a setting change per lock, measurable
+// lock_timeout (and, with fencing, synchronous_commit) for itself alone,
+// instead of the Service setting them once per connection. That costs the server a setting change per lock, measurable
 // only under heavy contention. application_name is still set unless
 // ApplicationName("") is given too.
 func SharedPool() Option {
@@ -179,7 +179,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Service {
 		s.seqSchema = pgx.Identifier{c.schema}.Sanitize()
 		s.seqGate = make(chan struct{}, 1)
 	}
-	s.pair, s.single = pairStatements(s.seq), singleStatements(s.seq)
+	s.pair, s.single = pairStatements(s.seq, s.shared), singleStatements(s.seq, s.shared)
 	return s
 }
 

@@ -759,18 +759,34 @@ func TestReentrancyIsPerDatabase(t *testing.T) {
 }
 
 // A shared-pool Service on a connection a dedicated Service prepared takes
-// the session lock_timeout back off it.
+// the session settings back off it: lock_timeout, and the synchronous
+// commit a fencing Service sets for its fences. A fencing Service sets that
+// on a connection a Service without fencing prepared.
 func TestSharedServiceResetsSessionTimeout(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-	if err := lockcore.New(pool).With(context.Background(), freshAgent(), noop); err != nil {
+	ctx := context.Background()
+	durable := func(step string, want bool) {
+		t.Helper()
+		var on bool // set on, rather than the session's default
+		if err := pool.QueryRow(ctx, "SELECT setting = 'on' AND setting <> reset_val FROM pg_settings WHERE name = 'synchronous_commit'").Scan(&on); err != nil || on != want {
+			t.Errorf("%s: synchronous_commit set on = %v (%v), want %v", step, on, err, want)
+		}
+	}
+	if err := lockcore.New(pool, lockcore.NoFencing()).With(ctx, freshAgent(), noop); err != nil {
 		t.Fatal(err)
 	}
-	if err := lockcore.New(pool, lockcore.WithSharedPool()).With(context.Background(), freshAgent(), noop); err != nil {
+	durable("after a Service without fencing", false)
+	if err := lockcore.New(pool).With(ctx, freshAgent(), noop); err != nil {
 		t.Fatal(err)
 	}
+	durable("after a fencing Service", true)
+	if err := lockcore.New(pool, lockcore.WithSharedPool()).With(ctx, freshAgent(), noop); err != nil {
+		t.Fatal(err)
+	}
+	durable("after the shared Service", false)
 	var lt string
-	if err := pool.QueryRow(context.Background(), "SHOW lock_timeout").Scan(&lt); err != nil || lt != "0" {
+	if err := pool.QueryRow(ctx, "SHOW lock_timeout").Scan(&lt); err != nil || lt != "0" {
 		t.Errorf("lock_timeout = %q (%v), want 0 after the shared Service", lt, err)
 	}
 }

@@ -40,26 +40,38 @@ const (
 // connection's CustomData (a checked-out connection has one user).
 type sessionState struct {
 	lockTimeout int64
+	durable     bool // synchronous_commit on for the session
 	keepAlive   bool // TCP keepalive set (or not needed: a Unix socket)
 }
 
 const sessionStateKey = "lockcore.session"
 
 // prepareSession readies a connection the first time this Service (or one
-// with another timeout) uses it: application_name and a session
-// lock_timeout of s.sessionTimeout, in one round trip, after which a lock
-// with the usual timeout is a bare pg_advisory_lock. A session setting,
-// rather than one in each lock statement, spares the server a GUC change
-// and undo per lock, which is measurable under contention. It also sets the
-// socket's TCP keepalive, which bounds how long a silent network can hide
-// a lost lock.
+// with other settings) uses it: application_name, a session lock_timeout of
+// s.sessionTimeout and, with fencing on, synchronous_commit on (see
+// statements), in one round trip, after which a lock with the usual timeout
+// is a bare lock statement. Session settings, rather than ones in each lock
+// statement, spare the server a GUC change and undo per lock, which is
+// measurable. A SharedPool Service sets only application_name, and takes
+// back the settings another Service left. It also sets the socket's TCP
+// keepalive, which bounds how long a silent network can hide a lost lock.
 func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadline time.Time) error {
 	pc := conn.Conn().PgConn()
 	cd := pc.CustomData()
 	st, _ := cd[sessionStateKey].(sessionState)
 	needApp := s.appName != "" && pc.ParameterStatus("application_name") != s.appName
 	needKA := s.keepAlive.Enable && !st.keepAlive
-	if !needApp && !needKA && st.lockTimeout == s.sessionTimeout {
+	// A shared Service wants no session settings; a dedicated one wants its
+	// lock_timeout and, fencing, a durable commit (one without fencing
+	// leaves a durable commit alone: it costs it nothing).
+	durable := st.durable
+	if s.shared {
+		durable = false
+	} else if s.seq != "" {
+		durable = true
+	}
+	settled := st.lockTimeout == s.sessionTimeout && st.durable == durable
+	if !needApp && !needKA && settled {
 		return nil
 	}
 	if needKA {
@@ -71,7 +83,7 @@ func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadli
 		st.keepAlive = true
 		cd[sessionStateKey] = st
 	}
-	if !needApp && st.lockTimeout == s.sessionTimeout {
+	if !needApp && settled {
 		return nil
 	}
 	app := s.appName
@@ -80,22 +92,26 @@ func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadli
 	}
 	err := s.query(ctx, conn, deadline, func(qctx context.Context) error {
 		if s.sessionTimeout == 0 { // a shared pool: application_name only
-			if st.lockTimeout != 0 { // a non-shared Service left its lock_timeout here
-				if _, err := conn.Exec(qctx, "RESET lock_timeout"); err != nil {
+			if st.lockTimeout != 0 || st.durable { // a dedicated Service left its settings here
+				if _, err := conn.Exec(qctx, "RESET lock_timeout; RESET synchronous_commit"); err != nil {
 					return err
 				}
 			}
 			_, err := conn.Exec(qctx, "SELECT set_config('application_name', $1, false)", app)
 			return err
 		}
-		_, err := conn.Exec(qctx, "SELECT set_config('application_name', $1, false), set_config('lock_timeout', $2, false)",
+		sync := "current_setting('synchronous_commit')"
+		if durable {
+			sync = "set_config('synchronous_commit', 'on', false)"
+		}
+		_, err := conn.Exec(qctx, "SELECT set_config('application_name', $1, false), set_config('lock_timeout', $2, false), "+sync,
 			app, strconv.FormatInt(s.sessionTimeout, 10))
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	st.lockTimeout = s.sessionTimeout
+	st.lockTimeout, st.durable = s.sessionTimeout, durable
 	cd[sessionStateKey] = st
 	return nil
 }
