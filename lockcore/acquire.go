@@ -14,8 +14,8 @@ import (
 
 // With runs fn while holding key, waiting up to the Service's timeout for
 // it. fn gets a context that carries the key (for reentrancy detection) and
-// its fence (Service.FenceOf), and is cancelled when fn returns or, with cause an
-// error wrapping ErrLost, as soon as the lock is lost. With returns fn's
+// its fence (Service.FenceOf), and is cancelled when fn returns or, with
+// cause an error wrapping ErrLost, as soon as the lock is lost. With returns fn's
 // error, or the acquire's *AdvisoryLockError, joined with the release's
 // error if the lock was lost (ErrLost). A panic in fn releases the lock and
 // resumes.
