@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/locktop/locktop/internal/pgcluster"
+	"github.com/locktop/locktop/internal/testenv/pgcluster"
 	"github.com/locktop/locktop/lockcore"
 )
 
