@@ -2,6 +2,7 @@ package lockcore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"weak"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -67,15 +69,24 @@ func (s *Service) database() string {
 }
 
 // identify reads the identity of conn's database on s's first acquire
-// (unless another Service on the same pool has): two statements, once per
-// pool.
+// (unless another Service on the same pool has): one statement, once per
+// pool, as long as the role may read pg_control_system.
 func (s *Service) identify(ctx context.Context, conn *pgxpool.Conn, deadline time.Time) error {
 	if s.database() != "" {
 		return nil
 	}
 	var id string
-	err := s.query(ctx, conn, deadline, func(qctx context.Context) (err error) {
-		id, err = readIdentity(qctx, conn, conn.Conn())
+	err := s.query(ctx, conn, deadline, func(qctx context.Context) error {
+		var sys string
+		var oid int64
+		err := conn.QueryRow(qctx, `SELECT (SELECT system_identifier FROM pg_control_system())::text,
+			(SELECT oid FROM pg_database WHERE datname = current_database())::int8`).Scan(&sys, &oid)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege: the slow way
+			id, err = readIdentity(qctx, conn, conn.Conn())
+			return err
+		}
+		id = fmt.Sprintf("%s/%d", sys, oid)
 		return err
 	})
 	if err != nil {
