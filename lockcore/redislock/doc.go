@@ -44,10 +44,20 @@
 //   - Waiting does not poll. Waiters register in Redis in arrival order,
 //     each with a registration that lives 3s unless renewed; a release hands
 //     the key to the longest live waiter in the same script and publishes a
-//     notice on the waiter's Locker channel, so a hand-over costs about one
-//     round trip. Waiters poll only as a backstop (pub/sub is fire-and-
-//     forget, and Redis announces expiry late): at the holder's expiry, and
-//     at least every 500ms.
+//     notice on the waiter's Locker channel. The hand-over's grant lasts
+//     only HandOverTTL (2s; the waiter's own TTL if shorter): woken by the
+//     notice, the waiter polls at once, which extends the grant to its TTL,
+//     so a hand-over costs about two round trips and the new holder's lease
+//     is timed from its poll (never from when the notice arrived). Waiters
+//     also poll as a backstop (pub/sub is fire-and-forget, and Redis
+//     announces expiry late): at the holder's expiry, and at least every
+//     500ms.
+//   - A waiter that dies while queued (a crashed pod) blocks the key for
+//     at most HandOverTTL: its registration expires 3s after its last
+//     poll, and a release in those 3s hands it a grant that lapses after
+//     HandOverTTL, since nobody takes it up; the next waiter then gets the
+//     key at its next poll (within 500ms). A waiter whose Acquire fails or
+//     is cancelled takes back its registration, or the grant, itself.
 //   - ErrUnavailable (Redis unreachable, or no answer within the wait),
 //     ErrNotAcquired (the key was seen held for the whole wait) and
 //     ErrNotHeld (the token lost the key) are distinct; a nil error always

@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +13,10 @@ import (
 // lingerFor keeps an unused listener subscribed for a while, so a Locker
 // that waits now and then does not pay a SUBSCRIBE round trip every time.
 var lingerFor = 30 * time.Second
+
+// beforeNotice, when set (by tests), runs before a notice is delivered: a
+// delay injected there is a slow pub/sub delivery.
+var beforeNotice func()
 
 // listener receives the notices sent to a Locker's channel: "g token fence
 // ttl" (a release handed the key to this waiter) and "r token" (this hold
@@ -129,27 +132,26 @@ func (l *Locker) receive(lis *listener) {
 			// between a grant and the listener's start.
 			lis.check.Go(func() { l.checkHolds(lis.quit) })
 		case *redis.Message:
-			l.dispatch(m.Payload, time.Now())
+			if beforeNotice != nil {
+				beforeNotice()
+			}
+			l.dispatch(m.Payload)
 		}
 	}
 }
 
-// dispatch delivers one notice.
-func (l *Locker) dispatch(payload string, at time.Time) {
+// dispatch delivers one notice. A hand-over ("g token fence claim") only
+// wakes its waiter, which polls to take the key up.
+func (l *Locker) dispatch(payload string) {
 	f := strings.Fields(payload)
 	switch {
 	case len(f) == 4 && f[0] == "g":
-		fence, err1 := strconv.ParseInt(f[2], 10, 64)
-		ttl, err2 := strconv.ParseInt(f[3], 10, 64)
-		if err := errors.Join(err1, err2); err != nil {
-			return
-		}
 		l.mu.Lock()
 		ch := l.waiters[f[1]]
 		l.mu.Unlock()
 		if ch != nil {
 			select {
-			case ch <- notice{fence: fence, ttl: time.Duration(ttl) * time.Millisecond, at: at}:
+			case ch <- struct{}{}:
 			default:
 			}
 		}
@@ -188,7 +190,7 @@ func (l *Locker) pokeWaiters() {
 	defer l.mu.Unlock()
 	for _, ch := range l.waiters {
 		select {
-		case ch <- notice{poll: true}:
+		case ch <- struct{}{}:
 		default:
 		}
 	}

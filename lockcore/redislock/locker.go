@@ -31,7 +31,7 @@ type Locker struct {
 	count    counters
 
 	mu      sync.Mutex
-	waiters map[string]chan notice // token -> its waiting Acquire
+	waiters map[string]chan struct{} // token -> its waiting Acquire, to poll now
 	holds   map[string]*Lock       // token -> held Lock, for revocation notices
 	lis     *listener
 	users   int         // callers that want the listener now
@@ -49,7 +49,7 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 		// space-separated, so a prefix with a space must not split it.
 		channel: strings.Join(strings.Fields(opts.Prefix), "_") + "notice:" + rand.Text()[:16],
 		m:       newMetrics(opts.Registerer),
-		waiters: map[string]chan notice{}, holds: map[string]*Lock{},
+		waiters: map[string]chan struct{}{}, holds: map[string]*Lock{},
 	}
 }
 
@@ -139,15 +139,6 @@ type result struct {
 	ttl   time.Duration // time left of the grant (ok), or of the holder's
 }
 
-// notice is a grant handed over through pub/sub, or (poll) a request to
-// poll now because notices may have been missed.
-type notice struct {
-	poll  bool
-	fence int64
-	ttl   time.Duration
-	at    time.Time
-}
-
 func (a *attempt) try(mode string) (result, error) {
 	v, err := acquireScript.Run(a.wctx, a.l.rdb, a.ks.all(), a.tok, ms(a.cfg.ttl), a.l.owner, a.l.channel, mode, ms(waiterTTL)).Slice()
 	if err != nil {
@@ -171,10 +162,14 @@ func (a *attempt) try(mode string) (result, error) {
 	return result{ttl: time.Duration(hold) * time.Millisecond}, nil
 }
 
-// await waits for a hand-over notice or the next poll.
+// await polls until the key is granted. A hand-over notice (or a
+// resubscription, after which notices may have been missed) makes it poll
+// at once: the poll takes up the hand-over's short claim, extending it to
+// the grant's TTL, so the lease is timed from the poll, which Redis
+// answered after the grant, never from the notice.
 func (a *attempt) await(r result) (*Lock, error) {
 	l := a.l
-	ch := make(chan notice, 1)
+	ch := make(chan struct{}, 1)
 	l.mu.Lock()
 	l.waiters[a.tok] = ch
 	l.mu.Unlock()
@@ -197,10 +192,7 @@ func (a *attempt) await(r result) (*Lock, error) {
 	for {
 		timer.Reset(min(max(r.ttl, time.Millisecond), maxPoll))
 		select {
-		case n := <-ch:
-			if !n.poll {
-				return a.granted(n.fence, n.at, n.ttl), nil
-			}
+		case <-ch:
 		case <-ready:
 			ready = nil
 		case <-timer.C:

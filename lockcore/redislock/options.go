@@ -65,6 +65,10 @@ const (
 	DefaultPrefix = "sesslock:"
 	DefaultTTL    = 30 * time.Second
 	DefaultWait   = 5 * time.Second
+	// HandOverTTL is the lease a release grants the waiter it hands the key
+	// to, until that waiter takes it up and extends it to its own TTL. A
+	// waiter that died while queued so keeps the key at most this long.
+	HandOverTTL = 2 * time.Second
 )
 
 func (o Options) withDefaults() Options {
