@@ -159,4 +159,3 @@ func redisKind(t *testing.T) lockKind {
 // its whole TTL (30s); now only for HandOverTTL, which a live waiter
 // extends at once.
 func TestDeadWaiterReleasesWithinBound(t *testing.T) { testDeadWaiter(t, redisKind(t)) }
-

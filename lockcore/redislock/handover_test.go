@@ -13,7 +13,7 @@ import (
 // holder believed it held the key after Redis had let it go. The estimate
 // must never pass the latest moment Redis can expire the key.
 func TestHandOverEstimateNotLate(t *testing.T) {
-	const delay = 200 * time.Millisecond // pub/sub delivery
+	const delay = 200 * time.Millisecond     // pub/sub delivery
 	t.Cleanup(func() { beforeNotice = nil }) // after the Lockers' listeners stop
 	beforeNotice = func() { time.Sleep(delay) }
 	holder := newLocker(t, Options{Owner: "holder"})

@@ -32,7 +32,7 @@ type Locker struct {
 
 	mu      sync.Mutex
 	waiters map[string]chan struct{} // token -> its waiting Acquire, to poll now
-	holds   map[string]*Lock       // token -> held Lock, for revocation notices
+	holds   map[string]*Lock         // token -> held Lock, for revocation notices
 	lis     *listener
 	users   int         // callers that want the listener now
 	linger  *time.Timer // stops an unused listener
