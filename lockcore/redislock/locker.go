@@ -231,12 +231,17 @@ func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock 
 // so FailOpen can tell the two apart (anchors: CortexReach #879).
 func (a *attempt) fail(err error) error {
 	l := a.l
-	if err == nil || !refused(err) {
+	// Take back whatever a registration may exist for: any earlier try
+	// that reached Redis, or this one unless its dial was refused.
+	if err == nil || a.seen || !refused(err) {
 		// A Redis that never answered is unlikely to answer now: do not
 		// make the caller wait long for it (the grant, if any, expires).
 		bound := cleanupTimeout
 		if !a.seen {
 			bound = cleanupTimeout / 8
+		}
+		if beforeWithdraw != nil {
+			beforeWithdraw()
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), bound)
 		_ = withdrawScript.Run(cctx, l.rdb, a.ks.all(), a.tok).Err()
@@ -274,6 +279,10 @@ func (a *attempt) fail(err error) error {
 	return l.redisError(a.key, err)
 }
 
+// beforeWithdraw, when set (by tests), runs before a failed Acquire takes
+// back what it may have left.
+var beforeWithdraw func()
+
 // redisError wraps an error from Redis: ErrUnavailable when Redis could not
 // answer.
 func (l *Locker) redisError(key string, err error) error {
@@ -284,7 +293,7 @@ func (l *Locker) redisError(key string, err error) error {
 }
 
 // refused reports whether err shows the request never reached Redis (the
-// connection was refused), so there is nothing to take back.
+// connection was refused): that request left nothing to take back.
 func refused(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
