@@ -62,7 +62,12 @@
 //     ErrNotAcquired (the key was seen held for the whole wait) and
 //     ErrNotHeld (the token lost the key) are distinct; a nil error always
 //     comes with a Lock. With fails closed by default; Options.FailOpen runs
-//     fn unprotected only on ErrUnavailable, and counts it.
+//     fn unprotected only on ErrUnavailable, and counts it: only when Redis
+//     cannot be reached (refused or lost connections, a pool timeout, no
+//     answer within the wait, too many clients). An error reply is an
+//     answer from a Redis that is up, where another holder may hold the
+//     key: OOM, BUSY, READONLY, LOADING, CLUSTERDOWN and every other reply
+//     fail closed, with the reply wrapped in the error.
 //   - A failed or cancelled Acquire takes back what it may have left (its
 //     registration, or a grant that raced with the cancellation).
 //

@@ -128,11 +128,15 @@ type replyErr string
 func (e replyErr) Error() string { return string(e) }
 func (replyErr) RedisError()     {}
 
+// Only a Redis that cannot be reached is unavailable: an error reply is
+// an answer (issue 31, fault 4).
 func TestUnavailableClassification(t *testing.T) {
 	for err, want := range map[error]bool{
-		replyErr("LOADING Redis is loading the dataset in memory"):                    true,
-		replyErr("CLUSTERDOWN The cluster is down"):                                   true,
-		replyErr("READONLY You can't write against a read only replica"):              true,
+		replyErr("LOADING Redis is loading the dataset in memory"):                    false,
+		replyErr("CLUSTERDOWN The cluster is down"):                                   false,
+		replyErr("READONLY You can't write against a read only replica"):              false,
+		replyErr("OOM command not allowed when used memory > 'maxmemory'."):           false,
+		replyErr("BUSY Redis is busy running a script."):                              false,
 		replyErr("ERR max number of clients reached"):                                 true,
 		replyErr("WRONGTYPE Operation against a key holding the wrong kind of value"): false,
 		&net.OpError{Op: "dial", Err: errors.New("refused")}:                          true,
