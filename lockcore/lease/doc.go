@@ -122,7 +122,11 @@
 // the device, rename, fsync the parent, and mark the manifest row
 // committed in a transaction that checks the lock is still held. Readers
 // find the committed version with Manager.Manifest; a crash at any step
-// leaves the previous version visible, never half of the new one.
+// leaves the previous version visible, never half of the new one. It
+// deletes only what grants with a lower fence left (their tmp directories
+// and uncommitted versions, and the version its commit superseded), and
+// only after checking again that its lease holds: never the committed
+// version, never a later holder's files.
 //
 // # Stores
 //

@@ -47,7 +47,7 @@ func OpenPostgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Manag
 var pgStatements = []string{
 	pgEnsureResource, pgLockResource, pgState, pgBumpResource, pgFastGrant, pgWaitIfRefused, pgUnwaitIfGranted, pgPurgeDead, pgGrant, pgUpgrade, pgVictim, pgUpsertWaiter,
 	pgDeleteWaiter, pgPurgeWaiters, pgShareRow, pgRelease, pgWakeIfWait, pgDropWaiter, pgRenewLocks, pgRenewJobs, pgSetMetadata,
-	pgEnqueue, pgJobGate, pgJobs, pgTurns, pgSetTurn, pgDropJobs, pgStartJobs, pgJobState, pgFinish, pgCommitManifest, pgManifest,
+	pgEnqueue, pgJobGate, pgJobs, pgTurns, pgSetTurn, pgDropJobs, pgStartJobs, pgJobState, pgFinish, pgCommitManifest, pgManifest, pgHoldsWrite,
 	pgListLocks, pgListWaiter, pgListAudit,
 }
 
@@ -541,4 +541,10 @@ func (p *pgStore) manifest(ctx context.Context, lockID, name string) (ManifestEn
 		return e, false, nil
 	}
 	return e, err == nil, err
+}
+
+func (p *pgStore) holdsWrite(ctx context.Context, token, lockID string) (bool, error) {
+	var ok bool
+	err := p.pool.QueryRow(ctx, p.q(pgHoldsWrite), token, lockID).Scan(&ok)
+	return ok, err
 }

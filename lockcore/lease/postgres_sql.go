@@ -190,7 +190,8 @@ SELECT g.lock_id, $3, $4, $5, 'committed', now() FROM g
 ON CONFLICT (lock_id, name) DO UPDATE SET path = excluded.path, fence = excluded.fence, state = 'committed', committed_at = excluded.committed_at
 WHERE m.fence <= excluded.fence
 RETURNING committed_at`
-	pgManifest = `SELECT path, fence, state, committed_at FROM {s}.dal_manifest WHERE lock_id = $1 AND name = $2`
+	pgHoldsWrite = `SELECT EXISTS (SELECT 1 FROM {s}.dal_locks WHERE token = $1 AND lock_id = $2 AND mode = 'write' AND lease_expires > now())`
+	pgManifest   = `SELECT path, fence, state, committed_at FROM {s}.dal_manifest WHERE lock_id = $1 AND name = $2`
 
 	pgNow        = `SELECT now()`
 	pgListLocks  = `SELECT l.lock_id, l.mode, l.owner, l.fence, l.lease_expires, l.heartbeat_ts, l.granted_at, l.grace_ms, l.metadata::text, ` + pgJobClaim + ` FROM {s}.dal_locks l`

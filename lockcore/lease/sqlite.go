@@ -529,3 +529,9 @@ func (s *sqliteStore) manifest(ctx context.Context, lockID, name string) (Manife
 	e.Committed = parseTime(at)
 	return e, err == nil, err
 }
+
+func (s *sqliteStore) holdsWrite(ctx context.Context, token, lockID string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, sqHoldsWrite, token, lockID).Scan(&n)
+	return n > 0, err
+}

@@ -47,6 +47,7 @@ var suite = []struct {
 	{"JobOwnsItsLocks", testJobOwnsLocks},
 	{"AtomicWriteInterrupted", testAtomicWriteInterrupted},
 	{"AtomicWriteFenced", testAtomicWriteFenced},
+	{"AtomicWriteStalledKeepsNewerVersion", testAtomicWriteStalled},
 	{"TwoProcesses", testTwoProcesses},
 }
 
