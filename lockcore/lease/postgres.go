@@ -375,16 +375,21 @@ func (p *pgStore) release(ctx context.Context, lockID, token string) (bool, erro
 	b.Queue(p.q(pgWakeIfWait), lockID, p.channel)
 	br := p.pool.SendBatch(ctx, b)
 	_, err := br.Exec()
-	var tag pgconn.CommandTag
+	var tag, woke pgconn.CommandTag
 	if err == nil {
 		tag, err = br.Exec()
+	}
+	if err == nil {
+		woke, err = br.Exec() // a row if the NOTIFY was sent
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	found := err == nil && tag.RowsAffected() == 1
 	if found {
-		p.h.wakeLocal(lockID) // this process's waiter need not wait for the NOTIFY
+		// This process's waiter need not wait for the NOTIFY; the NOTIFY, if
+		// one was sent, is then an echo to drop.
+		p.h.wakeLocal(lockID, woke.RowsAffected() > 0)
 	}
 	return found, err
 }
