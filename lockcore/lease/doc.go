@@ -55,7 +55,10 @@
 // A holder is stale, and may be taken over, only when all of these hold
 // (seed 004 §3.3): its lease has passed, its heartbeat is older than the
 // recovering Manager's Options.Grace (2× Heartbeat by default), and no
-// active job claims its owner. Every takeover is a recovery: Acquire and
+// active job claims it: a running job whose lease has not passed claims
+// the locks its owner ("job:ID") was granted since that job was queued, so
+// a job retried under the ID of one that died (its lease passed) does not
+// protect its predecessor's locks. Every takeover is a recovery: Acquire and
 // TryAcquire take over a stale holder in their way, and RecoverStale frees
 // a resource of its stale holders without taking it; each writes an audit
 // record (who, when, why, the victim's owner and fence) in the same
@@ -112,7 +115,8 @@
 // ahead, and among equals to the one served longest ago, so a project
 // with 100 queued jobs does not starve one with 1. A job heartbeats like
 // a lock; locks acquired with JobSlot.Context are owned by the job
-// ("job:ID"), stale recovery leaves them alone while the job lives, and
+// ("job:ID"), stale recovery leaves them alone while the job lives (that
+// run of the job: not a later job reusing its ID), and
 // JobSlot.Done releases what it still holds and frees the slot.
 //
 // # Atomic writes

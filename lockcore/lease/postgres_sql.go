@@ -8,7 +8,11 @@ import "strings"
 // microseconds. testdata/bench/lease-cycle.sql sends the acquire and
 // release statements as they are here (a test checks it).
 
-const pgJobClaim = `EXISTS (SELECT 1 FROM {s}.dal_jobs j WHERE j.owner = l.owner AND j.state = 'running' AND j.lease_expires > now())`
+// pgJobClaim: a running job whose lease has not passed claims the locks of
+// its owner ("job:ID") that its incarnation took: granted since it was
+// queued. A job ID may be reused once its lease has passed, and the retried
+// job must not protect its dead predecessor's locks from recovery.
+const pgJobClaim = `EXISTS (SELECT 1 FROM {s}.dal_jobs j WHERE j.owner = l.owner AND j.state = 'running' AND j.lease_expires > now() AND l.granted_at >= j.queued_at)`
 
 // pgDDL creates the tables. dal_locks keeps seed 004 §3.2's columns
 // (lock_id, owner, lease_expires, heartbeat_ts, metadata), one row per

@@ -82,7 +82,9 @@ var sqliteDDL = []string{
 	)`,
 }
 
-const sqliteJobClaim = `EXISTS (SELECT 1 FROM dal_jobs j WHERE j.owner = l.owner AND j.state = 'running' AND j.lease_expires > ?2)`
+// sqliteJobClaim: a live running job claims the locks its incarnation took
+// (granted since it was queued), as pgJobClaim.
+const sqliteJobClaim = `EXISTS (SELECT 1 FROM dal_jobs j WHERE j.owner = l.owner AND j.state = 'running' AND j.lease_expires > ?2 AND l.granted_at >= j.queued_at)`
 
 const (
 	sqEnsureResource = `INSERT OR IGNORE INTO dal_resources (lock_id) VALUES (?1)`

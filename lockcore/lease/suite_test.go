@@ -49,6 +49,7 @@ var suite = []struct {
 	{"AtomicWriteFenced", testAtomicWriteFenced},
 	{"AtomicWriteStalledKeepsNewerVersion", testAtomicWriteStalled},
 	{"TwoProcesses", testTwoProcesses},
+	{"JobIDReusedAfterKill", testJobIDReused},
 }
 
 func TestPostgres(t *testing.T) { runSuite(t, postgresEnv) }
