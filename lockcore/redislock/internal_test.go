@@ -243,3 +243,19 @@ func TestListenerLingersThenStops(t *testing.T) {
 		return l.lis == nil
 	})
 }
+
+// TryAcquire must not write into the spare capacity of the caller's
+// options slice (it appended Wait(0) there: issue 31, also noted).
+func TestTryAcquireLeavesOptionsAlone(t *testing.T) {
+	l := newLocker(t, Options{})
+	opts := make([]AcquireOption, 1, 2)
+	opts[0] = TTL(time.Minute)
+	k, err := l.TryAcquire(context.Background(), "k", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release(context.Background())
+	if opts[:2][1] != nil {
+		t.Error("TryAcquire wrote an option into the caller's slice")
+	}
+}

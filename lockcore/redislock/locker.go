@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,7 +75,7 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 // (Wait(0)), whatever the Locker's Wait. A held key is an error wrapping
 // ErrNotAcquired, never a nil Lock with a nil error.
 func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
-	return l.acquire(ctx, key, true, append(opts, Wait(0))...)
+	return l.acquire(ctx, key, true, slices.Concat(opts, []AcquireOption{Wait(0)})...) // a copy: never the caller's array
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, observe bool, opts ...AcquireOption) (*Lock, error) {
