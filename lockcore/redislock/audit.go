@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -32,7 +33,8 @@ type AuditRecord struct {
 // to the longest waiter. Every force release is recorded in the audit
 // stream (Audit): who, when, why, the victim's owner and fence.
 func (l *Locker) ForceRelease(ctx context.Context, key, reason string) (bool, error) {
-	v, err := forceScript.Run(ctx, l.rdb, keysFor(l.prefix, key).all()).Slice()
+	ks := keysFor(l.prefix, key)
+	v, err := forceScript.Run(ctx, l.rdb, append(ks.all(), ks.forced(rand.Text()))).Slice()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}

@@ -131,16 +131,31 @@ end
 return 0
 `)
 
-// forceScript: no ARGV. Deletes the hold whoever has it, tells the victim's
-// Locker, hands the key to the longest waiter, and returns the victim's
-// {token prefix, fence, owner}, or nil when the key was free.
+// forceScript: KEYS[5] the call's record (keyset.forced); no ARGV. Deletes
+// the hold whoever has it, tells the victim's Locker, hands the key to the
+// longest waiter, and returns the victim's {token prefix, fence, owner}, or
+// nil when the key was free. The answer is kept a minute under the call's
+// record, and a second run of the call (go-redis retries a command whose
+// reply was lost) returns it and does nothing: it would force-release the
+// waiter the first run handed the key to.
 var forceScript = redis.NewScript(prelude + `
+local done = redis.call('GET', KEYS[5])
+if done then
+  if done == '' then return false end
+  local t, f, o = string.match(done, '^(%S*) (%S*) (.*)$')
+  return {t, f, o}
+end
 local v = redis.call('HMGET', K, 't', 'f', 'o', 'c')
-if not v[1] then return false end
+if not v[1] then
+  redis.call('SET', KEYS[5], '', 'PX', 60000)
+  return false
+end
 redis.call('DEL', K)
 if v[4] then redis.call('PUBLISH', v[4], 'r ' .. v[1]) end
 handover()
-return {string.sub(v[1], 1, 6), v[2] or '0', v[3] or ''}
+local r = {string.sub(v[1], 1, 6), v[2] or '0', v[3] or ''}
+redis.call('SET', KEYS[5], r[1] .. ' ' .. r[2] .. ' ' .. r[3], 'PX', 60000)
+return r
 `)
 
 // extendScript: KEYS hold; ARGV token, ttl ms. Sets the time left to ttl if
