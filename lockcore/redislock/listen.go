@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,12 @@ import (
 // that waits now and then does not pay a SUBSCRIBE round trip every time.
 var lingerFor = 30 * time.Second
 
+// healthEvery is how long the listener waits for a message before it pings
+// its connection, and then for the answer before it takes the connection
+// for dead (half-open: a primary cut off in a failover says nothing) and
+// subscribes on a new one.
+var healthEvery = 3 * time.Second
+
 // beforeNotice, when set (by tests), runs before a notice is delivered: a
 // delay injected there is a slow pub/sub delivery.
 var beforeNotice func()
@@ -24,7 +31,8 @@ var beforeNotice func()
 // keys and waiters; plain pub/sub reaches a subscriber on any node of a
 // cluster.
 type listener struct {
-	ps    *redis.PubSub
+	mu    sync.Mutex
+	ps    *redis.PubSub // replaced when the health check finds it dead
 	ready chan struct{} // closed at the first subscription confirmation
 	quit  context.Context
 	stopf context.CancelFunc
@@ -76,9 +84,40 @@ func (l *Locker) unlisten() {
 
 func (lis *listener) stop() {
 	lis.stopf()
+	lis.mu.Lock()
 	_ = lis.ps.Close()
+	lis.mu.Unlock()
 	<-lis.done
 	lis.check.Wait()
+}
+
+func (lis *listener) pubsub() *redis.PubSub {
+	lis.mu.Lock()
+	defer lis.mu.Unlock()
+	return lis.ps
+}
+
+// redial replaces the connection by a new subscription; false once the
+// listener stops.
+func (lis *listener) redial(l *Locker) bool {
+	ps := l.rdb.Subscribe(lis.quit, l.channel) // confirmed through Receive, as the first
+	lis.mu.Lock()
+	if lis.quit.Err() != nil {
+		lis.mu.Unlock()
+		_ = ps.Close()
+		return false
+	}
+	old := lis.ps
+	lis.ps = ps
+	lis.mu.Unlock()
+	_ = old.Close()
+	return true
+}
+
+// timedOut reports whether err is a read deadline passing.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // receive subscribes, then reads notices until the listener stops. go-redis
@@ -107,15 +146,35 @@ func (l *Locker) receive(lis *listener) {
 			return
 		}
 	}
-	first := true
+	first, pinged := true, false
 	for {
-		msg, err := lis.ps.Receive(lis.quit)
-		if err != nil {
+		ps := lis.pubsub()
+		msg, err := ps.ReceiveTimeout(lis.quit, healthEvery)
+		switch {
+		case err != nil && lis.quit.Err() != nil:
+			return
+		case err != nil && timedOut(err) && !pinged:
+			// Quiet for a while: ask the connection to answer.
+			pinged = true
+			_ = ps.Ping(lis.quit)
+			continue
+		case err != nil && timedOut(err):
+			// No answer to the ping: the connection is dead, maybe without
+			// knowing it (half-open). go-redis redials only after an error,
+			// so subscribe again on a new connection.
+			pinged = false
+			if !lis.redial(l) {
+				return
+			}
+			continue
+		case err != nil:
+			pinged = false
 			if !pause() {
 				return
 			}
 			continue
 		}
+		pinged = false
 		backoff = 10 * time.Millisecond
 		switch m := msg.(type) {
 		case *redis.Subscription:
