@@ -181,6 +181,32 @@ func (p *pgStore) listen(ctx context.Context) error {
 // batch ends in a single Sync). Only when the state shows a conflicting
 // holder that may be stale does it go on to attempt, which decides in Go.
 func (p *pgStore) acquire(ctx context.Context, lockID string, f *fastAcquire, plan func(*state) (*change, error)) (*applied, error) {
+	a, err := p.acquireOnce(ctx, lockID, f, plan)
+	return a, retryable(err)
+}
+
+func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) (*change, error)) (*applied, error) {
+	a, err := p.attemptOnce(ctx, lockID, plan)
+	return a, retryable(err)
+}
+
+// retryable marks errRetry the errors with which PostgreSQL aborted a
+// transaction that may simply be run again: a serialization failure (under
+// a default_transaction_isolation of repeatable read or serializable) or a
+// deadlock.
+func retryable(err error) error {
+	if abortedRetryable(err) {
+		return fmt.Errorf("%w: %w", errRetry, err)
+	}
+	return err
+}
+
+func abortedRetryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+func (p *pgStore) acquireOnce(ctx context.Context, lockID string, f *fastAcquire, plan func(*state) (*change, error)) (*applied, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -235,7 +261,7 @@ func (p *pgStore) acquire(ctx context.Context, lockID string, f *fastAcquire, pl
 
 // attempt is two round trips: BEGIN, the resource's row lock and its state
 // in one pipelined batch; then the writes and COMMIT in another.
-func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) (*change, error)) (*applied, error) {
+func (p *pgStore) attemptOnce(ctx context.Context, lockID string, plan func(*state) (*change, error)) (*applied, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -369,6 +395,15 @@ func readState(br pgx.BatchResults, st *state) error {
 }
 
 func (p *pgStore) release(ctx context.Context, lockID, token string) (bool, error) {
+	for {
+		found, err := p.releaseOnce(ctx, lockID, token)
+		if !abortedRetryable(err) || ctx.Err() != nil {
+			return found, err
+		}
+	}
+}
+
+func (p *pgStore) releaseOnce(ctx context.Context, lockID, token string) (bool, error) {
 	b := &pgx.Batch{} // one implicit transaction
 	b.Queue(p.q(pgShareRow), lockID)
 	b.Queue(p.q(pgRelease), token)
