@@ -36,11 +36,15 @@
 //     failover does not hand out old numbers again (if the new primary's
 //     clock is not behind).
 //   - A hold knows when it is lost: its Context is cancelled with cause
-//     ErrLost (Done closes, Err wraps ErrLost) when its TTL passes without an extension (estimated on the
-//     client, erring early by 1% + 2ms), when an extend finds the key gone
-//     or taken, when a force release is announced to its Locker, or when
-//     the Locker's listener, reconnecting after Redis went away, finds the
-//     key gone (a restart, a failover).
+//     ErrLost (Done closes, Err wraps ErrLost) when its TTL passes without
+//     an extension (estimated on the client from a moment no later than
+//     Redis set the TTL, erring early by 1% + 2ms), when an extend finds
+//     the key gone or taken, when a force release is announced to its
+//     Locker, or when the Locker's listener, reconnecting after Redis went
+//     away, finds the key gone (a restart, a failover). The listener pings
+//     a connection quiet for 3s and subscribes on a new one if no answer
+//     comes within 3s more, so a half-open connection (an old primary cut
+//     off in a failover) is replaced within about 6s.
 //   - Waiting does not poll. Waiters register in Redis in arrival order,
 //     each with a registration that lives 3s unless renewed; a release hands
 //     the key to the longest live waiter in the same script and publishes a
@@ -97,8 +101,15 @@
 // script touches one slot and the package runs unchanged on Redis Cluster.
 // The seed's key template is a pattern: written literally, its braces would
 // be a hash tag putting a whole tenant in one slot. Force releases are kept
-// in the stream "{Prefix}audit". Notices use plain pub/sub, which reaches a
-// subscriber on any cluster node.
+// in the stream "{Prefix}audit", and each ForceRelease call's answer for a
+// minute under "{tag}Prefix" + "forced:ID", so that a retried call is
+// harmless. Notices use plain pub/sub, which reaches a
+// subscriber on any cluster node. A *redis.Ring is not a cluster: a script
+// publishes on the hold's shard while the Locker subscribes on the shard
+// its channel hashes to, so there notices mostly do not arrive. Locks stay
+// correct (the scripts run on the hold's shard), but waiters wait by their
+// 500ms poll and a force release is found at the holder's next extend.
+// Inspect reads every shard of a Ring.
 //
 // # Observing it
 //
@@ -123,7 +134,8 @@
 // ReadTimeout), so on a Redis that hangs the wait, the health check's
 // second and the extender's deadlines would not hold. go-redis retries a
 // command after a network error; a release whose reply was lost and which
-// was retried reports ErrNotHeld although it released.
+// was retried reports ErrNotHeld although it released (a ForceRelease
+// retried so does nothing the second time).
 // After PoolSize failed dials, go-redis stops dialling and answers with the
 // last dial error until a probe it makes every second gets through, so
 // calls keep returning ErrUnavailable for up to about a second after Redis

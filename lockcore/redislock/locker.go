@@ -39,7 +39,8 @@ type Locker struct {
 	linger  *time.Timer // stops an unused listener
 }
 
-// New returns a Locker on rdb (a *redis.Client, *redis.ClusterClient, ...).
+// New returns a Locker on rdb (a *redis.Client, *redis.ClusterClient, ...;
+// on a *redis.Ring notices mostly do not arrive: see the package docs).
 // It sends nothing to Redis until used.
 func New(rdb redis.UniversalClient, opts Options) *Locker {
 	opts = opts.withDefaults()
