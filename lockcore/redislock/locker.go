@@ -57,10 +57,11 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 
 // Acquire takes key (without the prefix), waiting up to the Locker's Wait
 // (or Wait(d)) while another token holds it. Waiting costs no polling: a
-// release hands the key to the longest waiter and tells it through pub/sub,
-// so the hand-over takes about one round trip; waiters poll only as a
-// backstop (for expiry and lost notices), at most every 500ms. Waiters are
-// registered in Redis in arrival order, which Inspect shows.
+// release hands the key to the longest waiter with a claim of HandOverTTL
+// and tells it through pub/sub; the waiter's poll then extends the claim to
+// its TTL, so the hand-over takes about two round trips. Waiters also poll
+// as a backstop (for expiry and lost notices), at most every 500ms. Waiters
+// are registered in Redis in arrival order, which Inspect shows.
 //
 // The grant lasts the Locker's TTL (or TTL(d)); Acquire never extends it.
 // The error wraps ErrNotAcquired when the key stayed held (and ctx's error
