@@ -20,7 +20,7 @@ test: deps fmt-check vet
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) .
+	$(GO) build -ldflags "-X github.com/locktop/locktop/internal/cli.version=$(VERSION)" -o $(BIN) .
 
 vet:
 	$(GO) vet ./...
@@ -46,7 +46,7 @@ deps:
 
 ## bench: every performance budget beside its physical limit, on one throw-away cluster; writes BENCHMARKS.md
 bench: deps
-	$(GO) run ./internal/benchreport -out BENCHMARKS.md
+	$(GO) run ./cmd/benchreport -out BENCHMARKS.md
 
 clean:
 	rm -rf bin

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
 )
 

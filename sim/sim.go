@@ -23,7 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/connect"
-	"github.com/locktop/locktop/internal/scratch"
+	"github.com/locktop/locktop/internal/testenv/scratch"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/workers"
 )

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktop/locktop/internal/monitor"
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/source/pgsource"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/sim"
 	"github.com/locktop/locktop/workers"
@@ -106,7 +106,7 @@ func TestSteadyShowsQueuedWaiters(t *testing.T) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		snap, err := monitor.Inspect(context.Background(), mon)
+		snap, err := pgsource.Inspect(context.Background(), mon)
 		if err != nil {
 			t.Fatal(err)
 		}

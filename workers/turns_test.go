@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktop/locktop/internal/pgtest"
-	"github.com/locktop/locktop/internal/redistest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
+	"github.com/locktop/locktop/internal/testenv/redistest"
 	"github.com/locktop/locktop/lockcore/redislock"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/workers"

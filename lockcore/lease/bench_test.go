@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
 
-// The benchmarks of `make bench` (internal/benchreport/lease.go): one lock
+// The benchmarks of `make bench` (cmd/benchreport/lease.go): one lock
 // cycle (acquire + release, uncontended) and the hand-over of one write
 // lock between eight goroutines, on each store, beside their baselines:
 // pgbench running the same statements (testdata/bench/lease-cycle.sql),

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
 
 // A release NOTIFYs only when someone waits: an uncontended release wakes

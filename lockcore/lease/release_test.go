@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
 
 // These tests stand, with a transaction of their own, for an acquire in

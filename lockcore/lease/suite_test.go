@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	bsm "github.com/bsm/redislock"
 
-	"github.com/locktop/locktop/internal/redistest"
+	"github.com/locktop/locktop/internal/testenv/redistest"
 )
 
 // BenchmarkAcquireRelease: one uncontended acquire and release, two round

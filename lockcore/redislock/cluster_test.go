@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktop/locktop/internal/pgtest"
-	"github.com/locktop/locktop/internal/redistest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
+	"github.com/locktop/locktop/internal/testenv/redistest"
 )
 
 // keySlot is the cluster's own, for the hold and every other key of a lock.

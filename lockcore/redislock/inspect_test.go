@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktop/locktop/internal/redistest"
+	"github.com/locktop/locktop/internal/testenv/redistest"
 )
 
 // Inspect lists held locks with owner, fence, token prefix, TTL and the

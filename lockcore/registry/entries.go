@@ -56,7 +56,7 @@ var entries = []Entry{
 		Purpose:  "Health probe: taken and released within 1s to prove the lock system works (seed 002)",
 		Scope:    "Global",
 		LockType: "Session (pg_advisory_lock, 1s timeout)",
-		FileRef:  "internal/monitor/probe.go",
+		FileRef:  "internal/source/pgsource/probe.go",
 	},
 	{
 		Name: "BOOKING_DATE", Kind: Hashed, Pattern: "{tenantId}:{date}",

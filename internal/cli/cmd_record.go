@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/ui"
+)
+
+func init() {
+	register(command{name: "record", summary: "record every snapshot of the locks to a file, for replay and report (locktop record --out FILE)",
+		about: "Records until --duration has passed or it is interrupted (Ctrl-C, SIGTERM). The file survives a crash:\n" +
+			"a torn last record is skipped when it is read. Read it with locktop replay FILE and locktop report FILE.",
+		run: runRecord})
+}
+
+// namedPoll is one source of lock snapshots, as the dashboard polls it.
+type namedPoll struct {
+	name string
+	poll func(context.Context) (model.Snapshot, error)
+}
+
+func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("record")
+	conn := addConnFlags(fs)
+	out := fs.String("out", "", "the recording `FILE` to create (never overwritten)")
+	interval := fs.Duration("interval", ui.DefaultInterval, "how often to read every source")
+	duration := fs.Duration("duration", 0, "stop after this long (default: until interrupted)")
+	sf := addSourceFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return fs.usageErr(fmt.Errorf("--out FILE is required"))
+	}
+	if *interval < minInterval {
+		return usagef("--interval %s is too short (at least %s)", *interval, minInterval)
+	}
+	if *duration < 0 {
+		return usagef("--duration %s is negative", *duration)
+	}
+	dsn, given := conn.resolve()
+	if !given {
+		return usagef("record needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
+	}
+	red := newRedactor(dsn)
+	mon, err := openMonitor(ctx, dsn)
+	if err != nil {
+		return red.err(err)
+	}
+	defer mon.Close()
+	info := mon.Info()
+	if info.Warning != "" {
+		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
+	}
+	// The sources the dashboard polls: the monitor, and the others beside it.
+	others, closeOthers, err := otherSources(ctx, sf, dsn)
+	if err != nil {
+		return err
+	}
+	defer closeOthers()
+	sources := []namedPoll{{primarySource, redactingSource{mon, red}.Poll}}
+	for _, o := range others {
+		sources = append(sources, namedPoll{o.Name(), o.Poll})
+	}
+	names := make([]string, len(sources))
+	for i, s := range sources {
+		names[i] = s.name
+	}
+	w, err := createRecording(*out, red.target(), info, names, *interval)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	rec := &recorder{w: w, log: log}
+	fmt.Fprintf(stdout, "locktop record: %s to %s every %s", red.target(), *out, *interval)
+	if *duration > 0 {
+		fmt.Fprintf(stdout, " for %s", *duration)
+	}
+	fmt.Fprintln(stdout, "; Ctrl-C stops")
+
+	rctx, stopRec := ctx, func() {}
+	if *duration > 0 {
+		rctx, stopRec = context.WithTimeout(ctx, *duration)
+	}
+	defer stopRec()
+	var snaps atomic.Int64
+	var wg sync.WaitGroup
+	for i, s := range sources {
+		wg.Go(func() {
+			pollLoop(rctx, s, *interval, log, func(snap model.Snapshot) { rec.write(i, snap); snaps.Add(1) })
+		})
+	}
+	wg.Wait()
+	size := w.Size()
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("%s: %w", *out, err)
+	}
+	fmt.Fprintf(stdout, "locktop record: %d snapshots, %d bytes, in %s\n", snaps.Load(), size, *out)
+	return nil
+}
+
+// pollLoop polls s every interval until ctx ends and hands each snapshot
+// to got. A failing poll is logged once, and again when it recovers; the
+// loop goes on.
+func pollLoop(ctx context.Context, s namedPoll, interval time.Duration, log *slog.Logger, got func(model.Snapshot)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	failing := false
+	for {
+		pctx, cancel := context.WithTimeout(ctx, max(interval, 10*time.Second))
+		snap, err := s.poll(pctx)
+		cancel()
+		switch {
+		case err == nil:
+			got(snap)
+			if failing {
+				log.Info("polling again", "source", s.name)
+				failing = false
+			}
+		case ctx.Err() != nil:
+			return
+		case !failing:
+			log.Warn("poll failed; retrying every interval", "source", s.name, "err", err.Error())
+			failing = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

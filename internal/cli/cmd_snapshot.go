@@ -1,0 +1,155 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/locktop/locktop/internal/serve/httpapi"
+	"github.com/locktop/locktop/internal/source"
+	"github.com/locktop/locktop/internal/termsafe"
+	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/ui"
+)
+
+func init() {
+	register(command{name: "snapshot", summary: "print every lock once, of every source (--json: the /api/locks document) and exit", run: runSnapshot})
+}
+
+func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("snapshot")
+	conn := addConnFlags(fs)
+	asJSON := fs.Bool("json", false, "print the JSON document GET /api/locks serves (every kind, every source)")
+	advisory := fs.Bool("advisory", false, "with --json: print seed 000's document, GET /api/advisory-locks (advisory locks only)")
+	lf := addSourceFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *advisory && !*asJSON {
+		return usagef("--advisory picks the --json document: add --json")
+	}
+	dsn, given := conn.resolve()
+	if !given {
+		return usagef("snapshot needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
+	}
+	mon, err := openMonitor(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer mon.Close()
+	others, closeOthers, err := otherSources(ctx, lf, dsn)
+	if err != nil {
+		return err
+	}
+	defer closeOthers()
+	parts := source.PollAll(ctx, append([]source.Source{source.Named(pgSource, mon.Poll)}, others...))
+	if err := parts[0].Err; err != nil {
+		return errors.Unwrap(err) // the monitor's own error: its exit code
+	}
+	for _, p := range parts[1:] {
+		if p.Err != nil {
+			fmt.Fprintf(stderr, "locktop: warning: %s: %v\n", p.Name, p.Err)
+		}
+	}
+	snap := model.Merge(parts)
+	info := mon.Info()
+	if info.Warning != "" {
+		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
+	}
+	if *asJSON {
+		return printJSON(stdout, snapshotDocument(snap, info, *advisory))
+	}
+	return writeTable(stdout, httpapi.NewLocksDocument(snap, info))
+}
+
+// printJSON prints v as indented JSON. As the table sanitizes, the JSON
+// escapes what a terminal would act on (C1 controls, bidi overrides): it
+// is printed too.
+// snapshotDocument is the document snapshot --json prints (and replay
+// --json): GET /api/locks's, or with advisory seed 000's of
+// GET /api/advisory-locks.
+func snapshotDocument(snap model.Snapshot, info model.ServerInfo, advisory bool) any {
+	if advisory {
+		return httpapi.NewDocument(snap, info)
+	}
+	return httpapi.NewLocksDocument(snap, info)
+}
+
+func printJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(termsafe.EscapeJSON(b), '\n'))
+	return err
+}
+
+// writeTable prints the document for people: one line per holder or waiter.
+func writeTable(w io.Writer, doc httpapi.LocksDocument) error {
+	fmt.Fprintf(w, "%d lock rows (%d held, %d waiting) at %s", doc.Total, doc.Held, doc.Waiting, doc.Taken.Local().Format(time.DateTime))
+	for i, k := range doc.Kinds {
+		sep := ": "
+		if i > 0 {
+			sep = ", "
+		}
+		fmt.Fprintf(w, "%s%s %d/%d", sep, k.Kind, k.Held, k.Waiting)
+	}
+	fmt.Fprintln(w)
+	if doc.Total == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	// PID/OWNER is the row's own backend (or a Redis or lease owner),
+	// holding or waiting; the holders a waiter waits for are BLOCKED BY.
+	fmt.Fprintln(tw, "\nKIND\tKEY\tDATABASE\tPID/OWNER\tSTATE\tMODE\tTIME\tBLOCKED BY\tAPPLICATION\tQUERY")
+	for _, l := range doc.Locks {
+		state := "holds"
+		if !l.Granted {
+			state = "waits #" + strconv.Itoa(l.QueuePosition)
+		}
+		when := ""
+		switch {
+		case !l.Granted && l.Waited != nil:
+			when = secs(*l.Waited)
+		case l.Left != nil:
+			when = "left " + secs(*l.Left)
+		case l.Held != nil:
+			when = "held ≥" + secs(*l.Held)
+		}
+		blocked := make([]string, 0, len(l.BlockedBy)+len(l.BlockedByOwners))
+		for _, p := range l.BlockedBy {
+			blocked = append(blocked, strconv.Itoa(int(p)))
+		}
+		blocked = append(blocked, l.BlockedByOwners...)
+		// Server strings go through the dashboard's sanitizer: a query or
+		// name with a newline or an escape sequence must not reach the
+		// terminal as one.
+		who := l.Owner
+		if l.PID != nil {
+			who = strconv.Itoa(int(*l.PID))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Kind, ui.Sanitize(l.Key), ui.Sanitize(l.Database), ui.Sanitize(who), state,
+			ui.Sanitize(strings.TrimSuffix(l.Mode, "Lock")), when, ui.Sanitize(strings.Join(blocked, ",")), ui.Sanitize(l.ApplicationName), clip(ui.Sanitize(l.Query), 60))
+	}
+	return tw.Flush()
+}
+
+// secs renders seconds as a duration to the millisecond.
+func secs(v float64) string {
+	return time.Duration(v * float64(time.Second)).Round(time.Millisecond).String()
+}
+
+// clip shortens s to n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

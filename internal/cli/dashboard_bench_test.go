@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/locktop/locktop/internal/source/pgsource"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
+	"github.com/locktop/locktop/ui"
+)
+
+// BenchmarkDashboardRefresh10k is one refresh of the dashboard at 10,000
+// held advisory locks and 20 queued waiters, as it happens on screen: the
+// monitor's poll (one statement, decoding, held-time tracking), the
+// snapshot through the dashboard's Update, and a full render at 160x50.
+// The budget is 50 ms. "poll" is the first part alone.
+func BenchmarkDashboardRefresh10k(b *testing.B) {
+	ctx := context.Background()
+	const held, waiters = 10000, 20
+	holder := pgtest.Conn(b)
+	if _, err := holder.Exec(ctx, "SELECT count(pg_advisory_lock(1, g)) FROM generate_series(1, $1) g", held); err != nil {
+		b.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range waiters {
+		c := pgtest.Conn(b)
+		wg.Go(func() { _, _ = c.Exec(wctx, "SELECT pg_advisory_lock(1, $1)", int32(i+1)) })
+	}
+	b.Cleanup(func() { cancel(); wg.Wait() })
+
+	mon, err := pgsource.Connect(ctx, pgtest.DSN(b), pgsource.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(mon.Close)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		snap, err := mon.Poll(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if h, w := snap.Counts(); h >= held && w >= waiters {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the locks never all showed up")
+		}
+	}
+
+	b.Run("poll", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := mon.Poll(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("poll+update+render", func(b *testing.B) {
+		m := ui.New(ctx, ui.Options{Source: mon})
+		m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
+		for b.Loop() {
+			snap, err := mon.Poll(ctx)
+			m.Update(ui.SnapshotMsg{Snapshot: snap, Err: err})
+			_ = m.View()
+		}
+	})
+}

@@ -1,0 +1,152 @@
+package pgsource
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
+	"github.com/locktop/locktop/model"
+)
+
+// Inspect reads every advisory lock on the server, holders and waiters,
+// and every other heavyweight lock someone waits for, in one statement
+// (lockcore.ReadLocks), and turns the rows into model values named by the
+// registry. The advisory locks come first; the other kinds follow, one
+// group per locked object (see others). Snapshot.Locks are grouped by key (in database and
+// key order), holders first, then waiters in queue order; each waiter's
+// BlockedBy names the holders of its key in a conflicting mode (or, for a
+// share waiter queued behind an exclusive waiter, that waiter). The server
+// does not record when an advisory lock was granted, so held times are
+// lower bounds: for a holder whose session is idle, the time since it went
+// idle; otherwise zero (a Monitor, which polls over time, does better).
+func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
+	t, err := lockcore.ReadLocks(ctx, q)
+	if err != nil {
+		return model.Snapshot{}, err
+	}
+	// Room for the other kinds too, so appending them does not copy the
+	// advisory rows again.
+	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(t.Others))}
+	names := map[int32]string{} // spaces, named once per poll
+	for i := range t.Rows {
+		r := &t.Rows[i]
+		k, b := r.Key, r.Backend
+		var ns string
+		if k.IsPair() {
+			// Unregistered spaces are formatted once per poll, not per row.
+			var ok bool
+			if ns, ok = names[k.Space()]; !ok {
+				ns = registry.AdvisoryNamespace(true, k.Space(), 0)
+				names[k.Space()] = ns
+			}
+		} else {
+			ns = registry.AdvisoryNamespace(false, 0, k.Int64())
+		}
+		mode := model.ModeExclusive
+		if r.Share {
+			mode = model.ModeShare
+		}
+		l := &snap.Locks[i]
+		*l = model.Lock{
+			Kind: model.KindAdvisory, PID: r.PID, Database: r.Database,
+			User: b.User, ApplicationName: b.Application, ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
+			QueryStart: b.QueryStart, StateChange: b.StateChange,
+			Mode: mode, Granted: r.Granted, Namespace: ns, EntityID: k.EntityID(), Pair: k.IsPair(),
+		}
+		if !r.Granted {
+			l.WaitStart = r.WaitStart
+		} else if idle(b.State) && !b.StateChange.IsZero() {
+			// The session is idle, so whatever took the lock has finished:
+			// it has been held at least since the session went idle.
+			l.HeldSince = b.StateChange
+		}
+	}
+	queue(snap.Locks)
+	snap.Locks = others(&t, snap.Locks)
+	return snap, nil
+}
+
+// idle reports whether a backend state means no statement is running.
+func idle(state string) bool {
+	return state == "idle" || state == "idle in transaction" || state == "idle in transaction (aborted)"
+}
+
+// Arrange sorts locks by key, holders first and waiters in queue order, and
+// fills in each row's QueuePos and BlockedBy from the rows themselves. It
+// does not copy pg_blocking_pids(), which names every earlier waiter too and
+// turns a queue of 20 into a 20-level staircase. Inspect's rows are already
+// arranged; Arrange is for rows from elsewhere (tests, merged sources).
+func Arrange(locks []model.Lock) {
+	slices.SortFunc(locks, func(a, b model.Lock) int {
+		return cmp.Or(
+			cmp.Compare(a.Database, b.Database),
+			compareBool(!a.Pair, !b.Pair),
+			cmp.Compare(a.Namespace, b.Namespace),
+			cmp.Compare(a.EntityID, b.EntityID),
+			compareBool(!a.Granted, !b.Granted),
+			a.WaitStart.Compare(b.WaitStart),
+			cmp.Compare(a.PID, b.PID),
+		)
+	})
+	queue(locks)
+}
+
+// queue fills in QueuePos and BlockedBy for rows already sorted by key,
+// holders first, waiters by wait start.
+func queue(locks []model.Lock) {
+	for i := 0; i < len(locks); {
+		j := i + 1
+		for j < len(locks) && locks[i].KeyID() == locks[j].KeyID() {
+			j++
+		}
+		group := locks[i:j]
+		pos := 0
+		for w := range group {
+			if group[w].Granted {
+				group[w].QueuePos = 0
+				group[w].BlockedBy = nil
+				continue
+			}
+			pos++
+			group[w].QueuePos = pos
+			group[w].BlockedBy = group[w].BlockedBy[:0]
+			for h := range group {
+				if !group[h].Granted {
+					break // holders come first
+				}
+				if conflicts(group[h].Mode, group[w].Mode) {
+					group[w].BlockedBy = append(group[w].BlockedBy, group[h].PID)
+				}
+			}
+			if len(group[w].BlockedBy) == 0 {
+				// A share waiter behind an exclusive waiter waits for that
+				// waiter, not for the share holders: name the nearest one.
+				for e := w - 1; e >= 0 && !group[e].Granted; e-- {
+					if conflicts(group[e].Mode, group[w].Mode) {
+						group[w].BlockedBy = append(group[w].BlockedBy, group[e].PID)
+						break
+					}
+				}
+			}
+		}
+		i = j
+	}
+}
+
+// conflicts reports whether advisory lock modes conflict: share locks only
+// conflict with exclusive ones.
+func conflicts(held, want string) bool {
+	return held == model.ModeExclusive || want == model.ModeExclusive
+}
+
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}

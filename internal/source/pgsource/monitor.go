@@ -1,0 +1,241 @@
+package pgsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/locktop/locktop/internal/connect"
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
+)
+
+// ApplicationName marks the monitor's connection in pg_stat_activity.
+const ApplicationName = "locktop.monitor"
+
+// Options tune a Monitor. Zero values take the defaults.
+type Options struct {
+	StatementTimeout time.Duration // default 2s
+	LockTimeout      time.Duration // default 500ms
+	// ConnectTimeout bounds Connect: the connection and the first query.
+	// Default: the DSN's connect_timeout, else connect.DefaultTimeout.
+	ConnectTimeout time.Duration
+}
+
+// Monitor polls one server. It is safe for concurrent use, but polls run one
+// at a time.
+type Monitor struct {
+	pool       *pgxpool.Pool
+	info       model.ServerInfo
+	probes     singleflight.Group // concurrent Probe calls share one probe
+	probeLocks *lockcore.Service  // takes the health probe's lock on pool
+
+	pollTimeout time.Duration // bounds a poll on the client: statement_timeout and a grace
+
+	// polling is a one-slot gate: polls run one at a time, and one waiting
+	// for its turn gives up when its context ends. It guards the fields
+	// below.
+	polling   chan struct{}
+	firstSeen map[grantID]time.Time
+	seenWaits map[grantID]struct{}
+	lastTaken time.Time
+}
+
+// grantID identifies one backend's hold, or one wait, of one key in one
+// mode. A wait includes its start, so a backend that waits again counts as
+// a new wait.
+type grantID struct {
+	pid     int32
+	key     model.KeyID
+	mode    string
+	granted bool
+	wait    time.Time
+}
+
+// Connect opens the monitor's connection to dsn ("" means the PG*
+// environment variables) and reads what the server is. Errors are
+// *ConnectError, with a one-line message fit for an operator.
+func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
+	cfg, err := Config(dsn, opts)
+	if err != nil {
+		return nil, Describe(err)
+	}
+	cto := cfg.ConnConfig.ConnectTimeout
+	cctx, cancel := context.WithTimeout(ctx, cto)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(cctx, cfg)
+	if err != nil {
+		return nil, Describe(err)
+	}
+	st := opts.StatementTimeout
+	if st <= 0 {
+		st = defaultStatementTimeout
+	}
+	m := &Monitor{pool: pool, pollTimeout: st + pollGrace, polling: make(chan struct{}, 1),
+		firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID]struct{}{},
+		// The connection is read-only: no fencing sequence to create or draw from.
+		probeLocks: lockcore.New(pool, lockcore.SharedPool(), lockcore.ApplicationName(""),
+			lockcore.Timeout(ProbeTimeout), lockcore.NoFencing())}
+	if err := m.readInfo(cctx); err != nil {
+		pool.Close()
+		return nil, Describe(err)
+	}
+	return m, nil
+}
+
+// Config returns the pool configuration of a monitor connection: read-only,
+// named, with its timeouts in the start-up packet, at most two connections
+// (a poll and a health probe), each connection attempt bounded as package
+// connect bounds every connection locktop opens.
+func Config(dsn string, opts Options) (*pgxpool.Config, error) {
+	cfg, err := connect.PoolConfig(dsn)
+	if err != nil {
+		return nil, &ConnectError{Kind: KindBadDSN, Err: err}
+	}
+	if opts.ConnectTimeout > 0 {
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	}
+	st, lt := opts.StatementTimeout, opts.LockTimeout
+	if st <= 0 {
+		st = defaultStatementTimeout
+	}
+	if lt <= 0 {
+		lt = 500 * time.Millisecond
+	}
+	rp := cfg.ConnConfig.RuntimeParams
+	rp["application_name"] = ApplicationName
+	rp["default_transaction_read_only"] = "on"
+	rp["statement_timeout"] = fmt.Sprint(st.Milliseconds())
+	rp["lock_timeout"] = fmt.Sprint(lt.Milliseconds())
+	rp["idle_in_transaction_session_timeout"] = fmt.Sprint((10 * st).Milliseconds())
+	cfg.MaxConns = 2
+	cfg.MinConns = 0
+	// pgxpool would ping a connection idle for a second before each poll:
+	// a second statement per poll. Poll retries once instead, on a fresh
+	// connection, when the pooled one died while idle.
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	return cfg, nil
+}
+
+func (m *Monitor) readInfo(ctx context.Context) error {
+	var info model.ServerInfo
+	err := m.pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_database(), current_user,
+		current_setting('max_connections')::int,
+		(SELECT rolsuper FROM pg_roles WHERE rolname = current_user) OR pg_has_role(current_user, 'pg_monitor', 'MEMBER')`).
+		Scan(&info.Version, &info.Database, &info.User, &info.MaxConnections, &info.Privileged)
+	if err != nil {
+		return err
+	}
+	if !info.Privileged {
+		info.Warning = fmt.Sprintf("role %q lacks pg_monitor: other roles' queries, states and query start times are hidden (GRANT pg_monitor TO %s)", info.User, pgx.Identifier{info.User}.Sanitize())
+	}
+	m.info = info
+	return nil
+}
+
+// Info describes the server, as read at Connect.
+func (m *Monitor) Info() model.ServerInfo { return m.info }
+
+// Pool returns the monitor's pool (read-only connections), for a health
+// probe or for tests.
+func (m *Monitor) Pool() *pgxpool.Pool { return m.pool }
+
+// Close closes the connection.
+func (m *Monitor) Close() { m.pool.Close() }
+
+const (
+	defaultStatementTimeout = 2 * time.Second
+	// pollGrace is how much longer than statement_timeout the client waits
+	// for a poll's answer before giving up on a server that stopped
+	// answering.
+	pollGrace = time.Second
+)
+
+// Poll reads the lock table once (one statement) and fills in held times
+// and the count of waits that began since the last poll. It waits at most
+// statement_timeout and a second for the server. A failed poll returns a
+// *ConnectError when the server cannot be reached; the next Poll
+// reconnects. Polls run one at a time; one waiting for its turn returns
+// ctx's error when ctx ends.
+func (m *Monitor) Poll(ctx context.Context) (model.Snapshot, error) {
+	select {
+	case m.polling <- struct{}{}:
+	case <-ctx.Done():
+		return model.Snapshot{}, ctx.Err()
+	}
+	defer func() { <-m.polling }()
+	snap, err := m.inspect(ctx)
+	if err != nil && ctx.Err() == nil && classify(err) == KindLost {
+		// The pooled connection died while idle (a restart, a terminated
+		// backend): the poll is read-only, so once more on a fresh one.
+		snap, err = m.inspect(ctx)
+	}
+	if err != nil {
+		return model.Snapshot{}, Describe(err)
+	}
+	m.track(&snap)
+	return snap, nil
+}
+
+func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.pollTimeout)
+	defer cancel()
+	start := time.Now()
+	snap, err := Inspect(ctx, m.pool)
+	snap.Latency = time.Since(start)
+	return snap, err
+}
+
+// track works out held times and counts new waits. A holder's HeldSince is
+// the earliest time the lock is known to have been held since: when this
+// monitor first saw the grant, unless the backend has started a statement
+// since (it may have released and taken the lock again, so counting starts
+// anew), or, for an idle session, when it went idle (Inspect's bound),
+// whichever is earlier. Held times are never more than the truth.
+func (m *Monitor) track(snap *model.Snapshot) {
+	seen := make(map[grantID]time.Time, len(snap.Locks))
+	waits := make(map[grantID]struct{})
+	for i := range snap.Locks {
+		l := &snap.Locks[i]
+		id := grantID{pid: l.PID, key: l.KeyID(), mode: l.Mode, granted: l.Granted}
+		if !l.Granted {
+			id.wait = l.WaitStart
+			if _, ok := m.seenWaits[id]; !ok && !m.lastTaken.IsZero() {
+				snap.NewWaits++
+			}
+			waits[id] = struct{}{}
+			continue
+		}
+		first, ok := m.firstSeen[id]
+		if !ok || l.QueryStart.After(first) {
+			first = snap.Taken
+		}
+		seen[id] = first
+		if l.HeldSince.IsZero() || first.Before(l.HeldSince) {
+			l.HeldSince = first
+		}
+	}
+	if !m.lastTaken.IsZero() {
+		snap.Interval = snap.Taken.Sub(m.lastTaken)
+	}
+	m.firstSeen, m.seenWaits, m.lastTaken = seen, waits, snap.Taken
+}
+
+// Terminate ends a backend with pg_terminate_backend. Only the dashboard's
+// --allow-terminate calls it, after the operator confirms. The monitor's
+// connection is read-only, and pg_terminate_backend is allowed there.
+func (m *Monitor) Terminate(ctx context.Context, pid int32) error {
+	var ok bool
+	if err := m.pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil {
+		return Describe(err)
+	}
+	if !ok {
+		return errors.New("pg_terminate_backend returned false: no such backend")
+	}
+	return nil
+}
