@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/locktop/locktop/internal/pgtest"
-	"github.com/locktop/locktop/internal/redistest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
+	"github.com/locktop/locktop/internal/testenv/redistest"
 )
 
 // lockKind is one kind of the lock family as the cases that apply to every

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/locktop/locktop/internal/redistest"
+	"github.com/locktop/locktop/internal/testenv/redistest"
 )
 
 // replyLoser is a connection that loses the reply to the first command

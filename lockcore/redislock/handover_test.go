@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktop/locktop/internal/pgtest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
 
 // Issue 31, fault 3: a hand-over was timed from when its notice arrived,

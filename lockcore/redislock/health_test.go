@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/locktop/locktop/internal/pgtest"
-	"github.com/locktop/locktop/internal/redistest"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
+	"github.com/locktop/locktop/internal/testenv/redistest"
 )
 
 // holeConn goes silent once cut, as a connection to a primary cut off in

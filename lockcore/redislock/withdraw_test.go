@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/locktop/locktop/internal/redistest"
+	"github.com/locktop/locktop/internal/testenv/redistest"
 )
 
 // refuser is a dialer that can start refusing connections, as a Redis
