@@ -234,8 +234,9 @@ func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock 
 // so FailOpen can tell the two apart (anchors: CortexReach #879).
 func (a *attempt) fail(err error) error {
 	l := a.l
-	// Take back whatever a registration may exist for: any earlier try
-	// that reached Redis, or this one unless its dial was refused.
+	// Take back what may be in Redis: always once a try has reached it (a
+	// registration lives on), and after this try unless its dial was
+	// refused.
 	if err == nil || a.seen || !refused(err) {
 		// A Redis that never answered is unlikely to answer now: do not
 		// make the caller wait long for it (the grant, if any, expires).
