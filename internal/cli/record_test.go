@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/locktop/locktop/internal/querytext"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/model"
 )
@@ -28,7 +29,7 @@ func liveRecording(t *testing.T) (string, []model.Snapshot, []string) {
 	}
 	defer mon.Close()
 	path := filepath.Join(t.TempDir(), "live.rec")
-	w, err := createRecording(path, "test", mon.Info(), []string{primarySource}, time.Second)
+	w, err := createRecording(path, "test", mon.Info(), []string{primarySource}, time.Second, querytext.Full)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +172,8 @@ func TestReplayDamagedFiles(t *testing.T) {
 	}
 	// Not a recording at all.
 	errb.Reset()
-	if code := run([]string{"replay", "go.mod", "--at", "start", "--json"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "not a locktop recording") {
-		t.Fatalf("go.mod: exit %d, %q", code, errb.String())
+	if code := run([]string{"replay", "doc.go", "--at", "start", "--json"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "not a locktop recording") {
+		t.Fatalf("doc.go: exit %d, %q", code, errb.String())
 	}
 }
 
