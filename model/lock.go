@@ -289,6 +289,13 @@ type Snapshot struct {
 	// Sources describes each source of a merged snapshot (Merge); empty
 	// for the snapshot of one source. Lock.Source indexes it.
 	Sources []SourceStatus
+	// Partial names the parts of the source that did not answer, one line
+	// each ("127.0.0.1:7002: connection refused": a Redis Cluster's node);
+	// Locks are the other parts'.
+	Partial []string
+	// Truncated says a bound cut the listing: there are more locks than
+	// Locks.
+	Truncated bool
 }
 
 // SourceStatus is how one source answered for a merged snapshot.
@@ -300,6 +307,9 @@ type SourceStatus struct {
 	// Err is why the source has no locks in this snapshot: one line, no
 	// password; "" when it answered.
 	Err string
+	// Partial and Truncated are the source's snapshot's.
+	Partial   []string
+	Truncated bool
 }
 
 // Now is the time l's durations are measured at: the Taken of the source
@@ -399,6 +409,7 @@ func Merge(parts []Part) Snapshot {
 		}
 		s := &p.Snapshot
 		st.Taken, st.Latency, st.Locks = s.Taken, s.Latency, len(s.Locks)
+		st.Partial, st.Truncated = s.Partial, s.Truncated
 		out.Sources[i] = st
 		if !primary {
 			primary = true

@@ -61,7 +61,7 @@ func (s *Sim) InjectFault(name string) error {
 		return s.runFault(func(ctx context.Context) {
 			switch name {
 			case faultOutage:
-				_ = s.turns.Outage(ctx, outageFor)
+				_ = s.outage(ctx)
 			case faultMessageBurst:
 				fns := make([]func() error, 0, 20)
 				for range 10 {

@@ -87,6 +87,7 @@ type recorder struct {
 	waits    histogram
 	invs     map[workers.Invariant]*invState
 	losses   lossCounters
+	errs     errorTally
 
 	events  chan model.Event
 	dropped atomic.Int64
@@ -185,6 +186,7 @@ func (r *recorder) Attempt(a workers.Attempt) {
 			return
 		}
 		c.errors.Add(1)
+		r.errs.add(a.Err)
 		ev.Detail = join(ev.Detail, errLine(a.Err))
 	case model.OutcomeLost:
 		c.lost.Add(1)
@@ -200,6 +202,7 @@ func (r *recorder) Attempt(a workers.Attempt) {
 			return
 		}
 		c.errors.Add(1)
+		r.errs.add(a.Err)
 		ev.Detail = join(ev.Detail, errLine(a.Err))
 		r.log.Warn("worker error", "worker", a.Kind, "key", ev.Key, "err", a.Err)
 	}
@@ -324,6 +327,7 @@ func (r *recorder) reset() {
 		st.last.Store(nil)
 	}
 	r.losses.reset()
+	r.errs.reset()
 }
 
 func label(a workers.Attempt) string {

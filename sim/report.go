@@ -27,6 +27,9 @@ type Report struct {
 	// Losses are the critical sections whose lock was lost while they ran,
 	// by how they ended.
 	Losses LossStats `json:"losses"`
+	// Errors are the attempts that ended in an error, by error. More than
+	// MaxErrorShare of them fail the run (OK is false).
+	Errors ErrorStats `json:"errors"`
 
 	SharedPool bool `json:"shared_pool"`
 	Agents     int  `json:"agents"`
@@ -145,6 +148,12 @@ func (s *Sim) Report() Report {
 			Max:   ms(time.Duration(s.rec.waits.max.Load())),
 		},
 	}
+	var attempts, errs int64
+	for _, c := range st.Workers {
+		attempts, errs = attempts+c.Attempts, errs+c.Errors
+	}
+	r.Errors = s.rec.errs.stats(attempts, errs)
+	r.OK = r.OK && !r.Errors.TooMany
 	if sys&SystemTurns != 0 && s.turns != nil {
 		st := s.turns.Stats()
 		r.Conversations, r.Turns = convs, &st
@@ -291,11 +300,21 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.AuditError != "" {
 		fmt.Fprintf(&b, "final checks incomplete: %s\n", r.AuditError)
 	}
+	if e := r.Errors; e.Errors > 0 {
+		b.WriteString("\nerrors:\n")
+		for _, c := range e.ByError {
+			fmt.Fprintf(&b, "  %6d× %s\n", c.Count, c.Error)
+		}
+		fmt.Fprintf(&b, "  %s\n", e.Line())
+	}
 	switch {
 	case r.OK:
 		b.WriteString("\nOK: no invariant broken\n")
 	case r.Violations() > 0:
 		fmt.Fprintf(&b, "\nFAIL: %d invariant violation(s)\n", r.Violations())
+	case r.Errors.TooMany:
+		fmt.Fprintf(&b, "\nFAIL: %.1f%% of the attempts failed with an error (a run may have %.0f%%): no invariant broken, but the run did not do its work\n",
+			100*r.Errors.Share, 100*MaxErrorShare)
 	default:
 		b.WriteString("\nFAIL: the final checks did not complete\n")
 	}

@@ -165,11 +165,18 @@ var (
 		return both(func() error { return s.turns.Deliver(ctx, c, m) }, func() error { return s.turns.Deliver(ctx, c, m) })
 	}
 	unitPodCrash = func(s *Sim, _ context.Context) error { s.turns.CrashPod(); return nil }
-	unitOutage   = func(s *Sim, ctx context.Context) error { return s.turns.Outage(ctx, outageFor) }
+	unitOutage   = func(s *Sim, ctx context.Context) error { return s.outage(ctx) }
 )
 
 // outageFor is how long a Redis outage lasts.
 const outageFor = 1500 * time.Millisecond
+
+// outage pauses Redis for outageFor; the errors it causes are the fault's
+// (ErrorStats.InFaults).
+func (s *Sim) outage(ctx context.Context) error {
+	s.rec.errs.fault(outageFor)
+	return s.turns.Outage(ctx, outageFor)
+}
 
 // Seed 004's units. Map jobs and bulk jobs go to the flooding project
 // with the scenario's FloodShare; reads and edits spread evenly.

@@ -107,7 +107,7 @@ type Sim struct {
 	// setUpSystems) and kept until Close.
 	turns     *workers.Turns
 	jobs      *workers.Jobs
-	rdb       *redis.Client
+	rdb       redis.UniversalClient
 	leasePool *pgxpool.Pool
 	sysDir    string // the jobs' maps (and SQLite lease file), removed by Close
 

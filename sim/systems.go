@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/connect"
 	"github.com/locktop/locktop/internal/testenv/scratch"
@@ -116,18 +115,16 @@ func (s *Sim) setUpSystems(ctx context.Context, sc Scenario) error {
 			if s.opts.RedisURL == "" {
 				return fmt.Errorf("%w: %w", ErrUnusable, ErrNoRedis)
 			}
-			opt, err := redis.ParseURL(s.opts.RedisURL)
-			if err != nil {
-				return fmt.Errorf("%w: redis URL: %w", ErrUnusable, err)
-			}
-			opt.ContextTimeoutEnabled = true
-			opt.PoolSize = max(opt.PoolSize, 64)
-			rdb := redis.NewClient(opt)
 			pctx, cancel := context.WithTimeout(ctx, connect.DefaultTimeout)
-			err = rdb.Ping(pctx).Err()
+			rdb, err := connect.Redis(pctx, s.opts.RedisURL, connect.RedisTuning{ClientName: "locktop.sim", PoolSize: 64})
+			if err == nil {
+				err = rdb.Ping(pctx).Err()
+				if err != nil {
+					_ = rdb.Close()
+				}
+			}
 			cancel()
 			if err != nil {
-				_ = rdb.Close()
 				return fmt.Errorf("%w: redis: %w", ErrUnusable, err)
 			}
 			s.rdb = rdb

@@ -12,9 +12,10 @@ import (
 
 // header is the top line — locktop, the server it watches, how it runs,
 // the refresh loop's state — and the banners under it: a source that does
-// not answer (one banner per source, the others live), the role's
-// privilege warning and the operator's warnings. It renders the poller; it
-// keeps no state of the loop itself.
+// not answer (one banner per source, the others live), a part of a source
+// that does not answer (a Redis Cluster's node, one banner each) or a
+// listing cut short, the role's privilege warning and the operator's
+// warnings. It renders the poller; it keeps no state of the loop itself.
 type header struct {
 	st    *Styles
 	keys  *KeyMap
@@ -65,6 +66,19 @@ func (h *header) lines() []string {
 		}
 		msg += " · " + f.lastErr
 		lines = append(lines, h.st.Banner.Render(cell(" ⚠ "+Sanitize(msg), h.width)))
+	}
+	for _, f := range h.poll.feeds {
+		if f.conn != connOK {
+			continue
+		}
+		// A part of the source (a Cluster's node) that did not answer: the
+		// other parts' locks are on screen.
+		for _, p := range f.partial {
+			lines = append(lines, h.st.Banner.Render(cell(" ⚠ "+Sanitize(f.name+": part missing · "+p), h.width)))
+		}
+		if f.truncated {
+			lines = append(lines, h.st.Warning.Render(cell(" ⚠ "+Sanitize(f.name+": more locks than listed (a bound cut the listing)"), h.width)))
+		}
 	}
 	warnings := h.warnings
 	if h.info.Warning != "" {

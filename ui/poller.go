@@ -44,6 +44,10 @@ type feed struct {
 	retryIn  time.Duration // until the next attempt, after a failure
 	taken    time.Time     // the snapshot on screen
 	latency  time.Duration // its poll's
+	// partial and truncated are the last answer's Snapshot.Partial (the
+	// parts of the source that did not answer) and Truncated.
+	partial   []string
+	truncated bool
 }
 
 // poller is the refresh loop of every source: a re-armed tea.Tick per
@@ -172,6 +176,7 @@ func (p *poller) onResult(msg SnapshotMsg) (arrival, tea.Cmd) {
 		a.back = f.failures
 	}
 	f.conn, f.failures = connOK, 0
+	f.partial, f.truncated = msg.Snapshot.Partial, msg.Snapshot.Truncated
 	if !p.paused || f.once {
 		f.once = false
 		a.show = true

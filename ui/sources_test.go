@@ -90,6 +90,30 @@ func TestSourcesReportSeparately(t *testing.T) {
 	}
 }
 
+// A source that answers in part (a Redis Cluster with a primary down)
+// shows its locks and a banner naming the missing part; a listing cut short
+// says so; both go when the source answers whole again.
+func TestSourceAnswersInPart(t *testing.T) {
+	part := redisLocks()
+	part.Partial = []string{"10.0.0.2:7000: dial tcp 10.0.0.2:7000: connect: connection refused"}
+	part.Truncated = true
+	redis := &fakeLockSource{name: "redis", results: []SnapshotMsg{{Snapshot: part}, {Snapshot: redisLocks()}}}
+	h := newHarness(t, Options{Sources: []source.Source{redis}})
+	h.start(120, 36)
+	golden(t, "screen_source_in_part_120x36", h.view())
+	v := ansi.Strip(h.view())
+	if !strings.Contains(v, "redis: part missing · 10.0.0.2:7000: dial tcp") || !strings.Contains(v, "redis: more locks than listed") {
+		t.Errorf("no banner for the missing node or the cut listing:\n%s", v)
+	}
+	if !hasLine(v, "redis", "worker-7f3a") || h.m.poll.feeds[1].conn != connOK {
+		t.Errorf("the answering nodes' locks are not shown:\n%s", v)
+	}
+	h.step(tickMsg{source: 1, seq: h.m.poll.feeds[1].seq})
+	if v := ansi.Strip(h.view()); strings.Contains(v, "part missing") || strings.Contains(v, "more locks than listed") {
+		t.Errorf("the banners stay after a whole answer:\n%s", v)
+	}
+}
+
 // The mode is derived from the options once, in one place.
 func TestModeLabel(t *testing.T) {
 	term := func(context.Context, int32) error { return nil }

@@ -217,10 +217,20 @@ func (t *Turns) CrashPod() string {
 }
 
 // Outage makes Redis stop answering every client for d (CLIENT PAUSE ...
-// ALL): turns fail closed, or run unprotected with FailOpen; holders cannot
-// extend.
+// ALL, on every primary of a Cluster): turns fail closed, or run
+// unprotected with FailOpen; holders cannot extend.
 func (t *Turns) Outage(ctx context.Context, d time.Duration) error {
-	if err := t.rdb.Do(ctx, "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err(); err != nil {
+	pause := func(ctx context.Context, c redis.UniversalClient) error {
+		return c.Do(ctx, "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err()
+	}
+	var err error
+	if cc, ok := t.rdb.(*redis.ClusterClient); ok {
+		// A Cluster's outage is every primary's: CLIENT PAUSE is one node's.
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return pause(ctx, c) })
+	} else {
+		err = pause(ctx, t.rdb)
+	}
+	if err != nil {
 		return fmt.Errorf("redis outage: %w", err)
 	}
 	t.stats.outages.Add(1)

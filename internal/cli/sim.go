@@ -148,6 +148,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if !rep.OK {
 		n := rep.Violations()
+		if n == 0 && rep.Errors.TooMany {
+			return exitError{code: exitFailure, err: fmt.Errorf("scenario %s: %s (more than %.0f%% fails a run)", rep.Scenario, rep.Errors.Line(), 100*sim.MaxErrorShare)}
+		}
 		if n == 0 && runErr != nil {
 			return fmt.Errorf("the final checks did not complete: %w", runErr)
 		}

@@ -23,7 +23,7 @@ type systemFlags struct {
 
 func addSystemFlags(fs *flagSet) *systemFlags {
 	return &systemFlags{
-		redisURL:      fs.String("redis", "", "Redis of the conversation turns (acf, all), as a URL: redis://host:6379/0 or unix:///path (default $REDIS_URL, else a throw-away Redis)"),
+		redisURL:      fs.String("redis", "", "Redis of the conversation turns (acf, all), as a URL: redis://host:6379/0, unix:///path, a Cluster (any node's URL, or redis://host1:port?addr=host2:port&addr=...) or Sentinel (?master_name=NAME) (default $REDIS_URL, else a throw-away Redis)"),
 		failOpen:      fs.Bool("fail-open", false, "turns run without the lock while Redis is unreachable (the ACF session mutex's risky fallback); default: fail closed"),
 		conversations: fs.Int("conversations", 0, "number of conversations (0: the scenario's)"),
 		leaseStore:    fs.String("lease-store", sim.LeasePostgres, "where the jobs' lease locks live (fole, all): postgres (the same database, schema locktop_lease) or sqlite"),

@@ -52,6 +52,12 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if p.Err != nil {
 			fmt.Fprintf(stderr, "locktop: warning: %s: %v\n", p.Name, p.Err)
 		}
+		for _, part := range p.Snapshot.Partial {
+			fmt.Fprintf(stderr, "locktop: warning: %s: part missing: %s\n", p.Name, part)
+		}
+		if p.Snapshot.Truncated {
+			fmt.Fprintf(stderr, "locktop: warning: %s: more locks than listed (a bound cut the listing)\n", p.Name)
+		}
 	}
 	snap := model.Merge(parts)
 	info := st.Info()

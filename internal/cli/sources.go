@@ -17,7 +17,7 @@ type sourceFlags struct {
 
 func addSourceFlags(fs *flagSet) *sourceFlags {
 	return &sourceFlags{
-		redis:       fs.String("redis", "", "also watch the Redis session mutexes at this URL (redis://host:port/db or unix:///path); default $REDIS_URL"),
+		redis:       fs.String("redis", "", "also watch the Redis session mutexes at this URL: redis://host:port/db, unix:///path, a Cluster (any node's URL, or redis://host1:port?addr=host2:port&addr=...) or Sentinel (?master_name=NAME); default $REDIS_URL"),
 		leaseDSN:    fs.String("lease-dsn", "", "also watch the lease locks in this PostgreSQL database (connection string)"),
 		leaseSQLite: fs.String("lease-sqlite", "", "also watch the lease locks in this SQLite file"),
 		timeout:     fs.Duration("source-timeout", defaultSourceTimeout, "how long each source but PostgreSQL may take to answer a poll"),

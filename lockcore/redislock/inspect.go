@@ -3,6 +3,7 @@ package redislock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -16,11 +17,18 @@ import (
 // Table is the session locks under one prefix at one instant, as Inspect
 // reads them.
 type Table struct {
-	Taken time.Time // Redis's clock at the read
+	Taken time.Time // Redis's clock at the read (the latest of the nodes')
 	Locks []Info    // by key
+	// Strings are the keys under the prefix that hold a plain string, as a
+	// service that locks with SET key token NX PX leaves them, by key.
+	Strings []StringKey
 	// Truncated says the listing stopped at a bound (the limit, or the SCAN
 	// bound on a node): there may be more locks than Locks.
 	Truncated bool
+	// Down are the nodes (of a Cluster or a Ring) that did not answer, or
+	// listed their keys but refused to read them: their locks are missing
+	// from Locks, or listed Unread. Inspect fails only when no node answers.
+	Down []NodeError
 }
 
 // Info is one held lock as a monitor shows it.
@@ -36,6 +44,10 @@ type Info struct {
 	// MoreWaiters says the queue holds more than the MaxWaiters registrations
 	// read; Waiters lists the live ones among the first MaxWaiters.
 	MoreWaiters bool
+	// Unread says the node listed the key but refused to read it (a Cluster
+	// whose state is fail answers CLUSTERDOWN): only Key and Pattern are set,
+	// and Table.Down says why.
+	Unread bool
 }
 
 // Waiter is one registered waiter of a lock.
@@ -44,6 +56,29 @@ type Waiter struct {
 	Token string    // the first 6 characters of its token
 	Since time.Time // when it began to wait, by Redis's clock
 }
+
+// StringKey is a plain string key under the prefix.
+type StringKey struct {
+	Key   string        // without the prefix
+	Token string        // the first 6 characters of the value
+	TTL   time.Duration // time left; 0 when the key has none
+}
+
+// NodeError is a node Inspect could not read.
+type NodeError struct {
+	Addr   string // host:port, or the socket's path
+	Listed bool   // it listed its keys (Unread in Locks) but refused to read them
+	Err    error
+}
+
+func (e *NodeError) Error() string {
+	if e.Listed {
+		return e.Addr + ": keys listed, not read: " + e.Err.Error()
+	}
+	return e.Addr + ": " + e.Err.Error()
+}
+
+func (e *NodeError) Unwrap() error { return e.Err }
 
 // Bounds of one Inspect.
 const (
@@ -54,15 +89,19 @@ const (
 )
 
 // Inspect lists the locks held under prefix ("" for the default), for
-// monitors. It sends only commands that read (SCAN, HMGET, PTTL, ZRANGE,
-// TIME), never KEYS, and is bounded: at most limit locks
-// (DefaultInspectLimit when limit <= 0), at most 100 SCAN calls of 1,000
-// keys on each master (so past 100,000 keys on a node it sees part of the
-// keyspace and says Truncated), and at most MaxWaiters waiters per lock. It
-// costs a SCAN call per 1,000 keys on each node, then one pipelined read,
-// and a second one when some lock has waiters. On a
-// *redis.ClusterClient it scans every master; on a *redis.Ring every shard.
-// Waiters whose registration has expired (their process died) are left out.
+// monitors, and the plain string keys under it. Each page of SCAN is read
+// in one round trip: a read-only script scans one page (COUNT 1000) and
+// reads, for each key of the page, its hold (HMGET, PTTL) or string (GET,
+// PTTL) and, for each waiters' queue, its first MaxWaiters+1 entries
+// (ZRANGE) and their registrations (HMGET). It never sends KEYS and is
+// bounded: at most limit locks and strings (DefaultInspectLimit when limit
+// <= 0) and at most 100 pages on each node (past 100,000 keys on a node it
+// sees part of the keyspace and says Truncated), each page's work bounded
+// by its 1,000 keys. On a *redis.ClusterClient it reads every primary, on
+// a *redis.Ring every shard, at once: a node that fails is named in
+// Table.Down and the others are listed. Waiters whose registration has
+// expired (their process died) are left out. Tokens leave Redis cut to 6
+// characters.
 func Inspect(ctx context.Context, rdb redis.UniversalClient, prefix string, limit int) (Table, error) {
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -70,88 +109,32 @@ func Inspect(ctx context.Context, rdb redis.UniversalClient, prefix string, limi
 	if limit <= 0 {
 		limit = DefaultInspectLimit
 	}
-	keys, truncated, err := scanHolds(ctx, rdb, prefix, limit)
+	var (
+		mu    sync.Mutex
+		pages []nodePages
+	)
+	read := func(ctx context.Context, c *redis.Client) error {
+		p := inspectNode(ctx, c, prefix, limit)
+		mu.Lock()
+		pages = append(pages, p)
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, read)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, read)
+	case *redis.Client:
+		err = read(ctx, c)
+	default:
+		return Table{}, fmt.Errorf("redislock: inspect: a %T cannot be read node by node", rdb)
+	}
 	if err != nil {
 		return Table{}, fmt.Errorf("redislock: inspect: %w", err)
 	}
-	type reads struct {
-		ks    keyset
-		hold  *redis.SliceCmd
-		pttl  *redis.DurationCmd
-		queue *redis.ZSliceCmd
-		regs  *redis.SliceCmd
-	}
-	rs := make([]reads, len(keys))
-	var clock *redis.TimeCmd
-	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		clock = p.Time(ctx)
-		for i, k := range keys {
-			ks := keysFor(prefix, strings.TrimPrefix(k, prefix))
-			rs[i] = reads{ks: ks, hold: p.HMGet(ctx, k, "t", "f", "o", "s"), pttl: p.PTTL(ctx, k),
-				queue: p.ZRangeWithScores(ctx, ks.queue, 0, MaxWaiters)}
-		}
-		return nil
-	})
-	if err != nil && err != redis.Nil {
-		return Table{}, fmt.Errorf("redislock: inspect: %w", err)
-	}
-	// The waiters' registrations, only for the queues that have some.
-	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range rs {
-			q := rs[i].queue.Val()
-			if len(q) == 0 {
-				continue
-			}
-			toks := make([]string, 0, len(q))
-			for _, z := range q {
-				tok, _ := z.Member.(string)
-				toks = append(toks, tok)
-			}
-			rs[i].regs = p.HMGet(ctx, rs[i].ks.info, toks...)
-		}
-		return nil
-	})
-	if err != nil && err != redis.Nil {
-		return Table{}, fmt.Errorf("redislock: inspect: %w", err)
-	}
-	now := clock.Val()
-	t := Table{Taken: now, Locks: make([]Info, 0, len(keys)), Truncated: truncated}
-	for i, k := range keys {
-		v, err := rs[i].hold.Result()
-		if err != nil || len(v) < 4 || v[0] == nil {
-			continue // released since the scan, or not a lock of this package
-		}
-		str := func(x any) string { s, _ := x.(string); return s }
-		key := strings.TrimPrefix(k, prefix)
-		fence, _ := strconv.ParseInt(str(v[1]), 10, 64)
-		since, _ := strconv.ParseInt(str(v[3]), 10, 64)
-		in := Info{
-			Key: key, Pattern: patternOf(prefix, key), Owner: str(v[2]), Fence: fence,
-			Token: prefix6(str(v[0])), Since: time.UnixMilli(since), TTL: max(rs[i].pttl.Val(), 0),
-		}
-		q := rs[i].queue.Val()
-		if len(q) > MaxWaiters {
-			q, in.MoreWaiters = q[:MaxWaiters], true
-		}
-		var regs []any
-		if rs[i].regs != nil {
-			regs = rs[i].regs.Val()
-		}
-		for j, z := range q {
-			if j >= len(regs) {
-				break
-			}
-			tok, _ := z.Member.(string)
-			deadline, _, owner, ok := parseRegistration(str(regs[j]))
-			if !ok || (!now.IsZero() && deadline.Before(now)) {
-				continue
-			}
-			in.Waiters = append(in.Waiters, Waiter{Owner: owner, Token: prefix6(tok), Since: time.UnixMicro(int64(z.Score))})
-		}
-		t.Locks = append(t.Locks, in)
-	}
-	slices.SortFunc(t.Locks, func(a, b Info) int { return cmp.Compare(a.Key, b.Key) })
-	return t, nil
+	return merge(pages, prefix, limit)
 }
 
 // Inspect lists the locks held under this Locker's prefix; see Inspect.
@@ -159,56 +142,201 @@ func (l *Locker) Inspect(ctx context.Context, limit int) (Table, error) {
 	return Inspect(ctx, l.rdb, l.prefix, limit)
 }
 
-// scanHolds returns up to limit keys of type hash under prefix, from every
-// master, and whether a bound stopped it before it had seen them all.
-func scanHolds(ctx context.Context, rdb redis.UniversalClient, prefix string, limit int) ([]string, bool, error) {
-	match := globEscape(prefix) + "*"
-	var mu sync.Mutex
-	var keys []string
-	truncated := false
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		var cursor uint64
-		for range maxScans {
-			ks, next, err := c.ScanType(ctx, cursor, match, scanCount, "hash").Result()
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			keys = append(keys, ks...)
-			full := len(keys) >= limit
-			if full && next != 0 {
-				truncated = true
-			}
-			mu.Unlock()
-			if full || next == 0 {
-				return nil
-			}
-			cursor = next
-		}
-		mu.Lock()
-		truncated = true
-		mu.Unlock()
-		return nil
-	}
-	var err error
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, func(ctx context.Context, s *redis.Client) error { return scan(ctx, s) })
-	default:
-		err = scan(ctx, rdb)
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys) // SCAN may return a key twice
-	if len(keys) > limit {
-		keys, truncated = keys[:limit], true
-	}
-	return keys, truncated, nil
+// inspectPage is one page of Inspect on one node. ARGV: cursor, match,
+// count, prefix, MaxWaiters. It returns the next cursor, TIME, the holds
+// (key, token[:6], fence, owner, since, pttl each), the strings (key,
+// value[:6], pttl each), the queues (lock key, n, then token[:6], score,
+// registration n times each), the keys whose reads were refused, and the
+// refusal. It reads only; keys are not declared (they are found by the
+// scan), so it runs on the node it is sent to.
+var inspectPage = redis.NewScript(`
+local prefix, maxw = ARGV[4], tonumber(ARGV[5])
+local n = #prefix
+local page = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
+local holds, strs, queues, unread, why = {}, {}, {}, {}, false
+for _, k in ipairs(page[2]) do
+  if string.sub(k, 1, n) == prefix then
+    local h = redis.pcall('HMGET', k, 't', 'f', 'o', 's')
+    if h.err then
+      if string.sub(h.err, 1, 9) == 'WRONGTYPE' then
+        local v = redis.pcall('GET', k)
+        if type(v) == 'string' then
+          local i = #strs
+          strs[i + 1], strs[i + 2], strs[i + 3] = k, string.sub(v, 1, 6), redis.call('PTTL', k)
+        end
+      else
+        unread[#unread + 1], why = k, h.err
+      end
+    elseif h[1] then
+      local i = #holds
+      holds[i + 1], holds[i + 2], holds[i + 3] = k, string.sub(h[1], 1, 6), h[2]
+      holds[i + 4], holds[i + 5], holds[i + 6] = h[3], h[4], redis.call('PTTL', k)
+    end
+  elseif string.sub(k, 1, 1) == '{' then
+    local e = string.find(k, '}', 2, true)
+    if e and string.sub(k, e + 1, e + n + 2) == prefix .. 'q:' then
+      local z = redis.pcall('ZRANGE', k, 0, maxw, 'WITHSCORES')
+      if not z.err and #z > 0 then
+        local key, toks = string.sub(k, e + n + 3), {}
+        for i = 1, #z, 2 do toks[#toks + 1] = z[i] end
+        local regs = redis.call('HMGET', string.sub(k, 1, e) .. prefix .. 'w:' .. key, unpack(toks))
+        queues[#queues + 1], queues[#queues + 2] = key, #toks
+        for i = 1, #toks do
+          local j = #queues
+          queues[j + 1], queues[j + 2], queues[j + 3] = string.sub(toks[i], 1, 6), z[2 * i], regs[i]
+        end
+      end
+    end
+  end
+end
+return {page[1], redis.call('TIME'), holds, strs, queues, unread, why}
+`)
+
+// nodePages is what Inspect read on one node.
+type nodePages struct {
+	addr      string
+	taken     time.Time
+	holds     []Info
+	strs      []StringKey
+	queues    map[string][]queued // by lock key
+	unread    []string            // full keys
+	why       string
+	truncated bool
+	err       error
 }
+
+type queued struct {
+	tok, reg string
+	score    float64
+}
+
+// inspectNode reads one node page by page until the scan ends, limit
+// holds and strings are listed, or maxScans pages are read.
+func inspectNode(ctx context.Context, c *redis.Client, prefix string, limit int) nodePages {
+	p := nodePages{addr: c.Options().Addr, queues: map[string][]queued{}}
+	match := "*" + globEscape(prefix) + "*"
+	cursor := "0"
+	for range maxScans {
+		v, err := inspectPage.Run(ctx, c, nil, cursor, match, scanCount, prefix, MaxWaiters).Slice()
+		if err != nil {
+			p.err = err
+			return p
+		}
+		if len(v) < 6 {
+			p.err = fmt.Errorf("inspect script answered %d values", len(v))
+			return p
+		}
+		cursor = str(v[0])
+		if t, ok := v[1].([]any); ok && len(t) == 2 {
+			sec, _ := strconv.ParseInt(str(t[0]), 10, 64)
+			usec, _ := strconv.ParseInt(str(t[1]), 10, 64)
+			p.taken = time.Unix(sec, usec*1000)
+		}
+		h, _ := v[2].([]any)
+		for i := 0; i+5 < len(h); i += 6 {
+			fence, _ := strconv.ParseInt(str(h[i+2]), 10, 64)
+			since, _ := strconv.ParseInt(str(h[i+4]), 10, 64)
+			ttl, _ := h[i+5].(int64)
+			key := strings.TrimPrefix(str(h[i]), prefix)
+			p.holds = append(p.holds, Info{Key: key, Pattern: patternOf(prefix, key), Owner: str(h[i+3]), Fence: fence,
+				Token: str(h[i+1]), Since: time.UnixMilli(since), TTL: time.Duration(max(ttl, 0)) * time.Millisecond})
+		}
+		s, _ := v[3].([]any)
+		for i := 0; i+2 < len(s); i += 3 {
+			ttl, _ := s[i+2].(int64)
+			p.strs = append(p.strs, StringKey{Key: strings.TrimPrefix(str(s[i]), prefix), Token: str(s[i+1]),
+				TTL: time.Duration(max(ttl, 0)) * time.Millisecond})
+		}
+		q, _ := v[4].([]any)
+		for i := 0; i+1 < len(q); {
+			key := str(q[i])
+			n, _ := q[i+1].(int64)
+			for i += 2; n > 0 && i+2 < len(q); n, i = n-1, i+3 {
+				score, _ := strconv.ParseFloat(str(q[i+1]), 64)
+				p.queues[key] = append(p.queues[key], queued{tok: str(q[i]), score: score, reg: str(q[i+2])})
+			}
+		}
+		u, _ := v[5].([]any)
+		for _, k := range u {
+			p.unread = append(p.unread, str(k))
+		}
+		if len(v) > 6 && v[6] != nil {
+			p.why = str(v[6])
+		}
+		if cursor == "0" {
+			return p
+		}
+		if len(p.holds)+len(p.strs)+len(p.unread) >= limit {
+			p.truncated = true
+			return p
+		}
+	}
+	p.truncated = true
+	return p
+}
+
+// merge joins the nodes' pages into one table: every answering node's
+// locks with their waiters, by key, cut at limit.
+func merge(pages []nodePages, prefix string, limit int) (Table, error) {
+	var t Table
+	var errs []error
+	answered := 0
+	for i := range pages {
+		p := &pages[i]
+		if p.err != nil {
+			ne := NodeError{Addr: p.addr, Err: p.err}
+			t.Down = append(t.Down, ne)
+			errs = append(errs, &ne)
+			continue
+		}
+		answered++
+		if p.taken.After(t.Taken) {
+			t.Taken = p.taken
+		}
+		t.Truncated = t.Truncated || p.truncated
+		for j := range p.holds {
+			in := p.holds[j]
+			q := p.queues[in.Key]
+			if len(q) > MaxWaiters {
+				q, in.MoreWaiters = q[:MaxWaiters], true
+			}
+			for _, w := range q {
+				deadline, _, owner, ok := parseRegistration(w.reg)
+				if !ok || (!p.taken.IsZero() && deadline.Before(p.taken)) {
+					continue
+				}
+				in.Waiters = append(in.Waiters, Waiter{Owner: owner, Token: w.tok, Since: time.UnixMicro(int64(w.score))})
+			}
+			t.Locks = append(t.Locks, in)
+		}
+		for _, k := range p.unread {
+			key := strings.TrimPrefix(k, prefix)
+			t.Locks = append(t.Locks, Info{Key: key, Pattern: patternOf(prefix, key), Unread: true})
+		}
+		if len(p.unread) > 0 {
+			t.Down = append(t.Down, NodeError{Addr: p.addr, Listed: true, Err: errors.New(p.why)})
+		}
+		t.Strings = append(t.Strings, p.strs...)
+	}
+	if answered == 0 && len(errs) > 0 {
+		return Table{}, fmt.Errorf("redislock: inspect: %w", errors.Join(errs...))
+	}
+	// SCAN may return a key twice.
+	slices.SortFunc(t.Locks, func(a, b Info) int { return cmp.Compare(a.Key, b.Key) })
+	t.Locks = slices.CompactFunc(t.Locks, func(a, b Info) bool { return a.Key == b.Key })
+	slices.SortFunc(t.Strings, func(a, b StringKey) int { return cmp.Compare(a.Key, b.Key) })
+	t.Strings = slices.CompactFunc(t.Strings, func(a, b StringKey) bool { return a.Key == b.Key })
+	if len(t.Locks) > limit {
+		t.Locks, t.Truncated = t.Locks[:limit], true
+	}
+	if room := limit - len(t.Locks); len(t.Strings) > room {
+		t.Strings, t.Truncated = t.Strings[:room], true
+	}
+	slices.SortFunc(t.Down, func(a, b NodeError) int { return cmp.Compare(a.Addr, b.Addr) })
+	return t, nil
+}
+
+func str(x any) string { s, _ := x.(string); return s }
 
 // parseRegistration reads a waiter's registration, "deadline ttl channel owner".
 func parseRegistration(s string) (deadline time.Time, ttl time.Duration, owner string, ok bool) {

@@ -52,6 +52,12 @@ type SourceDoc struct {
 	Latency float64 `json:"latency"`
 	Locks   int     `json:"locks"`
 	Error   string  `json:"error,omitempty"`
+	// Partial names the parts of the source that did not answer (a Redis
+	// Cluster's nodes, "127.0.0.1:7002: connection refused"): its locks are
+	// the other parts'.
+	Partial []string `json:"partial,omitempty"`
+	// Truncated says a bound cut the source's listing.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // LockDoc is one holder or waiter of any kind. Fields a kind does not
@@ -127,7 +133,7 @@ func NewLocksDocument(s model.Snapshot, info model.ServerInfo) LocksDocument {
 	}
 	for _, src := range s.Sources {
 		d.Sources = append(d.Sources, SourceDoc{Name: src.Name, OK: src.Err == "", Taken: timePtr(src.Taken),
-			Latency: seconds(src.Latency), Locks: src.Locks, Error: oneLine(src.Err)})
+			Latency: seconds(src.Latency), Locks: src.Locks, Error: oneLine(src.Err), Partial: src.Partial, Truncated: src.Truncated})
 	}
 	for i := range s.Locks {
 		l := &s.Locks[i]

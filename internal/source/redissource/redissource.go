@@ -1,23 +1,30 @@
 // Package redissource is the monitor's Redis source: seed 002's session
 // mutexes under one key prefix, read with lockcore/redislock's Inspect
-// (SCAN, never KEYS, bounded per poll) as model locks of kind redis, with
-// owner, token prefix, fence, TTL and the registered waiters in order.
-// Keys under the prefix that are plain strings, as a service that takes
-// the lock with `SET key token NX PX ms` leaves them, are listed too, by a
-// second bounded SCAN: their owner is unknown, their token prefix and TTL
-// are shown.
+// (SCAN, never KEYS, one round trip per page of keys, bounded per poll) as
+// model locks of kind redis, with owner, token prefix, fence, TTL and the
+// registered waiters in order. Keys under the prefix that are plain
+// strings, as a service that takes the lock with `SET key token NX PX ms`
+// leaves them, are listed too: their owner is unknown, their token prefix
+// and TTL are shown.
+//
+// The Redis is named by a URL (internal/connect.ParseRedis): a single
+// Redis, a Cluster (found by asking the node, or named by several seeds)
+// or Sentinel-managed primaries. On a Cluster every primary is read at
+// once; a primary that does not answer is named in the snapshot's Partial
+// (a banner line of its own) while the others' locks are listed.
 package redissource
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/locktop/locktop/internal/connect"
 	"github.com/locktop/locktop/lockcore/redislock"
 	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
@@ -32,39 +39,40 @@ type Options struct {
 	// ("sesslock:") when empty.
 	Prefix string
 	// Limit bounds the locks listed per poll (redislock.DefaultInspectLimit
-	// when 0); string keys are bounded by it too.
+	// when 0), plain string keys included.
 	Limit int
 }
 
 // Source reads one Redis's session mutexes. It is safe for concurrent use.
 type Source struct {
-	rdb    *redis.Client
+	target *connect.RedisTarget // nil when made by New
 	prefix string
 	limit  int
+
+	mu  sync.Mutex
+	rdb redis.UniversalClient // made at the first poll that reaches Redis
 }
 
 // ErrURL is a --redis URL that cannot be used.
-var ErrURL = errors.New("bad Redis URL")
+var ErrURL = connect.ErrRedisURL
 
-// Open returns a Source for the Redis at url (redis://, rediss:// or
-// unix://). It does not connect: a Redis that is down is a failed poll, on
-// its own banner, not a failed start.
+// Open returns a Source for the Redis that url names (connect.ParseRedis).
+// It does not connect: a Redis that is down is a failed poll, on its own
+// banner, not a failed start; the first poll that reaches it makes the
+// client (and learns whether it is a Cluster node).
 func Open(url string, opts Options) (*Source, error) {
-	o, err := redis.ParseURL(url)
+	t, err := connect.ParseRedis(url)
 	if err != nil {
-		// go-redis quotes the URL in some errors: never show a password.
-		return nil, fmt.Errorf("%w: %s", ErrURL, redactURL(err.Error(), url))
+		return nil, err
 	}
-	o.ContextTimeoutEnabled = true // a hung Redis ends the poll at its deadline
-	o.MaxRetries = -1              // a poll is retried by the next poll
-	o.PoolSize = 2
-	o.ClientName = "locktop.monitor"
-	return New(redis.NewClient(o), opts), nil
+	s := New(nil, opts)
+	s.target = t
+	return s, nil
 }
 
-// New returns a Source reading through rdb (which the caller closes, or
-// Close does).
-func New(rdb *redis.Client, opts Options) *Source {
+// New returns a Source reading through rdb (a *redis.Client,
+// *redis.ClusterClient or *redis.Ring, which Close closes).
+func New(rdb redis.UniversalClient, opts Options) *Source {
 	if opts.Prefix == "" {
 		opts.Prefix = redislock.DefaultPrefix
 	}
@@ -78,25 +86,49 @@ func New(rdb *redis.Client, opts Options) *Source {
 func (s *Source) Name() string { return Name }
 
 // Close closes the client.
-func (s *Source) Close() { _ = s.rdb.Close() }
+func (s *Source) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+}
+
+// client returns the client, making it on first use.
+func (s *Source) client(ctx context.Context) (redis.UniversalClient, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rdb == nil {
+		rdb, err := s.target.Client(ctx, connect.RedisTuning{ClientName: "locktop.monitor", PoolSize: 2, MaxRetries: -1})
+		if err != nil {
+			return nil, err
+		}
+		s.rdb = rdb
+	}
+	return s.rdb, nil
+}
 
 // Poll lists the locks once: each held lock's holder, then its waiters in
-// the order they will get it, timed by Redis's clock.
+// the order they will get it, timed by Redis's clock; then the plain
+// string keys.
 func (s *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 	start := time.Now()
-	t, err := redislock.Inspect(ctx, s.rdb, s.prefix, s.limit)
+	rdb, err := s.client(ctx)
 	if err != nil {
 		return model.Snapshot{}, describe(err)
 	}
-	snap := model.Snapshot{Taken: t.Taken}
+	t, err := redislock.Inspect(ctx, rdb, s.prefix, s.limit)
+	if err != nil {
+		return model.Snapshot{}, describe(err)
+	}
+	snap := model.Snapshot{Taken: t.Taken, Truncated: t.Truncated}
 	for i := range t.Locks {
 		snap.Locks = append(snap.Locks, locksOf(s.prefix, &t.Locks[i], t.Taken)...)
 	}
-	plain, err := s.plainKeys(ctx, t.Taken, len(t.Locks))
-	if err != nil {
-		return model.Snapshot{}, describe(err)
+	snap.Locks = append(snap.Locks, plainKeys(s.prefix, t.Strings, t.Taken)...)
+	for _, d := range t.Down {
+		snap.Partial = append(snap.Partial, describe(&d).Error())
 	}
-	snap.Locks = append(snap.Locks, plain...)
 	snap.Latency = time.Since(start)
 	return snap, nil
 }
@@ -105,6 +137,10 @@ func (s *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 func locksOf(prefix string, in *redislock.Info, now time.Time) []model.Lock {
 	key := prefix + in.Key
 	ns := registry.NameOf(registry.RedisKey, key)
+	if in.Unread {
+		// Listed by its node, which refused to read it: Partial says why.
+		return []model.Lock{{Kind: model.KindRedis, Name: key, Namespace: ns, Owner: "(not read)", Mode: "exclusive", Granted: true}}
+	}
 	out := make([]model.Lock, 0, 1+len(in.Waiters))
 	out = append(out, model.Lock{
 		Kind: model.KindRedis, Name: key, Namespace: ns, Owner: in.Owner, Token: in.Token, Fence: in.Fence,
@@ -125,69 +161,20 @@ func expiry(now time.Time, ttl time.Duration) time.Time {
 	return now.Add(ttl).Round(10 * time.Millisecond)
 }
 
-// Bounds of the plain-key scan, as redislock's Inspect bounds its own.
-const (
-	scanCount = 1000
-	maxScans  = 100
-)
-
-// plainKeys lists the string keys under the prefix (locks taken with SET
-// NX PX), up to the limit less the held locks already listed, with their
-// token prefix and TTL: two round trips, SCAN then one pipeline.
-func (s *Source) plainKeys(ctx context.Context, now time.Time, listed int) ([]model.Lock, error) {
-	room := s.limit - listed
-	if room <= 0 {
-		return nil, nil
-	}
-	match := globEscape(s.prefix) + "*"
-	var keys []string
-	var cursor uint64
-	for range maxScans {
-		ks, next, err := s.rdb.ScanType(ctx, cursor, match, scanCount, "string").Result()
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, ks...)
-		if len(keys) >= room || next == 0 {
-			break
-		}
-		cursor = next
-	}
-	if len(keys) > room {
-		keys = keys[:room]
-	}
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	vals := make([]*redis.StringCmd, len(keys))
-	ttls := make([]*redis.DurationCmd, len(keys))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			vals[i], ttls[i] = p.Get(ctx, k), p.PTTL(ctx, k)
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, err
-	}
+// plainKeys turns the string keys under the prefix (locks taken with SET
+// NX PX) into locks with their token prefix and TTL.
+func plainKeys(prefix string, keys []redislock.StringKey, now time.Time) []model.Lock {
 	out := make([]model.Lock, 0, len(keys))
-	for i, k := range keys {
-		v, err := vals[i].Result()
-		if err != nil {
-			continue // gone since the scan
-		}
-		tok := v
-		if len(tok) > 6 {
-			tok = tok[:6]
-		}
-		l := model.Lock{Kind: model.KindRedis, Name: k, Namespace: registry.NameOf(registry.RedisKey, k),
-			Owner: "token " + tok + "…", Token: tok, Mode: "exclusive", Granted: true}
-		if ttl := ttls[i].Val(); ttl > 0 {
-			l.Expires = expiry(now, ttl)
+	for _, k := range keys {
+		name := prefix + k.Key
+		l := model.Lock{Kind: model.KindRedis, Name: name, Namespace: registry.NameOf(registry.RedisKey, name),
+			Owner: "token " + k.Token + "…", Token: k.Token, Mode: "exclusive", Granted: true}
+		if k.TTL > 0 {
+			l.Expires = expiry(now, k.TTL)
 		}
 		out = append(out, l)
 	}
-	return sortByName(out), nil
+	return sortByName(out)
 }
 
 func sortByName(ls []model.Lock) []model.Lock {
@@ -195,25 +182,7 @@ func sortByName(ls []model.Lock) []model.Lock {
 	return ls
 }
 
-// globEscape escapes the glob characters of a SCAN MATCH pattern.
-func globEscape(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
-	return r.Replace(s)
-}
-
 // describe makes a poll's error one line for the banner.
 func describe(err error) error {
 	return errors.New(strings.Join(strings.Fields(err.Error()), " "))
-}
-
-// redactURL removes url's password from s.
-func redactURL(s, url string) string {
-	if at := strings.LastIndexByte(url, '@'); at > 0 {
-		if colon := strings.LastIndexByte(url[:at], ':'); colon > 0 && !strings.HasSuffix(url[:colon], "/") {
-			if pw := url[colon+1 : at]; pw != "" {
-				s = strings.ReplaceAll(s, pw, "***")
-			}
-		}
-	}
-	return s
 }

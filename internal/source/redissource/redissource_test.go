@@ -2,6 +2,8 @@ package redissource_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +102,59 @@ func TestPollFailsAlone(t *testing.T) {
 	}
 	if _, err := redissource.Open("redis://u:s3cret@[bad", redissource.Options{}); err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("bad URL: %v", err)
+	}
+}
+
+// On a Cluster, named by one node's URL, the source reads every primary:
+// locks on every node are listed, and a limit below them says Truncated.
+func TestPollCluster(t *testing.T) {
+	ctx := context.Background()
+	cc := redistest.Cluster(t)
+	prefix := redistest.Prefix(t)
+	l := redislock.New(cc, redislock.Options{Prefix: prefix, Owner: "cl", TTL: time.Minute})
+	defer l.Close()
+	nodes := map[int64]bool{}
+	var keys []string
+	for i := 0; len(nodes) < 3 || len(keys) < 9; i++ {
+		k := redislock.SessionKey(fmt.Sprint("t", i), "a", "c", "web")
+		slot, err := cc.ClusterKeySlot(ctx, prefix+k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[slot*3/16384] = true
+		held, err := l.Acquire(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(ctx)
+		keys = append(keys, prefix+k)
+	}
+	slices.Sort(keys)
+	src, err := redissource.Open("redis://"+cc.Options().Addrs[0], redissource.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	snap, err := src.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, lk := range snap.Locks {
+		got = append(got, lk.Name)
+		if lk.Owner != "cl" || lk.Fence == 0 || lk.Expires.IsZero() {
+			t.Errorf("lock %+v", lk)
+		}
+	}
+	if !slices.Equal(got, keys) || snap.Truncated || len(snap.Partial) != 0 {
+		t.Errorf("listed %v (truncated %v, partial %v), want %v", got, snap.Truncated, snap.Partial, keys)
+	}
+	small, err := redissource.Open("redis://"+cc.Options().Addrs[0], redissource.Options{Prefix: prefix, Limit: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	if snap, err := small.Poll(ctx); err != nil || len(snap.Locks) != 4 || !snap.Truncated {
+		t.Errorf("limit 4: %d locks, truncated %v, %v", len(snap.Locks), snap.Truncated, err)
 	}
 }

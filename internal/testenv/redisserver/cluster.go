@@ -170,6 +170,15 @@ func (c *Cluster) form(ctx context.Context) error {
 // Addrs returns the masters' host:port addresses, for redis.ClusterOptions.
 func (c *Cluster) Addrs() []string { return append([]string(nil), c.addrs...) }
 
+// StopNode ends node i (of Addrs) and keeps the others running, as a
+// primary that dies: the tests of clients that must say which node is
+// missing.
+func (c *Cluster) StopNode(i int) {
+	if i >= 0 && i < len(c.procs) {
+		c.procs[i].shutdown()
+	}
+}
+
 // Dir returns the cluster's temporary directory.
 func (c *Cluster) Dir() string { return c.root }
 

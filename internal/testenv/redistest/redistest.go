@@ -243,6 +243,24 @@ func ClientOf(t testing.TB, s *redisserver.Server) *redis.Client {
 	return c
 }
 
+// PrivateCluster starts a throw-away three-master Redis Cluster of the
+// test's own, stopped when the test ends: for tests that stop a node.
+func PrivateCluster(t testing.TB) *redisserver.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := redisserver.StartCluster(ctx, redisserver.Options{})
+	if err != nil {
+		t.Fatalf("redistest: no Redis Cluster for the test: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
 // Cluster returns a client of a three-master Redis Cluster, closed when the
 // test ends. The throw-away cluster starts on the first call and stops when
 // Main returns.
