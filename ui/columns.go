@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/locktop/locktop/model"
@@ -18,9 +19,16 @@ type column struct {
 	// cell is a row's text in this column and its paint.
 	cell func(t *lockTable, r tableRow, l *model.Lock) (string, paint)
 	// shrink, if not nil, renders a cell narrower than its text otherwise
-	// than by cutting it (BLOCKED BY: "4242 +3").
-	shrink func(l *model.Lock, w int) string
-	width  int
+	// than by cutting it (BLOCKED BY: "4242 +3"); names are the sessions
+	// in view, for elide.
+	shrink func(l *model.Lock, w int, names []string) string
+	// elide cuts a cell too long for the column in the part it shares
+	// with the column's other cells, never in the part that tells them
+	// apart (see elide).
+	elide bool
+	// optional columns are left out when no cell in view has text.
+	optional bool
+	width    int
 }
 
 // cellText is one rendered cell.
@@ -35,21 +43,25 @@ type tableLayout struct {
 	cols  []column
 	first int          // the first visible row
 	rows  [][]cellText // per visible row, per column
+	// peers are the distinct texts of each eliding column in view, and
+	// names the sessions in view (holders and waiters), for elide.
+	peers [][]string
+	names []string
 }
 
 const markW = 2 // "› " in front of the selected row
 
 // layout lays the table out for its width by content: each column gets
 // what its visible cells need (within its bounds); when that is more than
-// the width, MODE goes first (a share lock then says "sh" in its state),
-// then the flexible columns give up width. USER and QUERY come last, in what is
-// left.
+// the width, modes and kinds take their short names (a mode is never cut),
+// then the flexible columns give up width, eliding what their cells share.
+// USER and QUERY come last, in what is left.
 func (t *lockTable) layout() tableLayout {
 	first := t.offset
 	end := min(t.offset+t.visible(), len(t.rows))
-	lay := t.measure(first, end, t.columns(true))
+	lay := t.measure(first, end, t.columns(false))
 	if lay.used() > t.width-markW {
-		lay = t.measure(first, end, t.columns(false))
+		lay = t.measure(first, end, t.columns(true))
 	}
 	lay.fit(t.width - markW)
 	rest := t.width - markW - lay.used()
@@ -85,11 +97,56 @@ func (t *lockTable) measure(first, end int, cols []column) tableLayout {
 		}
 		lay.rows[i-first] = cells
 	}
+	// A column with nothing in view (no application on a Redis key, no
+	// waiter blocked) gives its title's room to the others.
+	kept := lay.cols[:0]
+	for ci, c := range lay.cols {
+		if c.optional && lay.empty(ci) {
+			continue
+		}
+		kept = append(kept, c)
+		for i := range lay.rows {
+			lay.rows[i][len(kept)-1] = lay.rows[i][ci]
+		}
+	}
+	for i := range lay.rows {
+		lay.rows[i] = lay.rows[i][:len(kept)]
+	}
+	lay.cols = kept
+	cols = kept
+	lay.peers = make([][]string, len(cols))
 	for ci := range lay.cols {
 		c := &lay.cols[ci]
 		c.width = min(max(c.width, c.min), c.max)
+		if c.elide {
+			lay.peers[ci] = distinct(lay.rows, ci)
+		}
+	}
+	for i := first; i < end; i++ {
+		lay.names = append(lay.names, Sanitize(t.locks[t.rows[i].lock].Holder()))
 	}
 	return lay
+}
+
+// empty reports whether column ci has no text in view.
+func (l *tableLayout) empty(ci int) bool {
+	for _, r := range l.rows {
+		if r[ci].text != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// distinct is the different texts of column ci in rows.
+func distinct(rows [][]cellText, ci int) []string {
+	var out []string
+	for _, r := range rows {
+		if s := r[ci].text; s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // used is the cells the columns take, the gaps between them included.
@@ -104,15 +161,24 @@ func (l *tableLayout) used() int {
 	return n
 }
 
-// fit shrinks the flexible columns, in order, until the columns fit w
-// cells; it reports whether they do.
+// fit shrinks the flexible columns, in order of their flex, until the
+// columns fit w cells; of one flex the widest gives a cell first, so that
+// they end alike rather than one at its minimum. It reports whether they
+// fit.
 func (l *tableLayout) fit(w int) bool {
 	for flex := 1; flex <= 3 && l.used() > w; flex++ {
-		for ci := range l.cols {
-			c := &l.cols[ci]
-			if c.flex == flex {
-				c.width = max(c.min, c.width-(l.used()-w))
+		for l.used() > w {
+			widest := -1
+			for ci := range l.cols {
+				c := &l.cols[ci]
+				if c.flex == flex && c.width > c.min && (widest < 0 || c.width > l.cols[widest].width) {
+					widest = ci
+				}
 			}
+			if widest < 0 {
+				break
+			}
+			l.cols[widest].width--
 		}
 	}
 	return l.used() <= w
@@ -121,6 +187,7 @@ func (l *tableLayout) fit(w int) bool {
 // add appends the columns of o (measured on the same rows) at the right.
 func (l *tableLayout) add(o tableLayout) {
 	l.cols = append(l.cols, o.cols...)
+	l.peers = append(l.peers, o.peers...)
 	for i := range l.rows {
 		l.rows[i] = append(l.rows[i], o.rows[i]...)
 	}
@@ -139,9 +206,9 @@ func (l *tableLayout) head() string {
 }
 
 // columns are the table's columns but USER and QUERY: KIND when more than
-// one kind is in the table, then the key, state, holder, application, mode
-// (withMode; else the state says "sh"), time and blocker.
-func (t *lockTable) columns(withMode bool) []column {
+// one kind is in the table, then the key, state, holder, application,
+// mode, time and blocker. brief gives modes and kinds their short names.
+func (t *lockTable) columns(brief bool) []column {
 	plain := paint{}
 	p := &t.paints
 	var cols []column
@@ -150,11 +217,14 @@ func (t *lockTable) columns(withMode bool) []column {
 			if !r.first {
 				return "", plain
 			}
+			if brief {
+				return kindShort(l.Kind), p.dim
+			}
 			return kindName(l.Kind), p.dim
 		}})
 	}
 	cols = append(cols,
-		column{title: "KEY", min: 12, max: 48, flex: 2, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
+		column{title: "KEY", min: 12, max: 48, flex: 2, elide: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
 			switch {
 			case r.first:
 				s := l.KeyLabel()
@@ -172,27 +242,23 @@ func (t *lockTable) columns(withMode bool) []column {
 			if !l.Granted {
 				s, st = "waits #"+strconv.Itoa(l.QueuePos), p.waits
 			}
-			if !withMode && l.Mode == model.ModeShare {
-				s += " sh"
-			}
 			if idle := idleInTx(l); idle != "" && l.Granted {
 				s, st = s+" "+idle, p.idle
 			}
 			return s, st
 		}},
-		column{title: t.holderTitle(), min: 3, max: 24, right: true, flex: 3, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
+		column{title: t.holderTitle(), min: 3, max: 40, right: true, flex: 3, elide: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
 			return Sanitize(l.Holder()), plain
 		}},
-		column{title: "APPLICATION", min: 8, max: 32, flex: 1, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
+		column{title: "APPLICATION", min: 8, max: 32, flex: 1, elide: true, optional: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
 			return Sanitize(l.ApplicationName), plain
 		}},
-	)
-	if withMode {
-		cols = append(cols, column{title: "MODE", min: 4, max: 20, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
+		column{title: "MODE", min: 4, max: 24, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
+			if brief {
+				return Sanitize(shortMode(l.Mode)), plain
+			}
 			return Sanitize(modeText(l.Mode)), plain
-		}})
-	}
-	return append(cols,
+		}},
 		column{title: "TIME", min: 4, max: 16, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
 			s, sev := lockTime(l, t.now(l))
 			if t.st.Marks && sev != sevNone {
@@ -200,10 +266,11 @@ func (t *lockTable) columns(withMode bool) []column {
 			}
 			return s, p.sev[sev]
 		}},
-		column{title: "BLOCKED BY", min: 6, max: 16, flex: 2, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return blockedText(l, 16), plain
-		}, shrink: func(l *model.Lock, w int) string { return blockedText(l, w) }},
+		column{title: "BLOCKED BY", min: 6, max: 48, flex: 2, optional: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
+			return blockedText(l, 48, nil), plain
+		}, shrink: blockedText},
 	)
+	return cols
 }
 
 // extraColumns are USER and QUERY, shown in the width the others leave.
@@ -243,6 +310,6 @@ func (t *lockTable) holderTitle() string {
 // QUERY aside), measured on the rows in view.
 func (t *lockTable) need() int {
 	end := min(t.offset+max(t.visible(), 20), len(t.rows))
-	lay := t.measure(t.offset, end, t.columns(true))
+	lay := t.measure(t.offset, end, t.columns(false))
 	return markW + lay.used()
 }

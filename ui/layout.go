@@ -42,7 +42,6 @@ func (m *Model) layout() {
 		m.replay.SetSize(w, 1)
 		body-- // the timeline
 	}
-	events := min(max(body/5, 3), 8)
 	m.lay = stacked
 	need := 0 // the table's, beside a side panel
 	if m.sim != nil {
@@ -50,8 +49,9 @@ func (m *Model) layout() {
 	}
 	switch {
 	case m.sim == nil:
-		m.table.SetSize(w, body-events)
-		m.events.SetSize(w, events)
+		tbl := m.tableShare(body)
+		m.table.SetSize(w, tbl)
+		m.events.SetSize(w, body-tbl)
 	case need+1+max(simReadable, eventsReadable) <= w:
 		m.lay = sideBySide
 		side := min(w-need-1, sideMax)
@@ -63,9 +63,10 @@ func (m *Model) layout() {
 	default:
 		m.simp.SetSize(w, 0)
 		simH := min(max(m.simp.Height(), 5), body*2/5)
-		m.table.SetSize(w, body-events-simH)
+		tbl := m.tableShare(body - simH)
+		m.table.SetSize(w, tbl)
 		m.simp.SetSize(w, simH)
-		m.events.SetSize(w, events)
+		m.events.SetSize(w, body-simH-tbl)
 	}
 	if o := m.overlay; o != nil {
 		switch o.Place() {
@@ -79,11 +80,29 @@ func (m *Model) layout() {
 	}
 }
 
+// tableShare is the lines the table gets of room shared with the event
+// log under it: the log its usual fifth (3 to 8 lines) when the table's
+// rows fit beside it, else the table its rows and the log what is left,
+// its title and newest line at least. An empty log takes no room.
+func (m *Model) tableShare(room int) int {
+	if m.events.total == 0 {
+		return room
+	}
+	events := min(max(room/5, 3), 8)
+	if need := m.table.tall(); need > room-events {
+		events = max(room-need, 2)
+	}
+	return max(room-events, 0)
+}
+
 // body renders the table, the simulator panel and the event log as
 // arranged.
 func (m *Model) body() string {
 	if m.lay == sideBySide {
-		right := m.simp.View() + "\n" + m.events.View()
+		right := m.simp.View()
+		if m.events.height > 0 {
+			right += "\n" + m.events.View()
+		}
 		sep := strings.TrimSuffix(strings.Repeat(m.st.Dim.Render("│")+"\n", m.table.height), "\n")
 		return lipgloss.JoinHorizontal(lipgloss.Top, m.table.View(), sep, right)
 	}
@@ -91,6 +110,8 @@ func (m *Model) body() string {
 	if m.sim != nil {
 		parts = append(parts, m.simp.View())
 	}
-	parts = append(parts, m.events.View())
+	if m.events.height > 0 {
+		parts = append(parts, m.events.View())
+	}
 	return strings.Join(parts, "\n")
 }

@@ -284,6 +284,10 @@ func (t *lockTable) clampCursor() {
 	t.scroll()
 }
 
+// tall is the lines the table needs to show every row: its title, the
+// column titles and the rows (or the line that says there are none).
+func (t *lockTable) tall() int { return 2 + max(len(t.rows), 2) }
+
 // visible is how many rows fit under the title and the column titles.
 func (t *lockTable) visible() int { return max(t.height-2, 0) }
 
@@ -393,8 +397,12 @@ func (t *lockTable) renderRow(lay *tableLayout, i int) string {
 		}
 		cl := &lay.rows[i][ci]
 		text := cl.text
-		if c.shrink != nil && len(text) > c.width {
-			text = c.shrink(&t.locks[t.rows[lay.first+i].lock], c.width)
+		switch {
+		case width(text) <= c.width:
+		case c.shrink != nil:
+			text = c.shrink(&t.locks[t.rows[lay.first+i].lock], c.width, lay.names)
+		case c.elide:
+			text = elide(text, c.width, lay.peers[ci])
 		}
 		text = align(text, c.width, c.right)
 		if !sel {
@@ -415,18 +423,23 @@ func align(s string, w int, right bool) string {
 	return cell(s, w)
 }
 
-// blockedText lists blocking pids in at most w cells: "4242", "4242,4243",
-// "4242 +3".
-func blockedText(l *model.Lock, w int) string {
+// blockedText lists whom a waiter waits for in at most w cells: "4242",
+// "4242,4243", "4242 +3"; a name too long for w is elided against names
+// (the sessions in view), so that owners sharing a prefix stay apart.
+func blockedText(l *model.Lock, w int, names []string) string {
 	if len(l.BlockedBy) == 0 && len(l.BlockedByOwners) == 0 {
 		return ""
 	}
 	who := l.Blockers()
 	s := Sanitize(who[0])
+	if len(who) == 1 {
+		return elide(s, w, names)
+	}
 	for i := 1; i < len(who); i++ {
 		next := s + "," + Sanitize(who[i])
-		if len(next) > w {
-			return s + " +" + strconv.Itoa(len(who)-i)
+		if width(next) > w {
+			more := " +" + strconv.Itoa(len(who)-i)
+			return elide(s, w-len(more), names) + more
 		}
 		s = next
 	}
