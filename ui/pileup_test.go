@@ -168,5 +168,24 @@ func TestRedisOwnersSharingAPrefix(t *testing.T) {
 		golden(t, "redis_prefix_table_"+strconv.Itoa(w)+"x8", tb.View())
 	}
 	d := describeLock(&st, &snap, &snap.Locks[1], "", nil, 76)
+	queue := ansi.Strip(d[strings.Index(d, "Queue of"):])
+	for _, o := range []string{"brain-1 ", "brain-2 ", "brain-3 ", "brain-12 "} {
+		if !strings.Contains(queue, o) {
+			t.Errorf("the details' queue does not tell …%s apart:\n%s", o, queue)
+		}
+	}
 	golden(t, "redis_prefix_details", d)
+}
+
+// The details' queue of the pile-up's table shows each mode whole.
+func TestDetailsQueueModesWhole(t *testing.T) {
+	snap := pileup()
+	st := DefaultStyles()
+	d := ansi.Strip(describeLock(&st, &snap, &snap.Locks[11], "app", nil, 76))
+	queue := d[strings.Index(d, "Queue of"):]
+	for _, m := range []string{"AccessShare ", "AccessExclusive "} {
+		if !strings.Contains(queue, m) {
+			t.Errorf("the queue does not show %q whole:\n%s", m, queue)
+		}
+	}
 }
