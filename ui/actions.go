@@ -35,6 +35,7 @@ func (m *Model) bindings() []binding {
 		{key: &k.Faster, do: func() tea.Cmd { return m.stepInterval(-1) }},
 		{key: &k.Slower, do: func() tea.Cmd { return m.stepInterval(+1) }},
 		{key: &k.Details, do: m.openDetails},
+		{key: &k.Forest, do: m.openForest},
 		{key: &k.Filter, do: m.openFilter},
 		{key: &k.Terminate, do: m.askTerminate, off: "terminating a backend needs --allow-terminate"},
 		{key: &k.Scenario, do: m.chooseScenario, off: noSim},
@@ -62,6 +63,7 @@ func (m *Model) replayBindings() []binding {
 		{key: &k.Faster, do: func() tea.Cmd { return m.replaySpeed(+1) }},
 		{key: &k.Slower, do: func() tea.Cmd { return m.replaySpeed(-1) }},
 		{key: &k.Details, do: m.openDetails},
+		{key: &k.Forest, do: m.openForest},
 		{key: &k.Filter, do: m.openFilter},
 		{key: &k.Terminate, do: nothing, off: "a replay cannot terminate a backend"},
 		{key: &k.Refresh, do: nothing, off: "a replay does not refresh: " + hint(k.StepForward) + " steps forward"},
@@ -96,6 +98,11 @@ func (m *Model) stepInterval(dir int) tea.Cmd {
 	cmd := m.poll.step(dir)
 	m.setStatus("refresh every "+fmtInterval(m.poll.interval), false)
 	return cmd
+}
+
+func (m *Model) openForest() tea.Cmd {
+	m.open(newForest(m.st, &m.keys, m.merged))
+	return nil
 }
 
 func (m *Model) openDetails() tea.Cmd {

@@ -21,7 +21,7 @@ type column struct {
 	// shrink, if not nil, renders a cell narrower than its text otherwise
 	// than by cutting it (BLOCKED BY: "4242 +3"); names are the sessions
 	// in view, for elide.
-	shrink func(l *model.Lock, w int, names []string) string
+	shrink func(t *lockTable, l *model.Lock, w int, names []string) string
 	// elide cuts a cell too long for the column in the part it shares
 	// with the column's other cells, never in the part that tells them
 	// apart (see elide).
@@ -239,6 +239,9 @@ func (t *lockTable) columns(brief bool) []column {
 		}},
 		column{title: "STATE", min: 5, max: 24, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
 			s, st := "holds", p.holds
+			if _, root := t.rootOf(l); root {
+				s, st = "ROOT", p.root
+			}
 			if !l.Granted {
 				s, st = "waits #"+strconv.Itoa(l.QueuePos), p.waits
 			}
@@ -267,8 +270,16 @@ func (t *lockTable) columns(brief bool) []column {
 			return s, p.sev[sev]
 		}},
 		column{title: "BLOCKED BY", min: 6, max: 48, flex: 2, optional: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
+			if c, root := t.rootOf(l); root {
+				return costText(c.Cost, 12), p.root
+			}
 			return blockedText(l, 48, nil), plain
-		}, shrink: blockedText},
+		}, shrink: func(t *lockTable, l *model.Lock, w int, names []string) string {
+			if c, root := t.rootOf(l); root {
+				return costText(c.Cost, w)
+			}
+			return blockedText(l, w, names)
+		}},
 	)
 	return cols
 }

@@ -30,6 +30,8 @@ type KeyMap struct {
 	Details  key.Binding
 	Filter   key.Binding
 	Sort     key.Binding
+	// Forest draws who waits for whom, root blockers first.
+	Forest key.Binding
 
 	// The simulator's controls, enabled only with a simulator.
 	Scenario    key.Binding
@@ -85,6 +87,7 @@ func DefaultKeyMap() KeyMap {
 		Details:  b("enter", "details", "enter"),
 		Filter:   b("/", "filter", "/"),
 		Sort:     b("o", "sort", "o"),
+		Forest:   b("w", "wait-for forest", "w"),
 
 		Scenario:    b("s", "scenario", "s"),
 		RatesUp:     b("+", "rates up", "+", "="),
@@ -140,7 +143,7 @@ func (k *KeyMap) simKeys() []*key.Binding {
 // ShortHelp is the footer of the main screen: the keys most needed, in
 // order.
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Quit, k.Help, k.Pause, k.StepBack, k.StepForward, k.Seek, k.Filter, k.Sort, k.Details, k.Scenario, k.Locks, k.Faster, k.Slower}
+	return []key.Binding{k.Quit, k.Help, k.Pause, k.StepBack, k.StepForward, k.Seek, k.Filter, k.Sort, k.Details, k.Forest, k.Scenario, k.Locks, k.Faster, k.Slower}
 }
 
 // FullHelp is the keys of the screen itself; the components add theirs

@@ -168,3 +168,14 @@ func shortMode(mode string) string {
 	}
 	return modeText(mode)
 }
+
+// shortModeLegend lists the short names for the help, in the docs' order
+// of the table-level modes.
+func shortModeLegend() string {
+	var out []string
+	for _, m := range []string{"AccessShareLock", "RowShareLock", "RowExclusiveLock", "ShareUpdateExclusiveLock",
+		"ShareRowExclusiveLock", "AccessExclusiveLock"} {
+		out = append(out, shortModes[m]+" "+modeText(m))
+	}
+	return strings.Join(out, ", ")
+}

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/model/waitfor"
 )
 
 // sortMode orders the key groups of the lock table. Within a group the
@@ -19,7 +21,8 @@ import (
 type sortMode int
 
 const (
-	sortKey   sortMode = iota // by key, as the sources have them
+	sortRoots sortMode = iota // the costliest root blocker's keys first, then by key
+	sortKey                   // by key, as the sources have them
 	sortWait                  // longest current wait first
 	sortQueue                 // longest queue first
 	sortHeld                  // longest held first
@@ -34,6 +37,8 @@ func (s sortMode) String() string {
 		return "longest queue"
 	case sortHeld:
 		return "longest held"
+	case sortRoots:
+		return "root blockers"
 	}
 	return "key"
 }
@@ -80,6 +85,7 @@ type lockTable struct {
 	db     string // the monitored database: keys elsewhere say where they are
 
 	snap   *model.Snapshot // whose Locks the table shows; its clocks time them
+	graph  *waitfor.Graph  // who waits for whom in snap
 	locks  []model.Lock
 	groups []keyGroup
 	rows   []tableRow
@@ -98,14 +104,14 @@ type lockTable struct {
 
 // tablePaints are the table's styles as paints (see paint).
 type tablePaints struct {
-	key, tree, holds, waits, idle, dim paint
-	sev                                [3]paint // by severity
+	key, tree, holds, waits, idle, dim, root paint
+	sev                                      [3]paint // by severity
 }
 
 func newLockTable(st *Styles, k *KeyMap) lockTable {
 	return lockTable{st: st, keys: k, paints: tablePaints{
 		key: paintOf(st.Key), tree: paintOf(st.Tree), holds: paintOf(st.Holds), waits: paintOf(st.Waits),
-		idle: paintOf(st.IdleTx), dim: paintOf(st.Dim),
+		idle: paintOf(st.IdleTx), dim: paintOf(st.Dim), root: paintOf(st.Root),
 		sev: [3]paint{paintOf(st.TimeOK), paintOf(st.TimeWarn), paintOf(st.TimeCrit)},
 	}}
 }
@@ -127,7 +133,7 @@ func (t *lockTable) ShortHelp() []key.Binding {
 func (t *lockTable) FullHelp() [][]key.Binding {
 	k := t.keys
 	return [][]key.Binding{
-		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Details},
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Details, k.Forest},
 		{k.Filter, with(k.Close, "clear filter"), k.Sort, k.Terminate},
 	}
 }
@@ -182,6 +188,7 @@ func (t *lockTable) now(l *model.Lock) time.Time {
 // together, holders first. s is kept: do not modify it.
 func (t *lockTable) SetSnapshot(s *model.Snapshot) {
 	t.snap = s
+	t.graph = waitfor.Build(s)
 	locks := s.Locks
 	t.locks = locks
 	t.held, t.waiting, t.kinds = 0, 0, 0
@@ -232,7 +239,26 @@ func (t *lockTable) rebuild() {
 		}
 	}
 	t.shown = len(order)
-	if t.sort != sortKey {
+	if t.sort == sortRoots && t.waiting > 0 {
+		// The tree of the costliest root first, its keys from the root
+		// down; keys nobody waits behind last, by key.
+		type rank struct{ root, depth int }
+		ranks := make([]rank, len(t.groups))
+		for _, gi := range order {
+			ranks[gi] = rank{math.MaxInt, 0}
+			g := t.groups[gi]
+			for i := g.start; i < g.end; i++ {
+				if l := &t.locks[i]; l.Granted {
+					if r, d, ok := t.graph.Rank(waitfor.Of(l)); ok && r < ranks[gi].root {
+						ranks[gi] = rank{r, d}
+					}
+				}
+			}
+		}
+		slices.SortStableFunc(order, func(a, b int) int {
+			return cmp.Or(cmp.Compare(ranks[a].root, ranks[b].root), cmp.Compare(ranks[a].depth, ranks[b].depth))
+		})
+	} else if t.sort != sortKey && t.sort != sortRoots {
 		slices.SortStableFunc(order, func(a, b int) int {
 			ga, gb := &t.groups[a], &t.groups[b]
 			switch t.sort {
@@ -400,7 +426,7 @@ func (t *lockTable) renderRow(lay *tableLayout, i int) string {
 		switch {
 		case width(text) <= c.width:
 		case c.shrink != nil:
-			text = c.shrink(&t.locks[t.rows[lay.first+i].lock], c.width, lay.names)
+			text = c.shrink(t, &t.locks[t.rows[lay.first+i].lock], c.width, lay.names)
 		case c.elide:
 			text = elide(text, c.width, lay.peers[ci])
 		}
@@ -421,6 +447,44 @@ func align(s string, w int, right bool) string {
 		return rcell(s, w)
 	}
 	return cell(s, w)
+}
+
+// rootOf reports whether l is a root blocker's hold that someone waits
+// behind, and the root's cost.
+func (t *lockTable) rootOf(l *model.Lock) (waitfor.Root, bool) {
+	if !l.Granted || t.graph == nil {
+		return waitfor.Root{}, false
+	}
+	r, ok := t.graph.Root(waitfor.Of(l))
+	if !ok {
+		return r, false
+	}
+	id := l.KeyID()
+	for _, w := range t.graph.Waiters(r.Session) {
+		for _, i := range t.graph.Waits(w) {
+			if t.locks[i].KeyID() == id {
+				return r, true
+			}
+		}
+	}
+	return r, false
+}
+
+// costText says what a root blocker costs in at most w cells: "5w (1
+// direct) 2m30s", "5w 2m30s", "5w": the sessions waiting behind it,
+// directly or through others, and the time they have waited in all.
+func costText(c waitfor.Cost, w int) string {
+	n := strconv.Itoa(c.Behind) + "w"
+	long := n + " (" + strconv.Itoa(c.Direct) + " direct) " + fmtDur(c.Waited)
+	if c.Direct == c.Behind {
+		long = n + " " + fmtDur(c.Waited)
+	}
+	for _, s := range []string{long, n + " " + fmtDur(c.Waited)} {
+		if width(s) <= w {
+			return s
+		}
+	}
+	return n
 }
 
 // blockedText lists whom a waiter waits for in at most w cells: "4242",

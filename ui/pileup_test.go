@@ -189,3 +189,38 @@ func TestDetailsQueueModesWhole(t *testing.T) {
 		}
 	}
 }
+
+// The root blockers are marked with their cost and come first, the
+// costliest first; w draws the whole forest.
+func TestPileupRootBlockers(t *testing.T) {
+	hs := pileDashboard(t, 80, 24)
+	v := ansi.Strip(hs.view())
+	lines := strings.Split(v, "\n")
+	first := 0
+	for i, l := range lines {
+		if strings.Contains(l, "KEY") && strings.Contains(l, "STATE") {
+			first = i + 1
+			break
+		}
+	}
+	if !hasLine(lines[first], "public.accounts", "ROOT", "5301", "5w") {
+		t.Errorf("the costliest root blocker (5301, 5 behind it) is not first and marked:\n%s", v)
+	}
+	for _, root := range [][]string{{"ROOT", "5401", "3w"}, {"ROOT", "4242", "2w"}, {"ROOT", "4300", "1w"}} {
+		if !hasLine(v, root...) {
+			t.Errorf("root %v is not marked:\n%s", root, v)
+		}
+	}
+	if hasLine(v, "ROOT", "5403") {
+		t.Errorf("5403 waits, yet is marked a root:\n%s", v)
+	}
+	hs.keys("w")
+	if !isOpen[*forest](hs) {
+		t.Fatalf("w does not open the wait-for forest:\n%s", ansi.Strip(hs.view()))
+	}
+	golden(t, "pileup_forest_80x24", hs.view())
+	hs.keys("esc")
+	hs2 := pileDashboard(t, 120, 36)
+	hs2.keys("w")
+	golden(t, "pileup_forest_120x36", hs2.view())
+}
