@@ -173,3 +173,23 @@ func pressed(msg tea.KeyPressMsg, b key.Binding) bool {
 
 // hint names a key for a sentence: "esc", "space".
 func hint(b key.Binding) string { return b.Help().Key }
+
+// commandMods are the modifiers that make a key another key than its
+// letter. Shift is not one of them ("G" is shifted), nor are the locks.
+const commandMods = tea.ModAlt | tea.ModCtrl | tea.ModMeta | tea.ModSuper | tea.ModHyper
+
+// modified reports whether msg carries a modifier that makes it another
+// key than its letter: alt+l is not l.
+func modified(msg tea.KeyPressMsg) bool { return msg.Mod&commandMods != 0 }
+
+// unmodified drops the text of a modified key, so that it matches as the
+// keystroke it is ("alt+l") and never as its letter: a terminal that
+// reports the text of a key with its modifiers (the kitty keyboard
+// protocol's associated text) would otherwise deliver alt+l as "l", and an
+// esc and a letter arriving in one read are alt and the letter.
+func unmodified(msg tea.KeyPressMsg) tea.KeyPressMsg {
+	if modified(msg) {
+		msg.Text = ""
+	}
+	return msg
+}

@@ -240,6 +240,7 @@ func (m *Model) onSim(msg simMsg) {
 	m.simOnce = false
 	m.simp.SetStatus(msg.status, m.now())
 	m.gauges.pools = msg.status.Pools
+	m.header.locksOff = !msg.status.LocksEnabled
 }
 
 func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
@@ -300,6 +301,7 @@ func (m *Model) setStatus(s string, isErr bool) { m.footer.say(s, isErr, m.now()
 // onKey gives a key to the open overlay, or to the main screen. q quits
 // from everywhere but an overlay that takes text; ctrl+c from everywhere.
 func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
+	msg = unmodified(msg)
 	if msg.String() == "ctrl+c" {
 		return m.quit()
 	}
@@ -329,6 +331,9 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 			m.setStatus(b.off, true)
 			return nil
 		}
+	}
+	if modified(msg) {
+		m.setStatus(msg.String()+" ignored: no key of locktop (an esc and a key pressed quickly arrive as one)", true)
 	}
 	return nil
 }
