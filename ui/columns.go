@@ -10,6 +10,7 @@ import (
 // column is one column of the lock table: its title, the bounds its width
 // is measured between, and how a row fills it.
 type column struct {
+	id       string // what a held shape knows it by; the title when ""
 	title    string
 	min, max int
 	right    bool
@@ -47,6 +48,67 @@ type tableLayout struct {
 	// names the sessions in view (holders and waiters), for elide.
 	peers [][]string
 	names []string
+	// brief: modes and kinds in short; kind: the KIND column is there.
+	brief, kind bool
+}
+
+// ident is what a held shape knows the column by.
+func (c *column) ident() string {
+	if c.id != "" {
+		return c.id
+	}
+	return c.title
+}
+
+// maxShapeCols bounds the columns a tableShape holds (all but USER and
+// QUERY, which take what is left).
+const maxShapeCols = 10
+
+// tableShape is what makes the table look the way it does, held still by
+// steady: which columns, how wide, modes and kinds in full or short.
+type tableShape struct {
+	brief, kind bool
+	rows        bool // measured on rows: a shape of no rows is not held
+	n           int
+	ids         [maxShapeCols]string
+	titles      [maxShapeCols]string
+	widths      [maxShapeCols]int
+}
+
+// shapeOf is lay's shape (USER and QUERY aside: they follow).
+func shapeOf(lay *tableLayout) tableShape {
+	s := tableShape{brief: lay.brief, kind: lay.kind, rows: len(lay.rows) > 0}
+	for _, c := range lay.cols {
+		if c.title == "USER" || c.title == "QUERY" || s.n == maxShapeCols {
+			break
+		}
+		s.ids[s.n], s.titles[s.n], s.widths[s.n] = c.ident(), c.title, c.width
+		s.n++
+	}
+	return s
+}
+
+// title is the held title of column id.
+func (s *tableShape) title(id string) string {
+	for i := range s.n {
+		if s.ids[i] == id {
+			return s.titles[i]
+		}
+	}
+	return id
+}
+
+// width is the held width of column id; a nil shape holds none.
+func (s *tableShape) width(id string) (int, bool) {
+	if s == nil {
+		return 0, false
+	}
+	for i := range s.n {
+		if s.ids[i] == id {
+			return s.widths[i], true
+		}
+	}
+	return 0, false
 }
 
 const markW = 2 // "› " in front of the selected row
@@ -56,23 +118,51 @@ const markW = 2 // "› " in front of the selected row
 // the width, modes and kinds take their short names (a mode is never cut),
 // then the flexible columns give up width, eliding what their cells share.
 // USER and QUERY come last, in what is left.
+//
+// With a held shape (see settle) the columns are the shape's, at its
+// widths, whatever the content would have them be.
 func (t *lockTable) layout() tableLayout {
+	if t.hasShape && t.shape.rows {
+		return t.layoutFor(&t.shape)
+	}
+	return t.layoutFor(nil)
+}
+
+// layoutFor lays the table out for its content, or in held's shape.
+func (t *lockTable) layoutFor(held *tableShape) tableLayout {
 	first := t.offset
 	end := min(t.offset+t.visible(), len(t.rows))
-	lay := t.measure(first, end, t.columns(false))
-	if lay.used() > t.width-markW {
-		lay = t.measure(first, end, t.columns(true))
+	kind := t.kinds > 1
+	var lay tableLayout
+	if held != nil {
+		lay = t.measure(first, end, t.columns(held.brief, held.kind), held)
+		for ci := range lay.cols {
+			if w, ok := held.width(lay.cols[ci].ident()); ok {
+				lay.cols[ci].width = w
+				lay.cols[ci].title = held.title(lay.cols[ci].ident())
+			}
+		}
+	} else {
+		lay = t.measure(first, end, t.columns(false, kind), nil)
+		if lay.used() > t.width-markW {
+			lay = t.measure(first, end, t.columns(true, kind), nil)
+			lay.brief = true
+		}
+	}
+	lay.kind = kind
+	if held != nil {
+		lay.brief, lay.kind = held.brief, held.kind
 	}
 	lay.fit(t.width - markW)
 	rest := t.width - markW - lay.used()
 	extra := t.extraColumns()
 	// USER only when the query still gets a useful width beside it.
-	if user := t.measure(first, end, extra[:1]); rest-(user.cols[0].width+1) >= 30 {
+	if user := t.measure(first, end, extra[:1], nil); rest-(user.cols[0].width+1) >= 30 {
 		lay.add(user)
 		rest -= user.cols[0].width + 1
 	}
 	if rest >= 13 {
-		q := t.measure(first, end, extra[1:])
+		q := t.measure(first, end, extra[1:], nil)
 		q.cols[0].width = rest - 1
 		lay.add(q)
 	}
@@ -81,7 +171,8 @@ func (t *lockTable) layout() tableLayout {
 
 // measure fills the cells of rows [first, end) for cols and sizes each
 // column to its widest cell and title, within its bounds.
-func (t *lockTable) measure(first, end int, cols []column) tableLayout {
+// A held shape keeps its optional columns, empty or not.
+func (t *lockTable) measure(first, end int, cols []column, held *tableShape) tableLayout {
 	lay := tableLayout{cols: cols, first: first, rows: make([][]cellText, end-first)}
 	for ci := range cols {
 		lay.cols[ci].width = width(cols[ci].title)
@@ -101,7 +192,7 @@ func (t *lockTable) measure(first, end int, cols []column) tableLayout {
 	// waiter blocked) gives its title's room to the others.
 	kept := lay.cols[:0]
 	for ci, c := range lay.cols {
-		if c.optional && lay.empty(ci) {
+		if _, keep := held.width(c.ident()); c.optional && lay.empty(ci) && !keep {
 			continue
 		}
 		kept = append(kept, c)
@@ -208,11 +299,11 @@ func (l *tableLayout) head() string {
 // columns are the table's columns but USER and QUERY: KIND when more than
 // one kind is in the table, then the key, state, holder, application,
 // mode, time and blocker. brief gives modes and kinds their short names.
-func (t *lockTable) columns(brief bool) []column {
+func (t *lockTable) columns(brief, kind bool) []column {
 	plain := paint{}
 	p := &t.paints
 	var cols []column
-	if t.kinds > 1 {
+	if kind {
 		cols = append(cols, column{title: "KIND", min: 4, max: 12, flex: 3, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
 			if !r.first {
 				return "", plain
@@ -250,7 +341,7 @@ func (t *lockTable) columns(brief bool) []column {
 			}
 			return s, st
 		}},
-		column{title: t.holderTitle(), min: 3, max: 40, right: true, flex: 3, elide: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
+		column{id: "holder", title: t.holderTitle(), min: 3, max: 40, right: true, flex: 3, elide: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
 			return Sanitize(l.Holder()), plain
 		}},
 		column{title: "APPLICATION", min: 8, max: 32, flex: 1, elide: true, optional: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
@@ -321,6 +412,6 @@ func (t *lockTable) holderTitle() string {
 // QUERY aside), measured on the rows in view.
 func (t *lockTable) need() int {
 	end := min(t.offset+max(t.visible(), 20), len(t.rows))
-	lay := t.measure(t.offset, end, t.columns(false))
+	lay := t.measure(t.offset, end, t.columns(false, t.kinds > 1), nil)
 	return markW + lay.used()
 }

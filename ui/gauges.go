@@ -25,6 +25,7 @@ type gauges struct {
 	kinds    []model.KindCount // per kind, when the table holds more than advisory locks
 	waitRate []float64         // waits/s per poll, the latest last
 	polled   bool
+	kindRow  bool // the row of counts per kind is shown (the layout holds it still)
 }
 
 // rateHistory is how many polls of waits/s the sparkline keeps.
@@ -90,7 +91,7 @@ func (g *gauges) kindCounts(w int) string {
 func (g *gauges) Height() int {
 	per := g.perLine()
 	h := (g.count() + per - 1) / per
-	if g.byKind() {
+	if g.kindRow {
 		h++
 	}
 	return h
@@ -127,7 +128,7 @@ func (g *gauges) View() string {
 	for i := 0; i < len(cells); i += per {
 		lines = append(lines, strings.Join(cells[i:min(i+per, len(cells))], ""))
 	}
-	if g.byKind() {
+	if g.kindRow {
 		lines = append(lines, g.kindCounts(g.width))
 	}
 	return fitBlock(lines, g.width, len(lines))

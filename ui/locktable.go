@@ -100,6 +100,25 @@ type lockTable struct {
 	offset        int
 	selected      rowID
 	hasSelection  bool
+
+	// shape is the columns on screen, held still (settle) while the
+	// content would have them come and go.
+	shapes   steady[tableShape]
+	shape    tableShape
+	hasShape bool
+	reshape  bool // the operator filtered, sorted or moved: lay out at once
+}
+
+// settle takes the shape the content wants now, or keeps the one on
+// screen while the new one has not held for long enough (see steady);
+// fresh takes it at once (a resize).
+func (t *lockTable) settle(now time.Time, fresh bool) {
+	if t.width <= 0 || t.height <= 1 {
+		return
+	}
+	lay := t.layoutFor(nil)
+	t.shape, t.hasShape = t.shapes.hold(shapeOf(&lay), now, fresh || t.reshape || !t.shape.rows), true
+	t.reshape = false
 }
 
 // tablePaints are the table's styles as paints (see paint).
@@ -221,12 +240,14 @@ func (t *lockTable) SetSnapshot(s *model.Snapshot) {
 // SetFilter filters the table; "" shows everything.
 func (t *lockTable) SetFilter(s string) {
 	t.filter = parseFilter(s)
+	t.reshape = true
 	t.rebuild()
 }
 
 // CycleSort moves to the next sort order.
 func (t *lockTable) CycleSort() {
 	t.sort = (t.sort + 1) % numSorts
+	t.reshape = true
 	t.rebuild()
 }
 
@@ -337,6 +358,7 @@ func (t *lockTable) scroll() {
 // Move moves the cursor by n rows (negative is up).
 func (t *lockTable) Move(n int) {
 	t.cursor += n
+	t.reshape = true
 	t.clampCursor()
 }
 
@@ -346,6 +368,7 @@ func (t *lockTable) MoveTo(i int) {
 		i = len(t.rows) - 1
 	}
 	t.cursor = i
+	t.reshape = true
 	t.clampCursor()
 }
 
