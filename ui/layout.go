@@ -122,14 +122,14 @@ func (m *Model) layout() {
 // tableShare is the lines the table gets of room shared with the event
 // log under it: the log its usual fifth (3 to 8 lines) when the table's
 // rows fit beside it, else the table its rows and the log what is left,
-// its title and newest line at least. An empty log takes no room.
+// its title at least (which counts the events). An empty log takes no room.
 func (m *Model) tableShare(room int) int {
 	if m.events.total == 0 {
 		return room
 	}
 	events := min(max(room/5, 3), 8)
 	if need := m.table.tall(); need > room-events {
-		events = max(room-need, 2)
+		events = max(room-need, 1) // its title at least: how many so far
 	}
 	return max(room-events, 0)
 }
