@@ -662,3 +662,4 @@ func TestNoInheritedViolations(t *testing.T) {
 		t.Errorf("a correct run reports violations: %s", broken(r))
 	}
 }
+

@@ -150,24 +150,34 @@ func (m *Model) askTerminate() tea.Cmd {
 
 func (m *Model) chooseScenario() tea.Cmd {
 	sim := m.sim
-	return m.choose("Switch scenario", m.scenarios, m.simp.status.Scenario, func(name string) tea.Cmd {
+	var describe func(string) string
+	if d, ok := sim.(Describer); ok {
+		describe = d.DescribeScenario
+	}
+	return m.choose("Switch scenario", m.scenarios, m.simp.status.Scenario, describe, func(name string) tea.Cmd {
 		return action("scenario "+name, func() error { return sim.SetScenario(name) })
 	})
 }
 
 func (m *Model) chooseFault() tea.Cmd {
 	sim := m.sim
-	return m.choose("Inject a fault", m.faults, "", func(name string) tea.Cmd {
+	var describe func(string) string
+	if d, ok := sim.(Describer); ok {
+		describe = d.DescribeFault
+	}
+	return m.choose("Inject a fault", m.faults, "", describe, func(name string) tea.Cmd {
 		return action("injected fault "+name, func() error { return sim.InjectFault(name) })
 	})
 }
 
-func (m *Model) choose(title string, items []string, current string, then func(string) tea.Cmd) tea.Cmd {
+func (m *Model) choose(title string, items []string, current string, describe func(string) string, then func(string) tea.Cmd) tea.Cmd {
 	if len(items) == 0 {
 		m.setStatus("nothing to choose from", true)
 		return nil
 	}
-	m.open(newChooser(m.st, &m.keys, title, items, current, then))
+	c := newChooser(m.st, &m.keys, title, items, current, then)
+	c.describe = describe
+	m.open(c)
 	return nil
 }
 

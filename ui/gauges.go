@@ -178,13 +178,16 @@ func (g *gauges) locks(w int) string {
 	return fitLine(s, w)
 }
 
-// rate renders lock waits per second with its recent history.
+// rate renders the waits that began per second (new waits between two
+// polls, not how many wait), with its recent history, and how many wait
+// now: a queue that does not move begins no new waits.
 func (g *gauges) rate(w int) string {
 	label := cell("lock waits/s", gaugeLabelW)
+	waiting := " · " + fmtCount(int64(g.waiting)) + " waiting now"
 	if len(g.waitRate) == 0 {
-		return fitLine(label+"–", w)
+		return fitLine(label+"–"+waiting, w)
 	}
-	now := fmtRate(g.waitRate[len(g.waitRate)-1])
-	spark := sparkline(g.waitRate, max(min(w-gaugeLabelW-len(now)-2, 30), 0))
-	return fitLine(label+g.st.Note.Render(spark)+" "+now, w)
+	now := fmtRate(g.waitRate[len(g.waitRate)-1]) + " new"
+	spark := sparkline(g.waitRate, max(min(w-gaugeLabelW-len(now)-len(waiting)-2, 30), 0))
+	return fitLine(label+g.st.Note.Render(spark)+" "+now+waiting, w)
 }

@@ -81,7 +81,7 @@ func (m *Model) layout() {
 		want.table = body
 	default:
 		m.simp.SetSize(w, 0)
-		want.simH = min(max(m.simp.Height(), 5), body*2/5)
+		want.simH = min(max(m.simp.Height(), 5), body/4) // the table is what is read
 		m.table.SetSize(w, body-want.simH)
 		want.table = m.tableShare(body - want.simH)
 	}

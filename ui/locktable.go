@@ -414,10 +414,19 @@ func (t *lockTable) View() string {
 func (t *lockTable) summary(w int) string {
 	var segs []segment
 	keys := counted(len(t.groups), "key", "keys")
+	held, waiting := t.held, t.waiting
 	if !t.filter.empty() {
 		keys = "filter " + t.filter.describe() + ": " + counted(t.shown, "key", "keys") + " of " + fmtCount(int64(len(t.groups)))
+		held, waiting = 0, 0 // of what the filter keeps
+		for _, r := range t.rows {
+			if t.locks[r.lock].Granted {
+				held++
+			} else {
+				waiting++
+			}
+		}
 	}
-	segs = append(segs, segment{keys + " · " + fmtCount(int64(t.held)) + " held · " + fmtCount(int64(t.waiting)) + " waiting", 0})
+	segs = append(segs, segment{keys + " · " + fmtCount(int64(held)) + " held · " + fmtCount(int64(waiting)) + " waiting", 0})
 	if n := len(t.rows); n > t.visible() && t.visible() > 0 {
 		segs = append(segs, segment{"rows " + strconv.Itoa(t.offset+1) + "–" + strconv.Itoa(min(t.offset+t.visible(), n)) +
 			" of " + fmtCount(int64(n)), 1})

@@ -253,6 +253,9 @@ func (m *Model) onSim(msg simMsg) {
 	m.simp.SetStatus(msg.status, m.now())
 	m.gauges.pools = msg.status.Pools
 	m.header.locksOff = !msg.status.LocksEnabled
+	if msg.faults != nil {
+		m.faults = msg.faults // the running scenario's: another runs other systems
+	}
 }
 
 func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
