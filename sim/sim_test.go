@@ -662,4 +662,3 @@ func TestNoInheritedViolations(t *testing.T) {
 		t.Errorf("a correct run reports violations: %s", broken(r))
 	}
 }
-
