@@ -88,6 +88,26 @@ func shapeOf(lay *tableLayout) tableShape {
 	return s
 }
 
+// grow is s with the room w asks for more of: each column as wide as the
+// wider of the two, w's new columns added, short names if either has them.
+func (s tableShape) grow(w *tableShape) tableShape {
+	out := *w
+	out.brief, out.kind, out.rows = s.brief || w.brief, s.kind || w.kind, s.rows || w.rows
+	for i := range out.n {
+		if hw, ok := s.width(out.ids[i]); ok {
+			out.widths[i] = max(out.widths[i], hw)
+			out.titles[i] = s.title(out.ids[i]) // a title is part of the shape held
+		}
+	}
+	for i := range s.n {
+		if _, ok := out.width(s.ids[i]); !ok && out.n < maxShapeCols {
+			out.ids[out.n], out.titles[out.n], out.widths[out.n] = s.ids[i], s.titles[i], s.widths[i]
+			out.n++
+		}
+	}
+	return out
+}
+
 // title is the held title of column id.
 func (s *tableShape) title(id string) string {
 	for i := range s.n {

@@ -128,8 +128,10 @@ func (m *Model) tableShare(room int) int {
 		return room
 	}
 	events := min(max(room/5, 3), 8)
-	if need := m.table.tall(); need > room-events {
-		events = max(room-need, 1) // its title at least: how many so far
+	if need := m.table.tall(); need > room-events && need < room {
+		// The rows fit if the log gives way, to its title (which counts
+		// the events); a table that scrolls anyway leaves it its share.
+		events = room - need
 	}
 	return max(room-events, 0)
 }

@@ -103,22 +103,35 @@ type lockTable struct {
 
 	// shape is the columns on screen, held still (settle) while the
 	// content would have them come and go.
-	shapes   steady[tableShape]
 	shape    tableShape
 	hasShape bool
+	want     tableShape // what the content wants, since wantSince
+	since    time.Time
 	reshape  bool // the operator filtered, sorted or moved: lay out at once
 }
 
-// settle takes the shape the content wants now, or keeps the one on
-// screen while the new one has not held for long enough (see steady);
-// fresh takes it at once (a resize).
+// settle lays the table out for what the content wants now: more room
+// (a wider cell, a column that appears, short names) at once, so that
+// nothing is cut; less room (a column that empties, a narrower cell) only
+// once the content has wanted it for settle, so that the columns never
+// come and go with the content from one refresh to the next. fresh takes
+// the content's shape at once (a resize, the operator's own move).
 func (t *lockTable) settle(now time.Time, fresh bool) {
 	if t.width <= 0 || t.height <= 1 {
 		return
 	}
 	lay := t.layoutFor(nil)
-	t.shape, t.hasShape = t.shapes.hold(shapeOf(&lay), now, fresh || t.reshape || !t.shape.rows), true
-	t.reshape = false
+	want := shapeOf(&lay)
+	if want != t.want {
+		t.want, t.since = want, now
+	}
+	switch {
+	case fresh || t.reshape || !t.hasShape || !t.shape.rows || now.Sub(t.since) >= settle:
+		t.shape = want
+	default:
+		t.shape = t.shape.grow(&want)
+	}
+	t.hasShape, t.reshape = true, false
 }
 
 // tablePaints are the table's styles as paints (see paint).

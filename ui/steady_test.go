@@ -64,3 +64,19 @@ func TestLayoutHoldsStill(t *testing.T) {
 		t.Errorf("after a resize the table does not take its content's columns: %q", head)
 	}
 }
+
+// A shape is held by giving more room at once and less only after
+// settle: waiters that appear under holders show "waits #1" whole at once.
+func TestLayoutGrowsAtOnce(t *testing.T) {
+	holders := model.Snapshot{Taken: t0, Interval: time.Second, Locks: []model.Lock{
+		held(lock("AGENT", 1, 100, "x", true), time.Second), held(lock("AGENT", 2, 101, "x", true), time.Second)}}
+	src := &fakeSource{info: info, results: []SnapshotMsg{{Snapshot: holders}}}
+	hs := newHarness(t, Options{Source: src})
+	hs.start(100, 30)
+	queue := holders
+	queue.Locks = append(queue.Locks[:1:1], waiting(lock("AGENT", 1, 102, "x", false), 1, 2*time.Second, 100), queue.Locks[1])
+	hs.send(SnapshotMsg{Snapshot: queue})
+	if v := ansi.Strip(hs.view()); !hasLine(v, "waits #1", "102", "100") {
+		t.Errorf("a waiter that appears is not shown whole at once:\n%s", v)
+	}
+}
