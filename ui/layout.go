@@ -81,7 +81,9 @@ func (m *Model) layout() {
 		want.table = body
 	default:
 		m.simp.SetSize(w, 0)
-		want.simH = min(max(m.simp.Height(), 5), body/4) // the table is what is read
+		// The table is what is read: the panel gets a quarter of the body,
+		// its rates and invariants at least (two fifths at most).
+		want.simH = min(max(min(m.simp.Height(), body/4), m.simp.summaryHeight(), 5), body*2/5)
 		m.table.SetSize(w, body-want.simH)
 		want.table = m.tableShare(body - want.simH)
 	}
