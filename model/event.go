@@ -31,6 +31,11 @@ type Event struct {
 	PID     int32         // backend involved, when known (e.g. the holder that caused a skip); PIDText says it
 
 	Detail string
+	// Contained marks a lost lock whose section did no harm: the fence
+	// refused its late write, or it stopped at the loss. That is the
+	// design at work (a scenario's forgotten extend, an injected crash),
+	// shown but not raised as an alarm.
+	Contained bool
 }
 
 // Counters are cumulative per worker kind.

@@ -142,3 +142,29 @@ func (s *Sim) SetLocks(on bool) { s.env.SetLocking(on) }
 // and returns the new state. Two toggles at once cancel out, whichever
 // runs first.
 func (s *Sim) ToggleLocks() bool { return s.env.ToggleLocking() }
+
+// DescribeScenario says what a scenario runs and what happens in it, for
+// the dashboard's picker.
+func (s *Sim) DescribeScenario(name string) string {
+	d, _ := Describe(name)
+	return d
+}
+
+// faultNotes say what each fault does and what to watch for.
+var faultNotes = map[string]string{
+	"kill-holder":     "the next hook's lock backend is terminated mid-section · watch: the next waiter gets AGENT n, the holder's late write is refused by the fence (a contained loss)",
+	"slow-body":       "the next hook section outlasts the lock timeout · watch: its waiters time out, the reconciler applies their events later",
+	"reentrant":       "the next hook section takes its own key again · watch: a reentrant refusal in the event log, no deadlock",
+	faultBurst:        "30 hooks at once on the hottest agent · watch: a long queue under one ROOT, drained in order",
+	faultPodCrash:     "a pod crashes mid-turn · watch: its Redis hold lingers until the TTL frees the conversation, then the next turn takes it",
+	faultOutage:       "Redis stops answering for 1.5s · watch: the redis source's banner, turns failing or waiting, then recovering",
+	faultMessageBurst: "10 messages delivered twice each on one conversation · watch: the queue on its session mutex; no message applied twice",
+	faultDies:         "a worker dies holding a map's write lease · watch: the lease goes stale, a manager recovers it (the audit says so)",
+	faultStall:        "a writer's heartbeats stall past its lease · watch: the lease passes, another writer takes it, the stale one is fenced off",
+	faultInterrupt:    "the next map write stops half-way · watch: readers never see the half-written tile set",
+	faultFlood:        "16 jobs of project p1 at once · watch: the project lease's queue, one job at a time",
+}
+
+// DescribeFault says what a fault does and what to watch for, for the
+// dashboard's picker.
+func (s *Sim) DescribeFault(name string) string { return faultNotes[name] }

@@ -195,6 +195,7 @@ func (r *recorder) Attempt(a workers.Attempt) {
 			r.losses.add(a.Loss)
 			ev.PID = int32(a.Loss.PID)
 			ev.Detail = join(ev.Detail, lossLine(a.Loss))
+			ev.Contained = a.Loss.Aborted()
 		}
 		r.log.Warn("lock lost", "worker", a.Kind, "key", ev.Key, "detail", ev.Detail, "err", a.Err)
 	default:

@@ -35,6 +35,7 @@ func (m *Model) bindings() []binding {
 		{key: &k.Faster, do: func() tea.Cmd { return m.stepInterval(-1) }},
 		{key: &k.Slower, do: func() tea.Cmd { return m.stepInterval(+1) }},
 		{key: &k.Details, do: m.openDetails},
+		{key: &k.Forest, do: m.openForest},
 		{key: &k.Filter, do: m.openFilter},
 		{key: &k.Terminate, do: m.askTerminate, off: "terminating a backend needs --allow-terminate"},
 		{key: &k.Scenario, do: m.chooseScenario, off: noSim},
@@ -62,6 +63,7 @@ func (m *Model) replayBindings() []binding {
 		{key: &k.Faster, do: func() tea.Cmd { return m.replaySpeed(+1) }},
 		{key: &k.Slower, do: func() tea.Cmd { return m.replaySpeed(-1) }},
 		{key: &k.Details, do: m.openDetails},
+		{key: &k.Forest, do: m.openForest},
 		{key: &k.Filter, do: m.openFilter},
 		{key: &k.Terminate, do: nothing, off: "a replay cannot terminate a backend"},
 		{key: &k.Refresh, do: nothing, off: "a replay does not refresh: " + hint(k.StepForward) + " steps forward"},
@@ -96,6 +98,11 @@ func (m *Model) stepInterval(dir int) tea.Cmd {
 	cmd := m.poll.step(dir)
 	m.setStatus("refresh every "+fmtInterval(m.poll.interval), false)
 	return cmd
+}
+
+func (m *Model) openForest() tea.Cmd {
+	m.open(newForest(m.st, &m.keys, m.merged))
+	return nil
 }
 
 func (m *Model) openDetails() tea.Cmd {
@@ -143,24 +150,34 @@ func (m *Model) askTerminate() tea.Cmd {
 
 func (m *Model) chooseScenario() tea.Cmd {
 	sim := m.sim
-	return m.choose("Switch scenario", m.scenarios, m.simp.status.Scenario, func(name string) tea.Cmd {
+	var describe func(string) string
+	if d, ok := sim.(Describer); ok {
+		describe = d.DescribeScenario
+	}
+	return m.choose("Switch scenario", m.scenarios, m.simp.status.Scenario, describe, func(name string) tea.Cmd {
 		return action("scenario "+name, func() error { return sim.SetScenario(name) })
 	})
 }
 
 func (m *Model) chooseFault() tea.Cmd {
 	sim := m.sim
-	return m.choose("Inject a fault", m.faults, "", func(name string) tea.Cmd {
+	var describe func(string) string
+	if d, ok := sim.(Describer); ok {
+		describe = d.DescribeFault
+	}
+	return m.choose("Inject a fault", m.faults, "", describe, func(name string) tea.Cmd {
 		return action("injected fault "+name, func() error { return sim.InjectFault(name) })
 	})
 }
 
-func (m *Model) choose(title string, items []string, current string, then func(string) tea.Cmd) tea.Cmd {
+func (m *Model) choose(title string, items []string, current string, describe func(string) string, then func(string) tea.Cmd) tea.Cmd {
 	if len(items) == 0 {
 		m.setStatus("nothing to choose from", true)
 		return nil
 	}
-	m.open(newChooser(m.st, &m.keys, title, items, current, then))
+	c := newChooser(m.st, &m.keys, title, items, current, then)
+	c.describe = describe
+	m.open(c)
 	return nil
 }
 

@@ -102,6 +102,7 @@ var (
 
 	_ overlay = (*helpOverlay)(nil)
 	_ overlay = (*details)(nil)
+	_ overlay = (*forest)(nil)
 	_ overlay = (*filterInput)(nil)
 	_ overlay = (*confirm)(nil)
 	_ overlay = (*chooser)(nil)

@@ -161,11 +161,23 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, 
 
 	section("Queue of " + Sanitize(sel.KeyLabel()))
 	key := sel.KeyID()
+	var queue []*model.Lock
+	var names []string
+	hw, mw, tw := 3, 4, 4 // the widest holder, mode and time, measured
 	for i := range snap.Locks {
 		l := &snap.Locks[i]
 		if l.KeyID() != key {
 			continue
 		}
+		queue = append(queue, l)
+		names = append(names, Sanitize(l.Holder()))
+		t, _ := lockTime(l, snap.Now(l))
+		hw, mw, tw = max(hw, width(names[len(names)-1])), max(mw, width(modeText(l.Mode))), max(tw, width(t))
+	}
+	// Holders give up width first, elided where they are alike; a mode is
+	// never cut.
+	hw = min(hw, max(w/3, 8))
+	for _, l := range queue {
 		mark := "  "
 		if idOf(l) == idOf(sel) {
 			mark = "› "
@@ -175,11 +187,8 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, 
 			state = "waits #" + strconv.Itoa(l.QueuePos)
 		}
 		t, _ := lockTime(l, snap.Now(l))
-		hw, tw := 7, 8 // a pid, a held or waited time
-		if !sel.Kind.PG() {
-			hw, tw = 14, 12 // an owner, "stale 12.0s"
-		}
-		row := mark + cell(state, 10) + " " + rcell(Sanitize(l.Holder()), hw) + "  " + cell(Sanitize(modeText(l.Mode)), 5) + " " + cell(t, tw) + " "
+		row := mark + cell(state, 10) + " " + rcell(elide(Sanitize(l.Holder()), hw, names), hw) + "  " +
+			cell(Sanitize(modeText(l.Mode)), mw) + " " + cell(t, tw) + " "
 		who := l.ApplicationName
 		if l.PID == 0 && l.Token != "" {
 			who = "token " + l.Token + "…"

@@ -61,7 +61,10 @@ type chooser struct {
 	current string // marked as the one in effect, if any
 	cursor  int
 	choose  func(name string) tea.Cmd // the action for the chosen name
-	w       int
+	// describe, if not nil, says what an item runs and what to watch
+	// for: shown under the list for the highlighted one.
+	describe func(name string) string
+	w        int
 }
 
 func newChooser(st *Styles, k *KeyMap, title string, items []string, current string, choose func(string) tea.Cmd) *chooser {
@@ -93,6 +96,14 @@ func (c *chooser) View() string {
 			line = c.st.Selected.Render(line)
 		}
 		lines = append(lines, line)
+	}
+	if c.describe != nil && len(c.items) > 0 {
+		if d := Sanitize(c.describe(c.items[c.cursor])); d != "" {
+			lines = append(lines, "")
+			for _, l := range wrap(d, max(min(c.w-4, 72), 20)) {
+				lines = append(lines, c.st.Dim.Render(l))
+			}
+		}
 	}
 	return c.st.Box.MaxWidth(c.w).Render(strings.Join(lines, "\n"))
 }

@@ -16,14 +16,20 @@
 // (simpanel.go); the event log (eventlog.go); and the footer (footer.go).
 //
 // At most one overlay is open, in one field: the help (helpoverlay.go), the
-// details of a lock (details.go), the filter's editor (filterinput.go), the
+// details of a lock (details.go), the wait-for forest (forest.go, on the
+// graph of model/waitfor, which also marks the table's root blockers and
+// orders their keys first), the filter's editor (filterinput.go), the
 // confirmation and the pickers (dialogs.go). An overlay is a component that
 // also handles messages while open (Update) and says where it is drawn
 // (Place); q quits from every overlay except one that takes text. The main
 // screen's keys are a table of bindings (actions.go). Layout (layout.go)
-// goes by content: the table's columns get what their visible cells need,
-// and the simulator and the events sit beside the table only when both get
-// their readable width; else they stack.
+// goes by content: the table's columns get what their visible cells need
+// (modes in short, names elided in the part they share, when narrow), the
+// table its rows before the event log, and the simulator and the events
+// sit beside the table only when both get their readable width; else they
+// stack. It holds still (steady.go): more room is given at once, less only
+// when the content has wanted it for a few seconds, and a resize lays out
+// afresh. A key with alt, ctrl or meta is never its letter (keys.go).
 //
 // # Data flow
 //

@@ -22,6 +22,9 @@ const (
 	outcomeLeft     model.Outcome = "left"
 	outcomeMore     model.Outcome = "more" // changes beyond what one refresh logs
 	outcomeInfo     model.Outcome = "info" // the dashboard's own notes
+	// outcomeContained is a lost lock whose section did no harm (see
+	// model.Event.Contained): routine, not an alarm.
+	outcomeContained model.Outcome = "contained"
 )
 
 // rare reports the outcomes an operator must not miss: each is a line of
@@ -127,6 +130,11 @@ func (e *eventLog) Add(evs ...model.Event) {
 	}
 	for i := range evs {
 		ev := &evs[i]
+		if ev.Outcome == model.OutcomeLost && ev.Contained {
+			c := *ev
+			c.Outcome = outcomeContained
+			ev = &c
+		}
 		e.total++
 		if ev.Time.After(e.newest) {
 			e.newest = ev.Time
@@ -494,7 +502,7 @@ func (e *eventLog) outcomeStyle(o model.Outcome) lipgloss.Style {
 		return e.st.Holds
 	case model.OutcomeTimeout, model.OutcomePhantom, model.OutcomeCanceled, outcomeLeft, outcomeWaits:
 		return e.st.Waits
-	case model.OutcomeReentrant:
+	case model.OutcomeReentrant, outcomeContained:
 		return e.st.Note
 	case model.OutcomeError, model.OutcomeLost, model.OutcomeViolation:
 		return e.st.Bad

@@ -340,3 +340,62 @@ func wrap(s string, w int) []string {
 	}
 	return lines
 }
+
+// elide fits s into w cells, cutting it where it is like its peers (the
+// other texts of its column) rather than where it differs: a name that
+// shares a long prefix with another keeps the words that tell it apart
+// whole, and its head where there is room: "public…row (0,5)",
+// "p308…brain-1", "…brain-1". A name that shares nothing is cut at the
+// end, as cell cuts it.
+func elide(s string, w int, peers []string) string {
+	if width(s) <= w {
+		return s
+	}
+	d0 := 0 // where s starts to differ from the peer most like it
+	for _, p := range peers {
+		if p != s {
+			d0 = max(d0, commonPrefix(s, p))
+		}
+	}
+	room := w - 1 // beside the "…"
+	if w <= 2 || d0 == 0 || width(s) != len(s) {
+		return cell(s, w)
+	}
+	if len(s)-d0 > room {
+		return "…" + cell(s[d0:], room)
+	}
+	// The distinguishing part from the start of its word, and of the word
+	// before while it reads too short ("(0,5)" → "row (0,5)").
+	const seps = " .:-_/"
+	d := d0
+	if i := strings.LastIndexAny(s[:d], seps); i >= 0 {
+		d = i + 1
+	}
+	whole := true // the word before fitted, or there is none
+	for len(s)-d < 6 && d > 1 {
+		i := strings.LastIndexAny(s[:d-1], seps)
+		if i < 0 {
+			break
+		}
+		if len(s)-(i+1) > room {
+			whole = false
+			break
+		}
+		d = i + 1
+	}
+	if tail := len(s) - d; whole && tail <= room-3 {
+		return s[:room-tail] + "…" + s[d:]
+	}
+	return "…" + strings.TrimLeft(s[len(s)-room:], seps)
+}
+
+// commonPrefix is the length in bytes of the prefix a and b share.
+func commonPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}

@@ -25,6 +25,7 @@ type gauges struct {
 	kinds    []model.KindCount // per kind, when the table holds more than advisory locks
 	waitRate []float64         // waits/s per poll, the latest last
 	polled   bool
+	kindRow  bool // the row of counts per kind is shown (the layout holds it still)
 }
 
 // rateHistory is how many polls of waits/s the sparkline keeps.
@@ -90,7 +91,7 @@ func (g *gauges) kindCounts(w int) string {
 func (g *gauges) Height() int {
 	per := g.perLine()
 	h := (g.count() + per - 1) / per
-	if g.byKind() {
+	if g.kindRow {
 		h++
 	}
 	return h
@@ -127,7 +128,7 @@ func (g *gauges) View() string {
 	for i := 0; i < len(cells); i += per {
 		lines = append(lines, strings.Join(cells[i:min(i+per, len(cells))], ""))
 	}
-	if g.byKind() {
+	if g.kindRow {
 		lines = append(lines, g.kindCounts(g.width))
 	}
 	return fitBlock(lines, g.width, len(lines))
@@ -177,13 +178,16 @@ func (g *gauges) locks(w int) string {
 	return fitLine(s, w)
 }
 
-// rate renders lock waits per second with its recent history.
+// rate renders the waits that began per second (new waits between two
+// polls, not how many wait), with its recent history, and how many wait
+// now: a queue that does not move begins no new waits.
 func (g *gauges) rate(w int) string {
 	label := cell("lock waits/s", gaugeLabelW)
+	waiting := " · " + fmtCount(int64(g.waiting)) + " waiting now"
 	if len(g.waitRate) == 0 {
-		return fitLine(label+"–", w)
+		return fitLine(label+"–"+waiting, w)
 	}
-	now := fmtRate(g.waitRate[len(g.waitRate)-1])
-	spark := sparkline(g.waitRate, max(min(w-gaugeLabelW-len(now)-2, 30), 0))
-	return fitLine(label+g.st.Note.Render(spark)+" "+now, w)
+	now := fmtRate(g.waitRate[len(g.waitRate)-1]) + " new"
+	spark := sparkline(g.waitRate, max(min(w-gaugeLabelW-len(now)-len(waiting)-2, 30), 0))
+	return fitLine(label+g.st.Note.Render(spark)+" "+now+waiting, w)
 }

@@ -27,6 +27,9 @@ type header struct {
 	mode     string
 	warnings []string
 	replay   *timeline // not nil in a replay: the line says so, and when
+	// locksOff: the simulator runs without its locks (the races allowed),
+	// said on the top line until they are back on.
+	locksOff bool
 }
 
 // maxWarningLines is how many lines one warning may wrap onto.
@@ -143,6 +146,9 @@ func (h *header) line() string {
 		{"every " + fmtInterval(p.interval), 1},
 		{live, 0},
 		{conn, 0},
+	}
+	if h.locksOff {
+		segs = append(segs[:6], append([]segment{{st.Banner.Render(" LOCKS OFF "), 0}}, segs[6:]...)...)
 	}
 	if f.conn == connOK {
 		segs = append(segs, segment{st.Dim.Render("poll " + fmtDur(f.latency)), 5})

@@ -161,6 +161,7 @@ type fakeSim struct {
 	calls    []string
 	events   chan model.Event
 	failNext error
+	faults   []string // the running scenario's faults, when set
 }
 
 func (f *fakeSim) record(s string) error {
@@ -221,7 +222,22 @@ func (f *fakeSim) ToggleLocks() bool {
 	}
 	return on
 }
-func (f *fakeSim) Faults() []string { return []string{"kill-holder", "pool-drain"} }
+func (f *fakeSim) Faults() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.faults != nil {
+		return f.faults
+	}
+	return []string{"kill-holder", "pool-drain"}
+}
+
+// DescribeScenario and DescribeFault say what each runs and what to watch.
+func (f *fakeSim) DescribeScenario(name string) string {
+	return "runs " + name + " · watch the queue on AGENT 1"
+}
+func (f *fakeSim) DescribeFault(name string) string {
+	return "injects " + name + " · watch the event log"
+}
 func (f *fakeSim) InjectFault(name string) error {
 	return f.record("fault " + name)
 }

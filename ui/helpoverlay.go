@@ -77,7 +77,15 @@ func (o *helpOverlay) render(groups [][]key.Binding, w int) string {
 		"Held times are \"≥\": PostgreSQL does not record when a lock was granted.",
 		"Waits turn " + o.st.TimeWarn.Render("yellow from "+fmtDur(waitWarn)) + " and " +
 			o.st.TimeCrit.Render("red from "+fmtDur(waitCrit)) + " (! and !! without colour).",
+		"by kind: each kind's holders·waiters (redis 3·4w: 3 held, 4 waiting). lock waits/s: the waits that began " +
+			"per second (new since the previous refresh), not how many wait, which follows it (\"8 waiting now\").",
 		"\"idle in tx\": the holder's session is idle inside a transaction, holding its locks while doing nothing.",
+		o.st.Root.Render("ROOT") + ": a root blocker, a holder that waits for nothing while others wait behind it; " +
+			"its BLOCKED BY cell says what it costs: \"5w 2m30s\" is 5 sessions waiting behind it, directly or " +
+			"behind its waiters, 2m30s waited in all. The costliest root's keys come first (" + hint(k.Sort) +
+			" sorts otherwise); " + hint(k.Forest) + " draws the whole wait-for forest, across objects and kinds.",
+		"Where the table is narrow, MODE uses short names for PostgreSQL's lock modes: " + shortModeLegend() +
+			"; a name too long for its column is cut in the part it shares with the others (\"p308…brain-1\").",
 		"",
 		o.st.Section.Render("Filter (" + hint(k.Filter) + ")"),
 		"Text matches the key, the application, the pid or the owner; a match keeps its whole queue.",

@@ -30,6 +30,8 @@ type KeyMap struct {
 	Details  key.Binding
 	Filter   key.Binding
 	Sort     key.Binding
+	// Forest draws who waits for whom, root blockers first.
+	Forest key.Binding
 
 	// The simulator's controls, enabled only with a simulator.
 	Scenario    key.Binding
@@ -85,6 +87,7 @@ func DefaultKeyMap() KeyMap {
 		Details:  b("enter", "details", "enter"),
 		Filter:   b("/", "filter", "/"),
 		Sort:     b("o", "sort", "o"),
+		Forest:   b("w", "wait-for forest", "w"),
 
 		Scenario:    b("s", "scenario", "s"),
 		RatesUp:     b("+", "rates up", "+", "="),
@@ -140,7 +143,7 @@ func (k *KeyMap) simKeys() []*key.Binding {
 // ShortHelp is the footer of the main screen: the keys most needed, in
 // order.
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Quit, k.Help, k.Pause, k.StepBack, k.StepForward, k.Seek, k.Filter, k.Sort, k.Details, k.Scenario, k.Locks, k.Faster, k.Slower}
+	return []key.Binding{k.Quit, k.Help, k.Pause, k.StepBack, k.StepForward, k.Seek, k.Filter, k.Sort, k.Details, k.Forest, k.Scenario, k.Locks, k.Faster, k.Slower}
 }
 
 // FullHelp is the keys of the screen itself; the components add theirs
@@ -170,3 +173,23 @@ func pressed(msg tea.KeyPressMsg, b key.Binding) bool {
 
 // hint names a key for a sentence: "esc", "space".
 func hint(b key.Binding) string { return b.Help().Key }
+
+// commandMods are the modifiers that make a key another key than its
+// letter. Shift is not one of them ("G" is shifted), nor are the locks.
+const commandMods = tea.ModAlt | tea.ModCtrl | tea.ModMeta | tea.ModSuper | tea.ModHyper
+
+// modified reports whether msg carries a modifier that makes it another
+// key than its letter: alt+l is not l.
+func modified(msg tea.KeyPressMsg) bool { return msg.Mod&commandMods != 0 }
+
+// unmodified drops the text of a modified key, so that it matches as the
+// keystroke it is ("alt+l") and never as its letter: a terminal that
+// reports the text of a key with its modifiers (the kitty keyboard
+// protocol's associated text) would otherwise deliver alt+l as "l", and an
+// esc and a letter arriving in one read are alt and the letter.
+func unmodified(msg tea.KeyPressMsg) tea.KeyPressMsg {
+	if modified(msg) {
+		msg.Text = ""
+	}
+	return msg
+}

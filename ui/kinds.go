@@ -13,24 +13,33 @@ import (
 // without an entry shows its Kind string and the held time; adding a kind
 // is adding a line here (and its details in kindDetails).
 type kindView struct {
-	word string
-	held func(l *model.Lock, now time.Time) string
+	word  string
+	short string // where the table is narrow
+	held  func(l *model.Lock, now time.Time) string
 }
 
 var kindViews = map[model.Kind]kindView{
-	model.KindAdvisory:    {"advisory", heldAtLeast},
-	model.KindRow:         {"row", heldAtLeast},
-	model.KindTransaction: {"xact", heldAtLeast},
-	model.KindRelation:    {"relation", heldAtLeast},
-	model.KindOther:       {"other", heldAtLeast},
-	model.KindRedis:       {"redis", leaseLeft("ttl ")},
-	model.KindLease:       {"lease", leaseLeft("lease ")},
+	model.KindAdvisory:    {"advisory", "adv", heldAtLeast},
+	model.KindRow:         {"row", "row", heldAtLeast},
+	model.KindTransaction: {"xact", "xact", heldAtLeast},
+	model.KindRelation:    {"relation", "rel", heldAtLeast},
+	model.KindOther:       {"other", "other", heldAtLeast},
+	model.KindRedis:       {"redis", "redis", leaseLeft("ttl ")},
+	model.KindLease:       {"lease", "lease", leaseLeft("lease ")},
 }
 
 // kindName is the kind's word on screen.
 func kindName(k model.Kind) string {
 	if v, ok := kindViews[k]; ok {
 		return v.word
+	}
+	return string(k)
+}
+
+// kindShort is the kind's word where the table is narrow.
+func kindShort(k model.Kind) string {
+	if v, ok := kindViews[k]; ok {
+		return v.short
 	}
 	return string(k)
 }
@@ -133,4 +142,40 @@ func modeText(mode string) string {
 		return "excl"
 	}
 	return strings.TrimSuffix(mode, "Lock")
+}
+
+// shortModes are PostgreSQL's lock modes in short, for a MODE column
+// that has no room for the whole names. The abbreviations follow the
+// words of the docs' table-level lock modes (ACCESS SHARE, ROW
+// EXCLUSIVE, …): Acc, Row, Shr, Upd, Excl; the help lists them. SHARE and EXCLUSIVE
+// keep the words every advisory lock shows.
+var shortModes = map[string]string{
+	"AccessShareLock":          "AccShr",
+	"RowShareLock":             "RowShr",
+	"RowExclusiveLock":         "RowExcl",
+	"ShareUpdateExclusiveLock": "ShrUpdExcl",
+	"ShareLock":                "share",
+	"ShareRowExclusiveLock":    "ShrRowExcl",
+	"ExclusiveLock":            "excl",
+	"AccessExclusiveLock":      "AccExcl",
+}
+
+// shortMode is mode in at most ten cells: PostgreSQL's modes by
+// shortModes, the others as modeText has them (they are short).
+func shortMode(mode string) string {
+	if s, ok := shortModes[mode]; ok {
+		return s
+	}
+	return modeText(mode)
+}
+
+// shortModeLegend lists the short names for the help, in the docs' order
+// of the table-level modes.
+func shortModeLegend() string {
+	var out []string
+	for _, m := range []string{"AccessShareLock", "RowShareLock", "RowExclusiveLock", "ShareUpdateExclusiveLock",
+		"ShareRowExclusiveLock", "AccessExclusiveLock"} {
+		out = append(out, shortModes[m]+" "+modeText(m))
+	}
+	return strings.Join(out, ", ")
 }

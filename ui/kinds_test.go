@@ -67,6 +67,7 @@ func TestGoldenEveryKind(t *testing.T) {
 	g.SetSize(120, 0)
 	g.SetSnapshot(&snap)
 	g.kinds = snap.CountKinds()
+	g.kindRow = g.byKind()
 	v := ansi.Strip(g.View())
 	golden(t, "kinds_gauges_120", v)
 }

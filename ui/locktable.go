@@ -2,6 +2,7 @@ package ui
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/model/waitfor"
 )
 
 // sortMode orders the key groups of the lock table. Within a group the
@@ -19,7 +21,8 @@ import (
 type sortMode int
 
 const (
-	sortKey   sortMode = iota // by key, as the sources have them
+	sortRoots sortMode = iota // the costliest root blocker's keys first, then by key
+	sortKey                   // by key, as the sources have them
 	sortWait                  // longest current wait first
 	sortQueue                 // longest queue first
 	sortHeld                  // longest held first
@@ -34,6 +37,8 @@ func (s sortMode) String() string {
 		return "longest queue"
 	case sortHeld:
 		return "longest held"
+	case sortRoots:
+		return "root blockers"
 	}
 	return "key"
 }
@@ -80,6 +85,7 @@ type lockTable struct {
 	db     string // the monitored database: keys elsewhere say where they are
 
 	snap   *model.Snapshot // whose Locks the table shows; its clocks time them
+	graph  *waitfor.Graph  // who waits for whom in snap
 	locks  []model.Lock
 	groups []keyGroup
 	rows   []tableRow
@@ -94,18 +100,50 @@ type lockTable struct {
 	offset        int
 	selected      rowID
 	hasSelection  bool
+
+	// shape is the columns on screen, held still (settle) while the
+	// content would have them come and go.
+	shape    tableShape
+	hasShape bool
+	want     tableShape // what the content wants, since wantSince
+	since    time.Time
+	reshape  bool // the operator filtered, sorted or moved: lay out at once
+}
+
+// settle lays the table out for what the content wants now: more room
+// (a wider cell, a column that appears, short names) at once, so that
+// nothing is cut; less room (a column that empties, a narrower cell) only
+// once the content has wanted it for settle, so that the columns never
+// come and go with the content from one refresh to the next. fresh takes
+// the content's shape at once (a resize, the operator's own move).
+func (t *lockTable) settle(now time.Time, fresh bool) {
+	if t.width <= 0 || t.height <= 1 {
+		return
+	}
+	lay := t.layoutFor(nil)
+	want := shapeOf(&lay)
+	if want != t.want {
+		t.want, t.since = want, now
+	}
+	switch {
+	case fresh || t.reshape || !t.hasShape || !t.shape.rows || now.Sub(t.since) >= settle:
+		t.shape = want
+	default:
+		t.shape = t.shape.grow(&want)
+	}
+	t.hasShape, t.reshape = true, false
 }
 
 // tablePaints are the table's styles as paints (see paint).
 type tablePaints struct {
-	key, tree, holds, waits, idle, dim paint
-	sev                                [3]paint // by severity
+	key, tree, holds, waits, idle, dim, root paint
+	sev                                      [3]paint // by severity
 }
 
 func newLockTable(st *Styles, k *KeyMap) lockTable {
 	return lockTable{st: st, keys: k, paints: tablePaints{
 		key: paintOf(st.Key), tree: paintOf(st.Tree), holds: paintOf(st.Holds), waits: paintOf(st.Waits),
-		idle: paintOf(st.IdleTx), dim: paintOf(st.Dim),
+		idle: paintOf(st.IdleTx), dim: paintOf(st.Dim), root: paintOf(st.Root),
 		sev: [3]paint{paintOf(st.TimeOK), paintOf(st.TimeWarn), paintOf(st.TimeCrit)},
 	}}
 }
@@ -127,7 +165,7 @@ func (t *lockTable) ShortHelp() []key.Binding {
 func (t *lockTable) FullHelp() [][]key.Binding {
 	k := t.keys
 	return [][]key.Binding{
-		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Details},
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Details, k.Forest},
 		{k.Filter, with(k.Close, "clear filter"), k.Sort, k.Terminate},
 	}
 }
@@ -182,6 +220,7 @@ func (t *lockTable) now(l *model.Lock) time.Time {
 // together, holders first. s is kept: do not modify it.
 func (t *lockTable) SetSnapshot(s *model.Snapshot) {
 	t.snap = s
+	t.graph = waitfor.Build(s)
 	locks := s.Locks
 	t.locks = locks
 	t.held, t.waiting, t.kinds = 0, 0, 0
@@ -214,12 +253,14 @@ func (t *lockTable) SetSnapshot(s *model.Snapshot) {
 // SetFilter filters the table; "" shows everything.
 func (t *lockTable) SetFilter(s string) {
 	t.filter = parseFilter(s)
+	t.reshape = true
 	t.rebuild()
 }
 
 // CycleSort moves to the next sort order.
 func (t *lockTable) CycleSort() {
 	t.sort = (t.sort + 1) % numSorts
+	t.reshape = true
 	t.rebuild()
 }
 
@@ -232,7 +273,26 @@ func (t *lockTable) rebuild() {
 		}
 	}
 	t.shown = len(order)
-	if t.sort != sortKey {
+	if t.sort == sortRoots && t.waiting > 0 {
+		// The tree of the costliest root first, its keys from the root
+		// down; keys nobody waits behind last, by key.
+		type rank struct{ root, depth int }
+		ranks := make([]rank, len(t.groups))
+		for _, gi := range order {
+			ranks[gi] = rank{math.MaxInt, 0}
+			g := t.groups[gi]
+			for i := g.start; i < g.end; i++ {
+				if l := &t.locks[i]; l.Granted {
+					if r, d, ok := t.graph.Rank(waitfor.Of(l)); ok && r < ranks[gi].root {
+						ranks[gi] = rank{r, d}
+					}
+				}
+			}
+		}
+		slices.SortStableFunc(order, func(a, b int) int {
+			return cmp.Or(cmp.Compare(ranks[a].root, ranks[b].root), cmp.Compare(ranks[a].depth, ranks[b].depth))
+		})
+	} else if t.sort != sortKey && t.sort != sortRoots {
 		slices.SortStableFunc(order, func(a, b int) int {
 			ga, gb := &t.groups[a], &t.groups[b]
 			switch t.sort {
@@ -284,6 +344,10 @@ func (t *lockTable) clampCursor() {
 	t.scroll()
 }
 
+// tall is the lines the table needs to show every row: its title, the
+// column titles and the rows (or the line that says there are none).
+func (t *lockTable) tall() int { return 2 + max(len(t.rows), 2) }
+
 // visible is how many rows fit under the title and the column titles.
 func (t *lockTable) visible() int { return max(t.height-2, 0) }
 
@@ -307,6 +371,7 @@ func (t *lockTable) scroll() {
 // Move moves the cursor by n rows (negative is up).
 func (t *lockTable) Move(n int) {
 	t.cursor += n
+	t.reshape = true
 	t.clampCursor()
 }
 
@@ -316,6 +381,7 @@ func (t *lockTable) MoveTo(i int) {
 		i = len(t.rows) - 1
 	}
 	t.cursor = i
+	t.reshape = true
 	t.clampCursor()
 }
 
@@ -361,10 +427,19 @@ func (t *lockTable) View() string {
 func (t *lockTable) summary(w int) string {
 	var segs []segment
 	keys := counted(len(t.groups), "key", "keys")
+	held, waiting := t.held, t.waiting
 	if !t.filter.empty() {
 		keys = "filter " + t.filter.describe() + ": " + counted(t.shown, "key", "keys") + " of " + fmtCount(int64(len(t.groups)))
+		held, waiting = 0, 0 // of what the filter keeps
+		for _, r := range t.rows {
+			if t.locks[r.lock].Granted {
+				held++
+			} else {
+				waiting++
+			}
+		}
 	}
-	segs = append(segs, segment{keys + " · " + fmtCount(int64(t.held)) + " held · " + fmtCount(int64(t.waiting)) + " waiting", 0})
+	segs = append(segs, segment{keys + " · " + fmtCount(int64(held)) + " held · " + fmtCount(int64(waiting)) + " waiting", 0})
 	if n := len(t.rows); n > t.visible() && t.visible() > 0 {
 		segs = append(segs, segment{"rows " + strconv.Itoa(t.offset+1) + "–" + strconv.Itoa(min(t.offset+t.visible(), n)) +
 			" of " + fmtCount(int64(n)), 1})
@@ -393,8 +468,12 @@ func (t *lockTable) renderRow(lay *tableLayout, i int) string {
 		}
 		cl := &lay.rows[i][ci]
 		text := cl.text
-		if c.shrink != nil && len(text) > c.width {
-			text = c.shrink(&t.locks[t.rows[lay.first+i].lock], c.width)
+		switch {
+		case width(text) <= c.width:
+		case c.shrink != nil:
+			text = c.shrink(t, &t.locks[t.rows[lay.first+i].lock], c.width, lay.names)
+		case c.elide:
+			text = elide(text, c.width, lay.peers[ci])
 		}
 		text = align(text, c.width, c.right)
 		if !sel {
@@ -415,18 +494,61 @@ func align(s string, w int, right bool) string {
 	return cell(s, w)
 }
 
-// blockedText lists blocking pids in at most w cells: "4242", "4242,4243",
-// "4242 +3".
-func blockedText(l *model.Lock, w int) string {
+// rootOf reports whether l is a root blocker's hold that someone waits
+// behind, and the root's cost.
+func (t *lockTable) rootOf(l *model.Lock) (waitfor.Root, bool) {
+	if !l.Granted || t.graph == nil {
+		return waitfor.Root{}, false
+	}
+	r, ok := t.graph.Root(waitfor.Of(l))
+	if !ok {
+		return r, false
+	}
+	id := l.KeyID()
+	for _, w := range t.graph.Waiters(r.Session) {
+		for _, i := range t.graph.Waits(w) {
+			if t.locks[i].KeyID() == id {
+				return r, true
+			}
+		}
+	}
+	return r, false
+}
+
+// costText says what a root blocker costs in at most w cells: "5w (1
+// direct) 2m30s", "5w 2m30s", "5w": the sessions waiting behind it,
+// directly or through others, and the time they have waited in all.
+func costText(c waitfor.Cost, w int) string {
+	n := strconv.Itoa(c.Behind) + "w"
+	long := n + " (" + strconv.Itoa(c.Direct) + " direct) " + fmtDur(c.Waited)
+	if c.Direct == c.Behind {
+		long = n + " " + fmtDur(c.Waited)
+	}
+	for _, s := range []string{long, n + " " + fmtDur(c.Waited)} {
+		if width(s) <= w {
+			return s
+		}
+	}
+	return n
+}
+
+// blockedText lists whom a waiter waits for in at most w cells: "4242",
+// "4242,4243", "4242 +3"; a name too long for w is elided against names
+// (the sessions in view), so that owners sharing a prefix stay apart.
+func blockedText(l *model.Lock, w int, names []string) string {
 	if len(l.BlockedBy) == 0 && len(l.BlockedByOwners) == 0 {
 		return ""
 	}
 	who := l.Blockers()
 	s := Sanitize(who[0])
+	if len(who) == 1 {
+		return elide(s, w, names)
+	}
 	for i := 1; i < len(who); i++ {
 		next := s + "," + Sanitize(who[i])
-		if len(next) > w {
-			return s + " +" + strconv.Itoa(len(who)-i)
+		if width(next) > w {
+			more := " +" + strconv.Itoa(len(who)-i)
+			return elide(s, w-len(more), names) + more
 		}
 		s = next
 	}

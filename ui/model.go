@@ -43,17 +43,22 @@ type Model struct {
 	faults    []string
 	held      []model.Event // events that came in while paused
 
-	header  header
-	gauges  gauges
-	table   lockTable
-	simp    simPanel
-	events  eventLog
-	footer  footer
-	overlay overlay // nil when none is open
-	screen  screenKeys
-	lay     arrangement
-	bind    []binding // the main screen's keys
-	replay  *timeline // nil unless replaying a recording
+	header    header
+	gauges    gauges
+	table     lockTable
+	simp      simPanel
+	events    eventLog
+	footer    footer
+	overlay   overlay // nil when none is open
+	screen    screenKeys
+	lay       arrangement
+	shapes    steady[bodyShape] // the body's shares, held still
+	kindRow   steady[bool]      // the gauges' row of counts per kind, held still
+	laidW     int               // the size last laid out: a change is a resize
+	laidH     int
+	hadEvents bool      // the event log had events at the last layout
+	bind      []binding // the main screen's keys
+	replay    *timeline // nil unless replaying a recording
 }
 
 // New returns the dashboard for opts. ctx bounds every command it runs.
@@ -145,6 +150,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.width, m.height = msg.Width, msg.Height
 	case tea.ColorProfileMsg:
 		m.st.Marks = m.opts.NoColor || msg.Profile <= colorprofile.ASCII
+		m.laidW = 0 // the marks change the columns' widths: lay out at once
 	case SnapshotMsg:
 		cmd = m.onSnapshot(msg)
 	case tickMsg:
@@ -199,6 +205,9 @@ func (m *Model) apply(i int, s model.Snapshot) {
 	if m.hasSnap[i] && m.sim == nil {
 		m.events.Add(diffEvents(&m.snaps[i], &s)...)
 	}
+	if !m.hasSnap[i] {
+		m.laidW = 0 // a source's first answer is laid out at once, as a resize is
+	}
 	m.snaps[i], m.hasSnap[i] = s, true
 	if len(m.snaps) == 1 {
 		m.merged = m.snaps[0]
@@ -238,8 +247,15 @@ func (m *Model) onSim(msg simMsg) {
 		return
 	}
 	m.simOnce = false
+	if !m.simp.has {
+		m.laidW = 0 // the simulator's first status is laid out at once
+	}
 	m.simp.SetStatus(msg.status, m.now())
 	m.gauges.pools = msg.status.Pools
+	m.header.locksOff = !msg.status.LocksEnabled
+	if msg.faults != nil {
+		m.faults = msg.faults // the running scenario's: another runs other systems
+	}
 }
 
 func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
@@ -300,6 +316,7 @@ func (m *Model) setStatus(s string, isErr bool) { m.footer.say(s, isErr, m.now()
 // onKey gives a key to the open overlay, or to the main screen. q quits
 // from everywhere but an overlay that takes text; ctrl+c from everywhere.
 func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
+	msg = unmodified(msg)
 	if msg.String() == "ctrl+c" {
 		return m.quit()
 	}
@@ -329,6 +346,9 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 			m.setStatus(b.off, true)
 			return nil
 		}
+	}
+	if modified(msg) {
+		m.setStatus(msg.String()+" ignored: no key of locktop (an esc and a key pressed quickly arrive as one)", true)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ type tickMsg struct{ source, seq int }
 // simMsg carries the simulator's status.
 type simMsg struct {
 	status model.SimStatus
+	faults []string // the faults of the scenario running now
 }
 
 // eventsMsg is a batch of simulator events; closed reports that the
@@ -46,7 +47,7 @@ type actionMsg struct {
 
 // simCmd reads the simulator's status.
 func simCmd(sim Simulator) tea.Cmd {
-	return func() tea.Msg { return simMsg{status: sim.Status()} }
+	return func() tea.Msg { return simMsg{status: sim.Status(), faults: sim.Faults()} }
 }
 
 // action runs fn in a command and reports it as an actionMsg.

@@ -94,6 +94,17 @@ func (p *simPanel) Height() int {
 	if !p.has {
 		return 1
 	}
+	n := p.summaryHeight()
+	_, _, blocks, _ := p.counterCols()
+	return n + 1 + (len(p.status.Workers)+blocks-1)/blocks + 1 // column titles, kinds, total
+}
+
+// summaryHeight is the lines above the workers' counters: the title, the
+// rates, throughput and invariants; what the panel shows at least.
+func (p *simPanel) summaryHeight() int {
+	if !p.has {
+		return 1
+	}
 	n := 1 + len(p.rateLines()) + 1 // title, rates, throughput
 	if !p.combined() {
 		n++ // the invariants on a line of their own
@@ -101,8 +112,7 @@ func (p *simPanel) Height() int {
 	if !p.status.OK() {
 		n++
 	}
-	_, _, blocks, _ := p.counterCols()
-	return n + 1 + (len(p.status.Workers)+blocks-1)/blocks + 1 // column titles, kinds, total
+	return n
 }
 
 // rateLines are "locks ON · rates: …" wrapped at the panel's width

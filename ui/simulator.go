@@ -35,3 +35,11 @@ type Simulator interface {
 	// simulator drops events rather than block when the reader is slow.
 	Events() <-chan model.Event
 }
+
+// Describer is what a simulator may say of its scenarios and faults, one
+// line each: what it runs, and what to watch for. The pickers show it
+// under the list; *sim.Sim has it.
+type Describer interface {
+	DescribeScenario(name string) string
+	DescribeFault(name string) string
+}

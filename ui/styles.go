@@ -41,6 +41,7 @@ type Styles struct {
 
 	Holds, Waits               lipgloss.Style
 	IdleTx                     lipgloss.Style // a holder idle in a transaction
+	Root                       lipgloss.Style // a root blocker and its cost
 	TimeOK, TimeWarn, TimeCrit lipgloss.Style
 
 	GaugeOK, GaugeWarn, GaugeCrit, GaugeEmpty lipgloss.Style
@@ -80,6 +81,7 @@ func DefaultStyles() Styles {
 		Holds:    lipgloss.NewStyle().Foreground(colGreen),
 		Waits:    lipgloss.NewStyle().Foreground(colYellow),
 		IdleTx:   lipgloss.NewStyle().Bold(true).Foreground(colYellow),
+		Root:     lipgloss.NewStyle().Bold(true).Foreground(colMagenta),
 		TimeOK:   lipgloss.NewStyle(),
 		TimeWarn: lipgloss.NewStyle().Foreground(colYellow),
 		TimeCrit: lipgloss.NewStyle().Bold(true).Foreground(colBrRed),

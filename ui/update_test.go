@@ -165,6 +165,7 @@ func TestBackoff(t *testing.T) {
 func TestSelectionFollowsItsRow(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.start(100, 30)
+	h.keys("o")            // by key: a new key sorts in front
 	h.keys("down", "down") // 4300 waiting for AGENT 7
 	sel, _ := h.m.table.Selected()
 	if sel.PID != 4300 || sel.Granted {
@@ -294,17 +295,19 @@ func TestSortCycles(t *testing.T) {
 		return l.KeyLabel()
 	}
 	var got []string
-	for range 4 {
+	for range 5 {
 		h.keys("o")
 		got = append(got, first()+" / "+h.m.table.sort.String())
 	}
-	// Ties keep the key order: AGENT 7 and 5 -3 both queue two.
-	exp := []string{"AGENT 7 / longest wait", "AGENT 7 / longest queue", "IDEMPOTENCY_CLEANUP / longest held", "AGENT 7 / key"}
+	// Ties keep the key order: AGENT 7 and 5 -3 both queue two. Root
+	// blockers: 4242 has three behind it (4300 holds AGENT 9 and waits
+	// behind it), 4601 and 4602 two each.
+	exp := []string{"AGENT 7 / key", "AGENT 7 / longest wait", "AGENT 7 / longest queue", "IDEMPOTENCY_CLEANUP / longest held", "AGENT 7 / root blockers"}
 	if !slices.Equal(got, exp) {
 		t.Errorf("sorts: %q, want %q", got, exp)
 	}
 	// Groups stay whole: holders first, waiters in queue order.
-	h.keys("o") // longest wait
+	h.keys("o", "o") // longest wait
 	var prevKey model.KeyID
 	pos := 0
 	for _, r := range h.m.table.rows {

@@ -329,7 +329,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 
 	// The holder and its waiter, in queue order, named from the registry.
 	term.Await("the holder and the waiter of AGENT 4711", 30*time.Second, func(s string) bool {
-		return hasLine(s, "AGENT 4711", "holds", holderPID, "e2e.holder") &&
+		return hasLine(s, "AGENT 4711", "ROOT", holderPID, "e2e.holder", "1w") &&
 			hasLine(s, "waits #1", waiterPID, "e2e.waiter", holderPID)
 	})
 
@@ -346,7 +346,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	term.Type("app:e2e.waiter")
 	term.Keys("Enter")
 	term.Await("the filtered table", 10*time.Second, func(s string) bool {
-		return strings.Contains(s, `filter "app:e2e.waiter": 1 key`) && hasLine(s, "AGENT 4711", "holds", holderPID)
+		return strings.Contains(s, `filter "app:e2e.waiter": 1 key`) && hasLine(s, "AGENT 4711", "ROOT", holderPID)
 	})
 	// esc while editing drops the filter.
 	term.Keys("/")
@@ -374,7 +374,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	term.AwaitText(10*time.Second, "needs a terminal of at least 80×24")
 	term.Resize(110, 32)
 	term.Await("the table after the resize", 10*time.Second, func(s string) bool {
-		return hasLine(s, "AGENT 4711", "holds", holderPID)
+		return hasLine(s, "AGENT 4711", "ROOT", holderPID)
 	})
 
 	// The holder lets go: the waiter holds, and the log says so.
@@ -443,7 +443,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	defer func() { stopRow(); <-rowDone; rowWaiter.Release() }()
 	term.Await("a Redis session mutex and a row lock wait, each with its kind", 30*time.Second, func(s string) bool {
 		return hasLine(s, "KIND") && hasLine(s, "redis", "sesslock:t1:a1:c1:web", "holds", "token tok-e2", "ttl") &&
-			hasLine(s, "row", "public.e2e_turns row (0,1)", "holds") && hasLine(s, "└─", "waits #1", "share") &&
+			hasLine(s, "row", "public.e2e_turns row (0,1)", "ROOT") && hasLine(s, "└─", "waits #1", "share") &&
 			hasLine(s, "by kind", "advisory", "row 1·1w", "redis 1")
 	})
 
@@ -513,7 +513,7 @@ func TestDashboardEmbedded(t *testing.T) {
 				// an AGENT lock with a waiter queued behind it, and the
 				// simulator panel with its invariants.
 				term.Await("an AGENT holder with a queued waiter", 60*time.Second, func(s string) bool {
-					return hasLine(s, "AGENT", "holds") && hasLine(s, "waits #1") &&
+					return (hasLine(s, "AGENT", "holds") || hasLine(s, "AGENT", "ROOT")) && hasLine(s, "waits #1") &&
 						strings.Contains(s, "Simulator all") && strings.Contains(s, "invariants hold")
 				})
 				term.Keys("Space")

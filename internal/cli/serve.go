@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/serve/httpapi"
+	"github.com/locktop/locktop/internal/source"
 )
 
 func init() {
@@ -63,6 +64,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "locktop serve: watching database %q as %q (PostgreSQL %s), polling every %s\n",
 		info.Database, info.User, info.Version, *interval)
 	for _, o := range st.Sources() {
+		// The watched database's own lease tables only where it has them.
+		if !source.Present(ctx, o) {
+			continue
+		}
 		fmt.Fprintf(stdout, "also watching %s\n", o.Name())
 	}
 	fmt.Fprintf(stdout, "listening on %s://%s (/api/locks, /api/advisory-locks, /metrics, /healthz)\n", exp.web.Scheme(), ln.Addr())

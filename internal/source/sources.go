@@ -125,3 +125,16 @@ type oneLine struct{ err error }
 
 func (e oneLine) Error() string { return strings.Join(strings.Fields(e.err.Error()), " ") }
 func (e oneLine) Unwrap() error { return e.err }
+
+// Present reports whether src has anything to watch: the watched
+// database's own lease tables only when it has them (leasesource.Source.Present);
+// every other source has.
+func Present(ctx context.Context, src Source) bool {
+	if t, ok := src.(timed); ok {
+		src = t.Source
+	}
+	if p, ok := src.(interface{ Present(context.Context) bool }); ok {
+		return p.Present(ctx)
+	}
+	return true
+}

@@ -51,6 +51,19 @@ func SQLite(name, path string) *Source {
 // Name names the source: "lease", "lease-sqlite", …
 func (l *Source) Name() string { return l.name }
 
+// Present reports whether there are lease tables to watch: always for a
+// source that was asked for; for the watched database's own (optional)
+// tables, whether that database has the schema, which it asks once now.
+func (l *Source) Present(ctx context.Context) bool {
+	if !l.optional {
+		return true
+	}
+	_, _ = l.Poll(ctx) // an error other than a missing schema shows in the polls to come
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.absent.IsZero()
+}
+
 // Poll lists the leases once.
 func (l *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 	start := time.Now()
