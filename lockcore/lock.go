@@ -217,6 +217,11 @@ func (l *Lock) release(ctx context.Context) error {
 	if lost := l.lostErr(); lost != nil {
 		return &AdvisoryLockError{Key: l.key, Op: OpRelease, Err: lost.Err}
 	}
+	if handed, err := l.s.local.handOff(ctx, l); handed {
+		return nil
+	} else if err != nil {
+		return &AdvisoryLockError{Key: l.key, Op: OpRelease, Err: l.lose(err).Err}
+	}
 
 	rctx, clear := bounded(ctx, l.conn, time.Now().Add(cleanupTimeout))
 	var was bool
@@ -227,6 +232,7 @@ func (l *Lock) release(ctx context.Context) error {
 		l.conn.Release()
 		l.s.held.Add(-1)
 		l.end(stateReleased, nil)
+		l.s.local.left(l)
 		l.s.emit(Event{Kind: EventReleased, Key: l.key, Blocking: l.blocking, Held: held, PID: l.pid})
 		return nil
 	}
@@ -311,6 +317,7 @@ func (l *Lock) lose(cause error) *AdvisoryLockError {
 	_ = l.nc.Close() // the session is over for us: make sure of it, so the server frees the lock too
 	destroy(l.conn)
 	l.s.held.Add(-1)
+	l.s.local.left(l) // the next waiter takes the key on the server, as it would have had it waited there
 	// Observers hear of the loss before the holder's context says so, so
 	// that a holder counting losses sees its own.
 	l.s.emit(Event{Kind: EventLost, Key: l.key, Blocking: l.blocking, Held: held, PID: l.pid, Err: lost})
