@@ -129,7 +129,16 @@ func (lc *locals) wait(ctx context.Context, a *attempt, key Key, deadline time.T
 	var cause error
 	select {
 	case l := <-w.ch:
-		return lc.granted(a, l)
+		if ctx.Err() == nil {
+			return lc.granted(a, l)
+		}
+		// Both were ready: an ended context wins, as it does on the server.
+		if l != nil {
+			l.giveBack()
+		} else {
+			lc.abandon(key)
+		}
+		return nil, false, a.fail(0, ctxErr(ctx, ctx.Err()))
 	case <-timer.C:
 		cause = ErrTimeout
 	case <-ctx.Done():
@@ -174,6 +183,9 @@ func (lc *locals) claimed(key Key, l *Lock) {
 	sl := lc.keys[key]
 	sl.holder, sl.since, sl.handOffs, sl.fences = l, l.at, 0, nil
 	lc.mu.Unlock()
+	if l.lostErr() != nil { // lost before it was recorded here: its loss found no slot to pass on
+		lc.left(l)
+	}
 }
 
 // abandon gives up the slot's ownership: to the first waiter, who goes to

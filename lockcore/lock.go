@@ -215,6 +215,7 @@ func (l *Lock) release(ctx context.Context) error {
 	}
 	l.watching.Wait()
 	if lost := l.lostErr(); lost != nil {
+		l.s.local.left(l) // in case the loss came before the hand-off knew of l
 		return &AdvisoryLockError{Key: l.key, Op: OpRelease, Err: lost.Err}
 	}
 	if handed, err := l.s.local.handOff(ctx, l); handed {
