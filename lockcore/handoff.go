@@ -291,11 +291,17 @@ func (s *Service) nextFence(ctx context.Context, l *Lock, fences []int64, n int)
 	return fences[0], fences[1:], nil
 }
 
+// drawSQL draws fences ahead. Its implicit transaction commits with
+// synchronous_commit on (set for itself, whatever the session says), so
+// the fences it hands out are durable before any is used: a crash must not
+// hand the same numbers out again (the lock statements do the same).
+const drawSQL = "SELECT nextval($1::regclass) FROM generate_series(1, $2::int4) WHERE set_config('synchronous_commit', 'on', true) IS NOT NULL"
+
 // drawFences draws n fences in one statement on l's connection.
 func (s *Service) drawFences(ctx context.Context, l *Lock, n int) ([]int64, error) {
 	qctx, clear := bounded(ctx, l.conn, time.Now().Add(cleanupTimeout))
 	defer clear()
-	rows, err := l.conn.Query(qctx, "SELECT nextval($1::regclass) FROM generate_series(1, $2::int4)", s.seq, max(n, 1))
+	rows, err := l.conn.Query(qctx, drawSQL, s.seq, max(n, 1))
 	if err != nil {
 		return nil, s.fenceErr(err)
 	}
