@@ -67,12 +67,9 @@ func (s *Service) TryAcquire(ctx context.Context, key Key) (*Lock, error) {
 // the connection is clean.
 var errNoTime = errors.New("no time left for the lock statement")
 
-// acquire takes key: a connection from the pool (the wait counts against
-// the deadline), the lock statement on it, and on a grant a Lock that
-// watches the connection. A pooled connection whose session had already
-// ended (killed while idle) is swapped for a fresh one within the same
-// deadline. Every other failure unlocks unconditionally and closes the
-// connection. A timeout <= 0 means the Service's timeout.
+// acquire takes key: refused at once if ctx holds it already, else from
+// the server (grant) or, for a blocking acquire, handed over by a goroutine
+// of this Service that holds it. A timeout <= 0 means the Service's timeout.
 func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, try bool) (*Lock, error) {
 	if timeout <= 0 {
 		timeout = s.timeout
@@ -83,7 +80,29 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 	}
 	deadline := a.deadline(ctx, timeout)
 	s.emit(Event{Kind: EventAttempt, Key: key, Blocking: !try})
+	if try || s.local == nil {
+		return s.grant(ctx, &a, deadline)
+	}
+	// A blocking acquire waits behind the Service's own holder of key, if
+	// there is one, for the hand-off of its session (handoff.go); only the
+	// slot's owner goes to the server.
+	l, owner, err := s.local.wait(ctx, &a, key, deadline)
+	if !owner {
+		return l, err
+	}
+	l, err = s.grant(ctx, &a, deadline)
+	s.local.claimed(key, l)
+	return l, err
+}
 
+// grant takes a.key on the server: a connection from the pool (the wait
+// counts against the deadline), the lock statement on it, and on a grant a
+// Lock that watches the connection. A pooled connection whose session had
+// already ended (killed while idle) is swapped for a fresh one within the
+// same deadline. Every other failure unlocks unconditionally and closes the
+// connection.
+func (s *Service) grant(ctx context.Context, a *attempt, deadline time.Time) (*Lock, error) {
+	key, try := a.key, a.try
 	for n := 1; ; n++ {
 		conn, err := s.connect(ctx, deadline)
 		if err != nil {

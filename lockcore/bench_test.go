@@ -33,6 +33,35 @@ func BenchmarkWithUncontended(b *testing.B) {
 	}
 }
 
+// BenchmarkBareCycle is the pinned reference of the lock cycle: the two
+// statements of ../shared/bench/lock-cycle.sql sent by a bare pgx loop on
+// one connection, as pgx sends them by default (extended protocol, prepared
+// once), with no library around them. Nothing built on pgx can beat it, so
+// comparing it across runs says whether the machine, not the code, changed.
+func BenchmarkBareCycle(b *testing.B) {
+	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	cycle := func(id int32) {
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(1, $1)", id); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock(1, $1)", id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cycle(1) // warm: prepare statements
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		cycle(rand.Int32N(1_000_000) + 1)
+	}
+}
+
 // BenchmarkWithUncontendedNoFencing is BenchmarkWithUncontended with
 // fencing off (the bare pg_advisory_lock): what minting the fence costs.
 func BenchmarkWithUncontendedNoFencing(b *testing.B) {
@@ -52,13 +81,18 @@ func BenchmarkWithUncontendedNoFencing(b *testing.B) {
 }
 
 // BenchmarkWithContended8 is 8 goroutines taking AGENT 42 (pg_advisory_lock(1,
-// 42)) in turn: ns per acquire + release, the Go side of
-// ../shared/bench/contended.sql with 8 clients.
+// 42)) in turn, every grant through the server: ns per acquire + release,
+// the Go side of ../shared/bench/contended.sql with 8 clients.
 func BenchmarkWithContended8(b *testing.B) { benchContended(b) }
 
 // BenchmarkWithContended8NoFencing is BenchmarkWithContended8 with fencing
 // off.
 func BenchmarkWithContended8NoFencing(b *testing.B) { benchContended(b, lockcore.NoFencing()) }
+
+// BenchmarkWithContended8HandOff is BenchmarkWithContended8 with the
+// in-process hand-off on (default bounds): the 8 goroutines are one
+// Service's, so most grants pass the holder's session on.
+func BenchmarkWithContended8HandOff(b *testing.B) { benchContended(b, lockcore.HandOff(0, 0)) }
 
 func benchContended(b *testing.B, opts ...lockcore.Option) {
 	const workers = 8

@@ -179,6 +179,30 @@
 // turn fencing off with NoFencing: fences are then 0 and the statements the
 // bare pg_advisory_lock. Transaction locks carry no fence.
 //
+// # In-process hand-off
+//
+// With HandOff, a Service passes a released lock straight to another of
+// its goroutines waiting for the same key: that goroutine gets the session
+// still holding the lock, so the grant costs no unlock, no lock and no
+// wake-up of another backend. Only one goroutine of the Service (the key's
+// owner) waits on the server; the others queue in the Service, first come
+// first served, without a connection. Each hand-off is a grant like any
+// other: a new Lock with its own context (carrying the key, for
+// reentrancy), its own watch of the session (a loss is seen as before),
+// and a new fence. The fences are drawn from the sequence on the holding
+// session, ahead of need (up to 64 in one round trip, used in order): each
+// was drawn while the session held the key, so it is above every earlier
+// grant's, and below that of any grant after the session lets go. A draw
+// that fails means the session is gone: the lock is lost, and the waiter
+// takes the key on the server instead.
+//
+// The hand-off is bounded so that other sessions are served: after n
+// hand-offs in a row, or hold after the server granted the lock, the lock
+// is released on the server, where a waiter of another session queued
+// earlier than the Service's next owner gets it first. It is off by
+// default because waiters in the Service are not in pg_locks (a monitor
+// sees only the holder); HandOffWaiting counts them.
+//
 // # Poolers
 //
 // Session locks need a real session: they are not safe behind PgBouncer (or

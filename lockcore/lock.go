@@ -216,7 +216,13 @@ func (l *Lock) release(ctx context.Context) error {
 	}
 	l.watching.Wait()
 	if lost := l.lostErr(); lost != nil {
+		l.s.local.left(l) // in case the loss came before the hand-off knew of l
 		return &AdvisoryLockError{Key: l.key, Op: OpRelease, Err: lost.Err}
+	}
+	if handed, err := l.s.local.handOff(ctx, l); handed {
+		return nil
+	} else if err != nil {
+		return &AdvisoryLockError{Key: l.key, Op: OpRelease, Err: l.lose(err).Err}
 	}
 
 	rctx, clear := bounded(ctx, l.conn, time.Now().Add(cleanupTimeout))
@@ -228,6 +234,7 @@ func (l *Lock) release(ctx context.Context) error {
 		l.conn.Release()
 		l.s.held.Add(-1)
 		l.end(stateReleased, nil)
+		l.s.local.left(l)
 		l.s.emit(Event{Kind: EventReleased, Key: l.key, Blocking: l.blocking, Held: held, PID: l.pid})
 		return nil
 	}
@@ -312,6 +319,7 @@ func (l *Lock) lose(cause error) *AdvisoryLockError {
 	_ = l.nc.Close() // the session is over for us: make sure of it, so the server frees the lock too
 	destroy(l.conn)
 	l.s.held.Add(-1)
+	l.s.local.left(l) // the next waiter takes the key on the server, as it would have had it waited there
 	// Observers hear of the loss before the holder's context says so, so
 	// that a holder counting losses sees its own.
 	l.s.emit(Event{Kind: EventLost, Key: l.key, Blocking: l.blocking, Held: held, PID: l.pid, Err: lost})

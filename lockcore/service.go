@@ -45,6 +45,7 @@ type Service struct {
 	log            *slog.Logger
 	maxAttempts    int      // connections one acquire may try when pooled ones turn out dead
 	starter        *starter // starts the watches of held locks
+	local          *locals  // the in-process hand-off; nil when off
 
 	// Fencing: seq is the quoted sequence name, "" when fencing is off.
 	seq, seqSchema string
@@ -67,6 +68,8 @@ type config struct {
 	log            *slog.Logger
 	fencing        bool
 	schema, seqRel string
+	handOffs       int
+	handOffHold    time.Duration
 }
 
 // Option configures a Service.
@@ -162,14 +165,15 @@ func FenceSequence(schema, name string) Option {
 // and the sequence.
 func New(pool *pgxpool.Pool, opts ...Option) *Service {
 	c := config{timeout: DefaultTimeout, appName: DefaultApplicationName, log: slog.Default(),
-		keepAlive: DefaultKeepAlive, fencing: true, schema: DefaultFenceSchema, seqRel: DefaultFenceSequence}
+		keepAlive: DefaultKeepAlive, fencing: true, schema: DefaultFenceSchema, seqRel: DefaultFenceSequence,
+	}
 	for _, o := range opts {
 		o(&c)
 	}
 	s := &Service{
 		pool: pool, timeout: c.timeout, appName: c.appName, shared: c.shared,
 		keepAlive: c.keepAlive, observers: c.observers, log: c.log,
-		maxAttempts: int(max(pool.Config().MaxConns, 1)) + 1, starter: newStarter(),
+		maxAttempts: int(max(pool.Config().MaxConns, 1)) + 1, starter: newStarter(), local: newLocals(c.handOffs, c.handOffHold),
 	}
 	if !s.shared {
 		s.sessionTimeout = (s.timeout - min(s.timeout/100, sessionMargin)).Milliseconds()

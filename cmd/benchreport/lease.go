@@ -92,27 +92,27 @@ func leaseLocks(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 	return []figure{
 		{
 			Name: "Lease lock cycle on PostgreSQL, uncontended (acquire + release)", Figure: ms(cycle),
-			Baseline: ms(pgCycle) + " (pgbench, same statements)", Ratio: fmt.Sprintf("%.2f× the time", median(cycleRatio)),
+			Baseline: ms(pgCycle) + " (pgbench, same statements)", Ratio: fmt.Sprintf("%.2f× the time", median(cycleRatio)), Spread: spread(cycleRatio),
 			Budget: "≤ 1.2×", Verdict: verdict(median(cycleRatio) <= 1.2), Command: cmds[0], Baseline2: cmds[1],
 		},
 		{
 			Name: "Lease hand-over on PostgreSQL, 8 goroutines, one write lock, each grant to a waiting goroutine", Figure: ms(hand) + " per hand-over",
-			Baseline: ms(pglock) + " (cirello.io/pglock, 1 s lease)", Ratio: fmt.Sprintf("%.0f× faster", median(handRatio)),
+			Baseline: ms(pglock) + " (cirello.io/pglock, 1 s lease)", Ratio: fmt.Sprintf("%.0f× faster", median(handRatio)), Spread: spread(handRatio),
 			Budget: "≥ 10× faster", Verdict: verdict(median(handRatio) >= 10), Command: cmds[2], Baseline2: cmds[3],
 		},
 		{
 			Name: "  the same against the physical limit (a release and an acquire back to back)", Figure: ms(hand),
-			Baseline: ms(pgCycle) + " (pgbench cycle)", Ratio: fmt.Sprintf("%.2f× the time", median(handLimit)),
+			Baseline: ms(pgCycle) + " (pgbench cycle)", Ratio: fmt.Sprintf("%.2f× the time", median(handLimit)), Spread: spread(handLimit),
 			Budget: "—", Verdict: "—", Command: cmds[2], Baseline2: cmds[1],
 		},
 		{
 			Name: "Lease lock cycle on SQLite, uncontended (acquire + release)", Figure: ms(lite),
-			Baseline: ms(bare) + " (same statements, bare)", Ratio: fmt.Sprintf("%.2f× the time", median(liteRatio)),
+			Baseline: ms(bare) + " (same statements, bare)", Ratio: fmt.Sprintf("%.2f× the time", median(liteRatio)), Spread: spread(liteRatio),
 			Budget: "≤ 1.2×", Verdict: verdict(median(liteRatio) <= 1.2), Command: cmds[4], Baseline2: cmds[5],
 		},
 		{
 			Name: "Lease hand-over on SQLite, 8 goroutines, one write lock, each grant to a waiting goroutine", Figure: ms(liteHand) + " per hand-over",
-			Baseline: ms(bare) + " (bare cycle: the physical limit)", Ratio: fmt.Sprintf("%.2f× the time", median(liteHandRatio)),
+			Baseline: ms(bare) + " (bare cycle: the physical limit)", Ratio: fmt.Sprintf("%.2f× the time", median(liteHandRatio)), Spread: spread(liteHandRatio),
 			Budget: "—", Verdict: "—", Command: cmds[6], Baseline2: cmds[5],
 		},
 	}, nil

@@ -157,24 +157,24 @@ func onePane(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 	return []figure{
 		{
 			Name: "One pane, PostgreSQL source (pgsource.Inspect), " + load, Figure: ms(pgNS),
-			Baseline: ms(pgBare) + " (bare pg_locks query)", Ratio: ratio(pgRatio),
+			Baseline: ms(pgBare) + " (bare pg_locks query)", Ratio: ratio(pgRatio), Spread: spread(pgRatio),
 			Budget: "≤ 1.3×", Verdict: verdict(median(pgRatio) <= 1.3), Command: goCmd, Baseline2: pgCmd,
 		},
 		{
 			Name: "One pane, Redis source (SCAN + one pipeline), same load", Figure: ms(redisNS),
-			Baseline: ms(redisBare) + " (bare go-redis SCAN loop, COUNT 1000)", Ratio: ratio(redisRatio),
+			Baseline: ms(redisBare) + " (bare go-redis SCAN loop, COUNT 1000)", Ratio: ratio(redisRatio), Spread: spread(redisRatio),
 			Budget: "≤ 1.3×", Verdict: verdict(median(redisRatio) <= 1.3), Command: goCmd,
 			Baseline2: "SCAN 0 MATCH " + redislock.DefaultPrefix + "* COUNT 1000 until the cursor is 0, from go-redis",
 		},
 		{
 			Name: "One pane, lease source (one batch of five statements), same load", Figure: ms(leaseNS),
-			Baseline: ms(leaseBare) + " (bare lease listing statement)", Ratio: ratio(leaseRatio),
+			Baseline: ms(leaseBare) + " (bare lease listing statement)", Ratio: ratio(leaseRatio), Spread: spread(leaseRatio),
 			Budget: "≤ 1.3×", Verdict: verdict(median(leaseRatio) <= 1.3), Command: goCmd, Baseline2: leaseCmd,
 		},
 		{
 			Name: "One pane, the whole refresh (the three polls at once, source.PollAll)", Figure: ms(allNS),
 			Baseline: fmt.Sprintf("%.2f ms (the three bare reads, one after another)", (median(pgBare)+median(redisBare)+median(leaseBare))/1e6),
-			Ratio:    ratio(allRatio), Budget: "—", Verdict: "—", Command: goCmd, Baseline2: pgCmd + "` + the SCAN loop + `" + leaseCmd,
+			Ratio:    ratio(allRatio), Spread: spread(allRatio), Budget: "—", Verdict: "—", Command: goCmd, Baseline2: pgCmd + "` + the SCAN loop + `" + leaseCmd,
 		},
 	}, nil
 }

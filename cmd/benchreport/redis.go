@@ -72,7 +72,7 @@ func redisMutex(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 	figs := []figure{{
 		Name: "Redis session mutex: acquire + release, uncontended", Figure: fmt.Sprintf("%.1f µs/op", median(cycleNS)/1e3),
 		Baseline: fmt.Sprintf("%.1f µs (redis-benchmark, the same two commands)", median(baseNS)/1e3),
-		Ratio:    fmt.Sprintf("%.2f× the time", median(ratios)), Budget: "≤ 1.2×", Verdict: verdict(median(ratios) <= 1.2),
+		Ratio:    fmt.Sprintf("%.2f× the time", median(ratios)), Spread: spread(ratios), Budget: "≤ 1.2×", Verdict: verdict(median(ratios) <= 1.2),
 		Command: gocmd, Baseline2: acqcmd + "` plus `" + relcmd,
 	}}
 
