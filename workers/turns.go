@@ -276,17 +276,16 @@ func crashable(ctx context.Context, pods ...*pod) (context.Context, func()) {
 
 // turn is one message's LogicalTurnWorkflow as it runs.
 type turn struct {
-	t       *Turns
-	conv    int32
-	msg     string
-	key     string
-	label   string
-	start   time.Time
-	token   string // the hold's token: the workflow state steps 2-4 resume it by
-	sec     section
-	lk      *redislock.Lock
-	relPod  *pod
-	crashed bool
+	t      *Turns
+	conv   int32
+	msg    string
+	key    string
+	label  string
+	start  time.Time
+	token  string // the hold's token: the workflow state steps 2-4 resume it by
+	sec    section
+	lk     *redislock.Lock
+	relPod *pod
 }
 
 // Deliver handles message msg for conversation conv as the seed's

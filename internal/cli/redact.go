@@ -51,10 +51,6 @@ func (r *redactor) target() string {
 	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
 }
 
-func (r *redactor) terminate(fn func(context.Context, int32) error) func(context.Context, int32) error {
-	return func(ctx context.Context, pid int32) error { return r.err(fn(ctx, pid)) }
-}
-
 var passwordKV = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
 
 // newRedactor finds the password dsn carries, whether in the DSN itself

@@ -77,9 +77,7 @@ func normTimes(v any) any {
 		for k, x := range v {
 			v[k] = normTimes(x)
 		}
-		if _, ok := v["Taken"]; ok {
-			delete(v, "Taken")
-		}
+		delete(v, "Taken")
 	case []any:
 		for i, x := range v {
 			v[i] = normTimes(x)
