@@ -1,6 +1,7 @@
 // Command benchreport measures every performance budget locktop holds
-// itself to (each figure's section below states it) against its physical limit, on one throw-away PostgreSQL cluster in one run, and
-// writes BENCHMARKS.md. `make bench` runs it.
+// itself to (each figure's section states it) against its physical limit,
+// on one throw-away PostgreSQL cluster in one run, and writes
+// BENCHMARKS.md. `make bench` runs it.
 //
 // These machines are noisy, so each project figure is taken beside its
 // baseline in alternating rounds, and the report gives the median of the

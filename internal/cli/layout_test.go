@@ -4,7 +4,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -64,5 +67,57 @@ func TestCommandsShareOnlySharedFiles(t *testing.T) {
 	}
 	if checked < len(names) {
 		t.Errorf("found %d command files for %d commands: %v", checked, len(names), names)
+	}
+}
+
+// README's Layout table has one row per package `go list ./...` prints,
+// each saying what it owns, and nothing else.
+func TestReadmeLayoutListsEveryPackage(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.Dir}}", "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, dir := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[filepath.ToSlash(rel)] = true
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Layout\n")
+	if !ok {
+		t.Fatal("README has no Layout section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	row := regexp.MustCompile("(?m)^\\| `([^`]+)` \\| (.*) \\|$")
+	got := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		pkg := strings.TrimSuffix(m[1], "/")
+		if pkg == "main.go" {
+			pkg = "." // the root package is main.go
+		}
+		switch {
+		case !want[pkg]:
+			t.Errorf("README's Layout lists %q, which go list does not print", m[1])
+		case got[pkg]:
+			t.Errorf("README's Layout lists %q twice", m[1])
+		case strings.TrimSpace(m[2]) == "":
+			t.Errorf("README's Layout does not say what %q owns", m[1])
+		}
+		got[pkg] = true
+	}
+	for pkg := range want {
+		if !got[pkg] {
+			t.Errorf("README's Layout leaves out package %s", pkg)
+		}
 	}
 }

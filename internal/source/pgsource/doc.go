@@ -1,4 +1,4 @@
-// Package monitor watches a PostgreSQL server's advisory locks, safely
+// Package pgsource watches a PostgreSQL server's advisory locks, safely
 // enough to point at production.
 //
 // A Monitor keeps one read-only connection with application_name
