@@ -15,8 +15,9 @@ import (
 // timeout, a skip, a refused reentry or a lost lock: an error, as a Redis
 // that answers MOVED or OOM gives) before a run fails though no invariant
 // broke: a load test in which most of the work failed is not a pass.
-// Errors while a fault the run injected is on (a Redis outage, and a
-// second after it) are the fault's and do not count; a run needs
+// Errors while a fault is on (a Redis outage the run injected, or the
+// database away while a restart is ridden out, and a second after) are
+// the fault's and do not count; a run needs
 // minErrors errors to fail this way, so one stray error in a short run
 // does not.
 const MaxErrorShare = 0.05
@@ -33,8 +34,8 @@ const (
 type ErrorStats struct {
 	Attempts int64 `json:"attempts"`
 	Errors   int64 `json:"errors"`
-	// InFaults are the errors while an injected Redis outage was on: the
-	// fault's, not counted in Share.
+	// InFaults are the errors while an injected Redis outage was on or the
+	// database was away: the fault's, not counted in Share.
 	InFaults int64 `json:"in_faults"`
 	// Share is (Errors - InFaults) / Attempts.
 	Share float64 `json:"share"`

@@ -32,7 +32,13 @@ func (s *Sim) checkConfig(ctx context.Context) {
 func (s *Sim) watchServer(ctx context.Context) {
 	for workers.Pause(ctx, watchEvery) == nil {
 		lt := s.env.LockTimeout()
-		if down := s.env.LiveDown(); down > lt {
+		down := s.env.LiveDown()
+		if down > 0 {
+			// The errors of a restart ridden out are the restart's, not the
+			// run's (ErrorStats.InFaults).
+			s.rec.errs.fault(watchEvery)
+		}
+		if down > lt {
 			s.goneOnce.Do(func() {
 				s.goneErr = fmt.Errorf("%w within %s (the lock timeout)", ErrServerGone, lt)
 				s.log.Warn("server gone", "down", down.Round(time.Millisecond), "lock_timeout", lt)
