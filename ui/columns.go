@@ -193,7 +193,7 @@ func (t *lockTable) columns(withMode bool) []column {
 		}})
 	}
 	return append(cols,
-		column{title: "TIME", min: 4, max: 16, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
+		column{title: "TIME", min: 4, max: 20, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
 			s, sev := lockTime(l, t.now(l))
 			if t.st.Marks && sev != sevNone {
 				s += " " + sev.mark()
