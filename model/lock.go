@@ -139,7 +139,8 @@ type Lock struct {
 
 	// BlockedBy lists the pids of the holders this waiter waits for. For
 	// advisory locks it names holders of the same key in a conflicting
-	// mode, never earlier waiters (unlike pg_blocking_pids); for other
+	// mode, never earlier waiters (unlike pg_blocking_pids), and never the
+	// waiter itself (its own shared hold does not block its upgrade); for other
 	// PostgreSQL kinds it is pg_blocking_pids() narrowed to the holders of
 	// the same object when there are any.
 	BlockedBy []int32

@@ -128,7 +128,8 @@ func queue(locks []model.Lock) {
 				if !group[h].Granted {
 					break // holders come first
 				}
-				if conflicts(group[h].Mode, group[w].Mode) {
+				// A session's own shared hold does not block its upgrade.
+				if group[h].PID != group[w].PID && conflicts(group[h].Mode, group[w].Mode) {
 					group[w].BlockedBy = append(group[w].BlockedBy, group[h].PID)
 				}
 			}
