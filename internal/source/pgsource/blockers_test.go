@@ -102,7 +102,9 @@ func TestInspectBlockersMatchServer(t *testing.T) {
 			strength := []string{"FOR UPDATE", "FOR NO KEY UPDATE", "FOR SHARE", "FOR KEY SHARE"}[r.IntN(4)]
 			return fmt.Sprintf("SELECT * FROM rb_rows WHERE id = %d %s", 1+r.IntN(2), strength)
 		},
-		func(r *rand.Rand) string { return fmt.Sprintf("UPDATE rb_rows SET v = v + 1 WHERE id = %d", 1+r.IntN(2)) },
+		func(r *rand.Rand) string {
+			return fmt.Sprintf("UPDATE rb_rows SET v = v + 1 WHERE id = %d", 1+r.IntN(2))
+		},
 		func(r *rand.Rand) string {
 			fn := []string{"pg_advisory_xact_lock", "pg_advisory_xact_lock_shared"}[r.IntN(2)]
 			return fmt.Sprintf("SELECT %s(1, %d)", fn, 5+r.IntN(2)/max(r.IntN(3), 1))
@@ -331,4 +333,3 @@ func hardBlockers(t *testing.T, mon *pgx.Conn, pids []int32) map[int32][]int32 {
 	}
 	return out
 }
-
