@@ -18,6 +18,7 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/locktop/locktop/internal/redislog"
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/testenv/pgcluster"
 	"github.com/locktop/locktop/lockcore"
@@ -94,6 +95,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return usagef("--log: %v", err)
 	}
 	defer closeLog()
+	redislog.Install(logger)
 	// Listen before anything starts, so a bad or busy address fails first.
 	var ln net.Listener
 	if *httpAddr != "" {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/locktop/locktop/internal/redislog"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/ui"
 )
@@ -78,6 +79,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	redislog.Install(log)
 	rec := &recorder{w: w, log: log}
 	fmt.Fprintf(stdout, "locktop record: %s to %s every %s", red.target(), *out, *interval)
 	if *duration > 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/poolstats"
+	"github.com/locktop/locktop/internal/redislog"
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/serve/metrics"
 	"github.com/locktop/locktop/internal/source"
@@ -56,6 +57,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer mon.Close()
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	redislog.Install(log)
 	others, closeOthers, err := otherSources(ctx, lf, dsn)
 	if err != nil {
 		return err

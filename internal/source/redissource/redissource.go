@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/locktop/locktop/internal/redislog"
 	"github.com/locktop/locktop/lockcore/redislock"
 	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
@@ -98,6 +99,7 @@ func (s *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 	}
 	snap.Locks = append(snap.Locks, plain...)
 	snap.Latency = time.Since(start)
+	redislog.Healthy() // go-redis's next failure is news again
 	return snap, nil
 }
 
