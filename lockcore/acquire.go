@@ -14,8 +14,8 @@ import (
 
 // With runs fn while holding key, waiting up to the Service's timeout for
 // it. fn gets a context that carries the key (for reentrancy detection) and
-// its fence (FenceOf), and is cancelled when fn returns or, with cause an
-// error wrapping ErrLost, as soon as the lock is lost. With returns fn's
+// its fence (Service.FenceOf), and is cancelled when fn returns or, with
+// cause an error wrapping ErrLost, as soon as the lock is lost. With returns fn's
 // error, or the acquire's *AdvisoryLockError, joined with the release's
 // error if the lock was lost (ErrLost). A panic in fn releases the lock and
 // resumes.
@@ -23,7 +23,8 @@ func (s *Service) With(ctx context.Context, key Key, fn func(ctx context.Context
 	return s.WithTimeout(ctx, key, s.timeout, fn)
 }
 
-// WithTimeout is With with its own timeout.
+// WithTimeout is With with its own timeout; a timeout <= 0 means the
+// Service's timeout.
 func (s *Service) WithTimeout(ctx context.Context, key Key, timeout time.Duration, fn func(ctx context.Context) error) error {
 	l, err := s.acquire(ctx, key, timeout, false)
 	if err != nil {
@@ -52,9 +53,6 @@ func (s *Service) TryWith(ctx context.Context, key Key, fn func(ctx context.Cont
 // steps. The caller must call Release. A timeout <= 0 means the Service's
 // timeout.
 func (s *Service) Acquire(ctx context.Context, key Key, timeout time.Duration) (*Lock, error) {
-	if timeout <= 0 {
-		timeout = s.timeout
-	}
 	return s.acquire(ctx, key, timeout, false)
 }
 
@@ -74,12 +72,14 @@ var errNoTime = errors.New("no time left for the lock statement")
 // watches the connection. A pooled connection whose session had already
 // ended (killed while idle) is swapped for a fresh one within the same
 // deadline. Every other failure unlocks unconditionally and closes the
-// connection.
+// connection. A timeout <= 0 means the Service's timeout.
 func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, try bool) (*Lock, error) {
+	if timeout <= 0 {
+		timeout = s.timeout
+	}
 	a := attempt{s: s, key: key, try: try, start: time.Now()}
-	if held(ctx, s.db, key) != nil {
-		s.emit(Event{Kind: EventReentrant, Key: key, Blocking: !try})
-		return nil, a.error(ErrReentrant)
+	if s.holds(ctx, key) != nil { // else, if s knows no database yet, lock checks once it does
+		return nil, a.reentrant()
 	}
 	deadline := a.deadline(ctx, timeout)
 	s.emit(Event{Kind: EventAttempt, Key: key, Blocking: !try})
@@ -101,6 +101,9 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 			conn.Release() // a clean "no": nothing to undo
 			s.emit(Event{Kind: EventSkipped, Key: key, Wait: time.Since(a.start), PID: pid})
 			return nil, a.error(ErrLocked)
+		case errors.Is(err, ErrReentrant): // found once the database was known
+			conn.Release() // nothing was sent for the lock: the connection is clean
+			return nil, a.reentrant()
 		case errors.Is(err, errNoTime):
 			conn.Release() // nothing was sent for the lock: the connection is clean
 			return nil, a.fail(pid, ErrTimeout)
@@ -136,6 +139,12 @@ func (s *Service) connect(ctx context.Context, deadline time.Time) (*pgxpool.Con
 // the fence minted with the grant (0 with fencing off) and, for a try,
 // whether the lock was granted.
 func (s *Service) lock(ctx context.Context, conn *pgxpool.Conn, key Key, deadline time.Time, try bool) (fence int64, granted bool, err error) {
+	if err := s.identify(ctx, conn, deadline); err != nil {
+		return 0, false, err
+	}
+	if s.holds(ctx, key) != nil {
+		return 0, false, ErrReentrant
+	}
 	if err := s.prepareSession(ctx, conn, deadline); err != nil {
 		return 0, false, err
 	}
@@ -246,6 +255,13 @@ func (a *attempt) deadline(ctx context.Context, timeout time.Duration) time.Time
 // error is the acquire's error for err, with no event (the caller emits).
 func (a *attempt) error(err error) error {
 	return &AdvisoryLockError{Key: a.key, Op: a.op(), Err: err}
+}
+
+// reentrant reports an acquire of a key ctx already holds in the same
+// database, and returns its error.
+func (a *attempt) reentrant() error {
+	a.s.emit(Event{Kind: EventReentrant, Key: a.key, Blocking: !a.try})
+	return a.error(ErrReentrant)
 }
 
 // fail reports a failed acquire to the observers and returns its error.

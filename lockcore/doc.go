@@ -38,18 +38,20 @@
 // The rules every call follows:
 //
 //   - A blocking acquire waits at most its timeout (the Timeout option,
-//     DefaultTimeout by default) or until shortly before ctx's deadline,
+//     DefaultTimeout by default; a timeout <= 0 given to WithTimeout or
+//     Acquire means that one) or until shortly before ctx's deadline,
 //     whichever is sooner, and the wait for a pooled connection counts
 //     against it: an exhausted pool ends in ErrTimeout, never a hang. The
 //     server ends the wait itself (lock_timeout), so the connection stays
 //     clean. Each lock connection's session carries lock_timeout set just
 //     under the Service's timeout, once per connection, with its
-//     application_name, so a usual acquire is one lock statement (which
-//     also mints the fence) in one round trip, and a release another; a
-//     wait of another length sets lock_timeout inside its own lock
-//     statement. If the pool serves other
-//     work too, say so with SharedPool: every lock statement then sets
-//     lock_timeout for itself and the session is left alone.
+//     application_name (and, with fencing, synchronous_commit on: see
+//     Fencing), so a usual acquire is one lock statement (which also mints
+//     the fence) in one round trip, and a release another; a wait of
+//     another length sets lock_timeout inside its own lock statement. If
+//     the pool serves other work too, say so with SharedPool: every lock
+//     statement then sets lock_timeout and synchronous_commit for itself
+//     and the session is left alone.
 //   - Cancelling ctx while an acquire waits sends the server a cancel
 //     request, so the wait stops at once (within two seconds even if the
 //     server does not answer); the call returns an error wrapping
@@ -61,7 +63,12 @@
 //     instead of deadlocking against its own connection: PostgreSQL would
 //     grant it again on the same session, or queue it behind the caller on
 //     another. Unrelated contexts serialise as usual; the same key in
-//     another database is another lock.
+//     another database is another lock. A database is known by what the
+//     server says, not by the DSN's spelling: the cluster's system
+//     identifier (the same on its physical standbys) and the database's
+//     oid, read on the first acquire through each pool (a role that may
+//     not read pg_control_system gets the pool's host and port instead).
+//     XactLock refuses such a key too.
 //   - After every failed or cancelled acquire, pg_advisory_unlock runs on
 //     the same connection with a fresh short context, because PostgreSQL
 //     may have granted the lock just as the wait failed (PostgreSQL bug
@@ -114,8 +121,8 @@
 //
 // # Fencing
 //
-// Every grant carries a fencing token, Lock.Fence (FenceOf in a body): a
-// number strictly greater than the fence of every earlier grant of the same
+// Every grant carries a fencing token, Lock.Fence (Service.FenceOf in a
+// body): a number strictly greater than the fence of every earlier grant of the same
 // key in the same database, by any Service drawing from the same sequence
 // (all of them, unless FenceSequence says otherwise). The fences of all
 // keys come from that one sequence, so no two grants share one.
@@ -124,14 +131,51 @@
 // holder whose lock was lost and granted to someone else since (Martin
 // Kleppmann, "How to do distributed locking").
 //
+// In a body, Service.FenceOf gives the fence of a key held in that
+// Service's database: a fence belongs to its database's sequence, and the
+// same key may be held in two databases at once (nested Services).
+// The package-level FenceOf serves a context that holds the key in one
+// database only, and reports false when it is held in several.
+//
 // The fence is minted in the lock statement itself, after the grant
-// (nextval on a sequence), so it costs no round trip. The sequence,
+// (nextval on a sequence), so it costs no round trip.
+//
+// A fence is durable before its grant is reported: the lock statement
+// commits with synchronous_commit on, whatever the server's or the role's
+// setting (set once per lock connection, or in each statement with
+// SharedPool), and the server answers after the commit. nextval
+// writes WAL ahead (once in 32 calls, and first after each checkpoint), and
+// only those grants wait for a flush. So fences keep increasing (jumping
+// ahead by up to 32) across:
+//
+//   - a server crash or restart, also on a server that commits
+//     asynchronously (synchronous_commit off for throughput);
+//   - a failover to a synchronous standby, one that
+//     synchronous_standby_names makes the primary wait for: the commit
+//     waited for that standby to flush.
+//
+// They do not survive what loses committed work: a failover to an
+// asynchronous standby, which may lack the old primary's last WAL and with
+// it the last fences handed out; the restore of a backup or a point-in-time
+// recovery; an operating-system crash of a server running with fsync off.
+// After such an event, move the sequence past anything the old server may
+// have handed out before locks are taken again, for example
+// SELECT setval('lockcore.fence', nextval('lockcore.fence') + 1000000).
+// Nor do they survive the sequence itself being set back (setval), dropped
+// and created again, or replaced by another.
+//
+// The sequence,
 // lockcore.fence by default (FenceSequence), is created on a Service's
 // first acquire if it does not exist: CREATE SCHEMA IF NOT EXISTS lockcore;
 // CREATE SEQUENCE IF NOT EXISTS lockcore.fence. That needs the CREATE
 // privilege on the database once, and nextval needs USAGE on the schema and
 // the sequence; without them an acquire fails with ErrFencing, saying so.
-// For a database that must not get new objects, or a read-only connection,
+// A sequence that exists already is checked on a Service's first acquire
+// (pg_sequence): it must be logged, with CACHE 1 (a cache hands each session
+// its own range, so fences of two sessions would not compare), a positive
+// increment and NO CYCLE; otherwise acquires fail with ErrFencing naming
+// the ALTER SEQUENCE that fixes it. A sequence altered after that check is
+// not seen. For a database that must not get new objects, or a read-only connection,
 // turn fencing off with NoFencing: fences are then 0 and the statements the
 // bare pg_advisory_lock. Transaction locks carry no fence.
 //
@@ -160,7 +204,10 @@
 // # Transaction locks
 //
 // XactLock and TryXactLock take a lock that lasts until the given
-// transaction ends, for short sections inside one transaction.
+// transaction ends, for short sections inside one transaction. XactLock
+// refuses a key its context holds already in the transaction's database
+// with ErrReentrant, as an acquire does (the wait would be for the caller's
+// own session lock); TryXactLock simply reports false then.
 //
 // # Reading locks
 //

@@ -284,3 +284,97 @@ func newPool(t *testing.T, dsn string, configure func(*pgxpool.Config)) *pgxpool
 	t.Cleanup(p.Close)
 	return p
 }
+
+// A fencing sequence that exists already is checked before its first
+// fence: one whose settings cannot give increasing fences (a cache, a
+// cycle, a negative increment, unlogged, or not a sequence at all) is
+// refused with ErrFencing naming the fix, and the body never runs. One
+// with the right settings is used as it is.
+func TestFenceSequenceSettingsChecked(t *testing.T) {
+	t.Parallel()
+	dsn := freshDatabase(t)
+	admin := newPool(t, dsn, nil)
+	ctx := context.Background()
+	for i, tc := range []struct {
+		create string // %s is the sequence's name
+		want   string // in the error; "" means accepted
+	}{
+		{"CREATE SEQUENCE %s CACHE 10", "CACHE 1"},
+		{"CREATE SEQUENCE %s CYCLE", "NO CYCLE"},
+		{"CREATE SEQUENCE %s INCREMENT BY -1", "INCREMENT BY 1"},
+		{"CREATE UNLOGGED SEQUENCE %s", "SET LOGGED"},
+		{"CREATE TABLE %s (x int)", "not a sequence"},
+		{"CREATE SEQUENCE %s INCREMENT BY 5 NO CYCLE CACHE 1", ""},
+	} {
+		name := fmt.Sprintf("seq%d", i)
+		if _, err := admin.Exec(ctx, fmt.Sprintf(tc.create, "public."+name)); err != nil {
+			t.Fatal(err)
+		}
+		s := lockcore.New(admin, lockcore.FenceSequence("public", name))
+		ran := false
+		err := s.With(ctx, freshAgent(), func(context.Context) error { ran = true; return nil })
+		if tc.want == "" {
+			if err != nil || !ran {
+				t.Errorf("%s: With = %v (ran %v), want the body run", fmt.Sprintf(tc.create, name), err, ran)
+			}
+			continue
+		}
+		if !errors.Is(err, lockcore.ErrFencing) || !strings.Contains(err.Error(), tc.want) || ran {
+			t.Errorf("%s: With = %v (ran %v), want ErrFencing naming %q", fmt.Sprintf(tc.create, name), err, ran, tc.want)
+		}
+		t.Log(err)
+	}
+}
+
+// FenceOf and HolderPID know their database: with the same key held in two
+// databases, nested, each Service reports its own database's fence and
+// holder, and the package-level FenceOf and HolderPID, which cannot tell
+// which is meant, report nothing rather than the wrong one.
+func TestFenceOfIsPerDatabase(t *testing.T) {
+	t.Parallel()
+	a := lockcore.New(newPool(t, freshDatabase(t), nil))
+	b := lockcore.New(newPool(t, freshDatabase(t), nil))
+	ctx := context.Background()
+	key := freshAgent()
+	for range 3 { // a's sequence moves ahead of b's
+		if err := a.With(ctx, key, noop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outer, err := a.Acquire(ctx, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outer.Release(ctx)
+	if f, ok := a.FenceOf(outer.Context(), key); !ok || f != outer.Fence() {
+		t.Errorf("a.FenceOf = %d, %v; want %d", f, ok, outer.Fence())
+	}
+	if f, ok := b.FenceOf(outer.Context(), key); ok {
+		t.Errorf("b.FenceOf with the key held only in a's database = %d, true", f)
+	}
+	err = b.With(outer.Context(), key, func(ctx context.Context) error {
+		bf, _ := b.FenceOf(ctx, key) // the inner lock's
+		if f, ok := a.FenceOf(ctx, key); !ok || f != outer.Fence() {
+			t.Errorf("a.FenceOf inside b's body = %d, %v; want the outer lock's %d (b's is %d)", f, ok, outer.Fence(), bf)
+		}
+		if bf == outer.Fence() {
+			t.Fatalf("the two databases' fences coincide (%d): the test cannot tell them apart", bf)
+		}
+		if pid, ok := a.HolderPID(ctx, key); !ok || pid != outer.PID() {
+			t.Errorf("a.HolderPID inside b's body = %d, %v; want %d", pid, ok, outer.PID())
+		}
+		if pid, ok := b.HolderPID(ctx, key); !ok || pid == outer.PID() {
+			t.Errorf("b.HolderPID inside b's body = %d, %v; want b's own holder, not %d", pid, ok, outer.PID())
+		}
+		if f, ok := lockcore.FenceOf(ctx, key); ok {
+			t.Errorf("lockcore.FenceOf with the key held in two databases = %d, true; want false", f)
+		}
+		if pid, ok := lockcore.HolderPID(ctx, key); ok {
+			t.Errorf("lockcore.HolderPID with the key held in two databases = %d, true; want false", pid)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -139,7 +139,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 func (s *Service) newLock(ctx context.Context, conn *pgxpool.Conn, key Key, fence int64, try bool) *Lock {
 	pc := conn.Conn().PgConn()
 	l := &Lock{s: s, key: key, conn: conn, nc: pc.Conn(), pid: pc.PID(), fence: fence, at: time.Now(), blocking: !try}
-	l.ctx, l.cancel = context.WithCancelCause(withHeld(ctx, &heldKey{db: s.db, key: key, pid: l.pid, fence: fence}))
+	l.ctx, l.cancel = context.WithCancelCause(withHeld(ctx, &heldKey{db: s.database(), key: key, pid: l.pid, fence: fence}))
 	l.watching.Add(1)
 	s.starter.add(l)
 	return l
@@ -159,7 +159,8 @@ func (l *Lock) PID() uint32 { return l.pid }
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Context returns a context that carries the held key (so that a nested
-// acquire of the same key fails with ErrReentrant) and its fence (FenceOf).
+// acquire of the same key fails with ErrReentrant) and its fence
+// (Service.FenceOf).
 // It is derived from the acquire's context, and is cancelled when the lock
 // is released (cause ErrReleased) or lost (cause an error wrapping ErrLost:
 // errors.Is(context.Cause(ctx), ErrLost)).

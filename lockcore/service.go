@@ -38,8 +38,8 @@ type Service struct {
 	// session: the default timeout less a margin for the connection wait.
 	sessionTimeout int64
 	appName        string
-	db             string // the database's identity, for reentrancy
-	shared         bool   // SharedPool: no session lock_timeout
+	db             atomic.Pointer[string] // the database's identity (database.go), once known
+	shared         bool                   // SharedPool: no session lock_timeout
 	keepAlive      net.KeepAliveConfig
 	observers      []Observer
 	log            *slog.Logger
@@ -93,8 +93,8 @@ func ApplicationName(name string) Option {
 
 // SharedPool says the pool also serves other work, so the Service must not
 // leave session settings on its connections: each lock statement sets
-// lock_timeout for itself alone, instead of the Service setting it once per
-// connection. That costs the server a setting change per lock, measurable
+// lock_timeout (and, with fencing, synchronous_commit) for itself alone,
+// instead of the Service setting them once per connection. That costs the server a setting change per lock, measurable
 // only under heavy contention. application_name is still set unless
 // ApplicationName("") is given too.
 func SharedPool() Option {
@@ -141,7 +141,8 @@ func NoFencing() Option {
 // FenceSequence sets the sequence fencing tokens are drawn from (default
 // lockcore.fence). Every Service that locks the same keys in a database
 // must use the same sequence, or fences of different Services do not
-// compare.
+// compare. A sequence that exists must be logged, with CACHE 1, a positive
+// increment and NO CYCLE, or acquires fail with ErrFencing.
 func FenceSequence(schema, name string) Option {
 	return func(c *config) {
 		if schema != "" && name != "" {
@@ -166,7 +167,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Service {
 		o(&c)
 	}
 	s := &Service{
-		pool: pool, db: databaseID(pool), timeout: c.timeout, appName: c.appName, shared: c.shared,
+		pool: pool, timeout: c.timeout, appName: c.appName, shared: c.shared,
 		keepAlive: c.keepAlive, observers: c.observers, log: c.log,
 		maxAttempts: int(max(pool.Config().MaxConns, 1)) + 1, starter: newStarter(),
 	}
@@ -178,7 +179,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Service {
 		s.seqSchema = pgx.Identifier{c.schema}.Sanitize()
 		s.seqGate = make(chan struct{}, 1)
 	}
-	s.pair, s.single = pairStatements(s.seq), singleStatements(s.seq)
+	s.pair, s.single = pairStatements(s.seq, s.shared), singleStatements(s.seq, s.shared)
 	return s
 }
 
@@ -215,11 +216,4 @@ func (s *Service) call(o Observer, e Event) {
 		}
 	}()
 	o(e)
-}
-
-// databaseID names the database a pool's connections reach, so that
-// reentrancy is judged per database, as the locks themselves are.
-func databaseID(p *pgxpool.Pool) string {
-	cc := p.Config().ConnConfig
-	return fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
 }

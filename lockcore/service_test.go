@@ -759,18 +759,127 @@ func TestReentrancyIsPerDatabase(t *testing.T) {
 }
 
 // A shared-pool Service on a connection a dedicated Service prepared takes
-// the session lock_timeout back off it.
+// the session settings back off it: lock_timeout, and the synchronous
+// commit a fencing Service sets for its fences. A fencing Service sets that
+// on a connection a Service without fencing prepared.
 func TestSharedServiceResetsSessionTimeout(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-	if err := lockcore.New(pool).With(context.Background(), freshAgent(), noop); err != nil {
+	ctx := context.Background()
+	durable := func(step string, want bool) {
+		t.Helper()
+		var on bool // set on, rather than the session's default
+		if err := pool.QueryRow(ctx, "SELECT setting = 'on' AND setting <> reset_val FROM pg_settings WHERE name = 'synchronous_commit'").Scan(&on); err != nil || on != want {
+			t.Errorf("%s: synchronous_commit set on = %v (%v), want %v", step, on, err, want)
+		}
+	}
+	if err := lockcore.New(pool, lockcore.NoFencing()).With(ctx, freshAgent(), noop); err != nil {
 		t.Fatal(err)
 	}
-	if err := lockcore.New(pool, lockcore.WithSharedPool()).With(context.Background(), freshAgent(), noop); err != nil {
+	durable("after a Service without fencing", false)
+	if err := lockcore.New(pool).With(ctx, freshAgent(), noop); err != nil {
 		t.Fatal(err)
 	}
+	durable("after a fencing Service", true)
+	if err := lockcore.New(pool, lockcore.WithSharedPool()).With(ctx, freshAgent(), noop); err != nil {
+		t.Fatal(err)
+	}
+	durable("after the shared Service", false)
 	var lt string
-	if err := pool.QueryRow(context.Background(), "SHOW lock_timeout").Scan(&lt); err != nil || lt != "0" {
+	if err := pool.QueryRow(ctx, "SHOW lock_timeout").Scan(&lt); err != nil || lt != "0" {
 		t.Errorf("lock_timeout = %q (%v), want 0 after the shared Service", lt, err)
+	}
+}
+
+// Reentrancy knows a database by what the server says, not by how a DSN
+// spells it: two pools on the same database whose host differs by a
+// trailing slash are one database, so a nested acquire of a held key
+// through the other pool is refused at once instead of waiting for itself.
+func TestReentrancyIgnoresDSNSpelling(t *testing.T) {
+	t.Parallel()
+	here, _ := newService(t, 2, lockcore.Timeout(3*time.Second))
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Host += "/" // the same socket directory, spelt differently
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	there := lockcore.New(pool, lockcore.Timeout(3*time.Second))
+	key := freshAgent()
+	err = here.With(context.Background(), key, func(ctx context.Context) error {
+		start := time.Now()
+		err := there.With(ctx, key, noop)
+		if !errors.Is(err, lockcore.ErrReentrant) {
+			t.Errorf("the same database through another spelling: %v after %v, want ErrReentrant", err, time.Since(start).Round(time.Millisecond))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A role that may not read pg_control_system still locks, and reentrancy
+// still works: the cluster is then named by the pool's host and port.
+func TestReentrancyWithoutSystemIdentifier(t *testing.T) {
+	t.Parallel()
+	dsn := freshDatabase(t)
+	ctx := context.Background()
+	admin := newPool(t, dsn, nil)
+	// Function privileges live in each database's pg_proc: this one only.
+	if _, err := admin.Exec(ctx, "REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC"); err != nil {
+		t.Fatal(err)
+	}
+	role := fmt.Sprintf("lockcore_nosysid_%d", time.Now().UnixNano()%1e9)
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD 'pw'", role)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = admin.Exec(cctx, "DROP ROLE "+role)
+	})
+	roleDSN, err := pgtest.WithUser(dsn, role, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := lockcore.New(newPool(t, roleDSN, nil), lockcore.NoFencing(), lockcore.Timeout(3*time.Second))
+	there := lockcore.New(newPool(t, roleDSN, nil), lockcore.NoFencing(), lockcore.Timeout(3*time.Second))
+	key := freshAgent()
+	err = here.With(ctx, key, func(ctx context.Context) error {
+		if err := there.With(ctx, key, noop); !errors.Is(err, lockcore.ErrReentrant) {
+			t.Errorf("nested acquire through a second pool: %v, want ErrReentrant", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A zero timeout means the Service's timeout everywhere: WithTimeout(ctx,
+// k, 0, fn) is Acquire(ctx, k, 0), not an acquire that has already run
+// out of time.
+func TestZeroTimeoutIsDefault(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, 2, lockcore.Timeout(300*time.Millisecond))
+	ctx := context.Background()
+	for _, d := range []time.Duration{0, -time.Second} {
+		ran := false
+		if err := s.WithTimeout(ctx, freshAgent(), d, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+			t.Errorf("WithTimeout(%v) on a free key = %v (ran %v)", d, err, ran)
+		}
+		key := freshAgent()
+		release := holdElsewhere(t, key)
+		err := s.WithTimeout(ctx, key, d, noop)
+		if !errors.Is(err, lockcore.ErrTimeout) || strings.Contains(err.Error(), "connection") {
+			t.Errorf("WithTimeout(%v) on a held key = %v, want the lock's ErrTimeout", d, err)
+		}
+		release()
 	}
 }

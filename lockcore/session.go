@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -38,26 +40,38 @@ const (
 // connection's CustomData (a checked-out connection has one user).
 type sessionState struct {
 	lockTimeout int64
+	durable     bool // synchronous_commit on for the session
 	keepAlive   bool // TCP keepalive set (or not needed: a Unix socket)
 }
 
 const sessionStateKey = "lockcore.session"
 
 // prepareSession readies a connection the first time this Service (or one
-// with another timeout) uses it: application_name and a session
-// lock_timeout of s.sessionTimeout, in one round trip, after which a lock
-// with the usual timeout is a bare pg_advisory_lock. A session setting,
-// rather than one in each lock statement, spares the server a GUC change
-// and undo per lock, which is measurable under contention. It also sets the
-// socket's TCP keepalive, which bounds how long a silent network can hide
-// a lost lock.
+// with other settings) uses it: application_name, a session lock_timeout of
+// s.sessionTimeout and, with fencing on, synchronous_commit on (see
+// statements), in one round trip, after which a lock with the usual timeout
+// is a bare lock statement. Session settings, rather than ones in each lock
+// statement, spare the server a GUC change and undo per lock, which is
+// measurable. A SharedPool Service sets only application_name, and takes
+// back the settings another Service left. It also sets the socket's TCP
+// keepalive, which bounds how long a silent network can hide a lost lock.
 func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadline time.Time) error {
 	pc := conn.Conn().PgConn()
 	cd := pc.CustomData()
 	st, _ := cd[sessionStateKey].(sessionState)
 	needApp := s.appName != "" && pc.ParameterStatus("application_name") != s.appName
 	needKA := s.keepAlive.Enable && !st.keepAlive
-	if !needApp && !needKA && st.lockTimeout == s.sessionTimeout {
+	// A shared Service wants no session settings; a dedicated one wants its
+	// lock_timeout and, fencing, a durable commit (one without fencing
+	// leaves a durable commit alone: it costs it nothing).
+	durable := st.durable
+	if s.shared {
+		durable = false
+	} else if s.seq != "" {
+		durable = true
+	}
+	settled := st.lockTimeout == s.sessionTimeout && st.durable == durable
+	if !needApp && !needKA && settled {
 		return nil
 	}
 	if needKA {
@@ -69,7 +83,7 @@ func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadli
 		st.keepAlive = true
 		cd[sessionStateKey] = st
 	}
-	if !needApp && st.lockTimeout == s.sessionTimeout {
+	if !needApp && settled {
 		return nil
 	}
 	app := s.appName
@@ -78,22 +92,26 @@ func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadli
 	}
 	err := s.query(ctx, conn, deadline, func(qctx context.Context) error {
 		if s.sessionTimeout == 0 { // a shared pool: application_name only
-			if st.lockTimeout != 0 { // a non-shared Service left its lock_timeout here
-				if _, err := conn.Exec(qctx, "RESET lock_timeout"); err != nil {
+			if st.lockTimeout != 0 || st.durable { // a dedicated Service left its settings here
+				if _, err := conn.Exec(qctx, "RESET lock_timeout; RESET synchronous_commit"); err != nil {
 					return err
 				}
 			}
 			_, err := conn.Exec(qctx, "SELECT set_config('application_name', $1, false)", app)
 			return err
 		}
-		_, err := conn.Exec(qctx, "SELECT set_config('application_name', $1, false), set_config('lock_timeout', $2, false)",
+		sync := "current_setting('synchronous_commit')"
+		if durable {
+			sync = "set_config('synchronous_commit', 'on', false)"
+		}
+		_, err := conn.Exec(qctx, "SELECT set_config('application_name', $1, false), set_config('lock_timeout', $2, false), "+sync,
 			app, strconv.FormatInt(s.sessionTimeout, 10))
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	st.lockTimeout = s.sessionTimeout
+	st.lockTimeout, st.durable = s.sessionTimeout, durable
 	cd[sessionStateKey] = st
 	return nil
 }
@@ -115,12 +133,12 @@ func setKeepAlive(nc net.Conn, k net.KeepAliveConfig) error {
 	return nil
 }
 
-// ensureFence creates the fencing sequence if it does not exist, once per
-// Service: a look-up, and if the sequence is missing, CREATE SCHEMA and
-// CREATE SEQUENCE IF NOT EXISTS. The look-up comes first because CREATE
-// SCHEMA IF NOT EXISTS needs the CREATE privilege even when the schema
-// exists. CACHE 1 (the default) matters: a cached sequence hands each
-// session its own range, and fences of two sessions would not compare.
+// ensureFence makes sure of the fencing sequence once per Service: a
+// look-up that also reads its settings, and if it is missing, CREATE
+// SCHEMA and CREATE SEQUENCE IF NOT EXISTS. The look-up comes first because
+// CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege even when the
+// schema exists. A sequence that exists already is refused unless its
+// settings give increasing fences (checkSequence).
 func (s *Service) ensureFence(ctx context.Context, conn *pgxpool.Conn, deadline time.Time) error {
 	if s.seq == "" || s.seqReady.Load() {
 		return nil
@@ -136,14 +154,11 @@ func (s *Service) ensureFence(ctx context.Context, conn *pgxpool.Conn, deadline 
 	if s.seqReady.Load() {
 		return nil
 	}
+	var bad error // the sequence exists but cannot give increasing fences
 	err := s.query(ctx, conn, deadline, func(qctx context.Context) error {
-		exists := func() (bool, error) {
-			var ok bool
-			err := conn.QueryRow(qctx, "SELECT to_regclass($1) IS NOT NULL", s.seq).Scan(&ok)
-			return ok, err
-		}
-		ok, err := exists()
-		if err != nil || ok {
+		found, err := s.checkSequence(qctx, conn)
+		if err != nil || found.exists {
+			bad = found.fault(s.seq)
 			return err
 		}
 		if _, err = conn.Exec(qctx, "CREATE SCHEMA IF NOT EXISTS "+s.seqSchema); err == nil {
@@ -152,7 +167,8 @@ func (s *Service) ensureFence(ctx context.Context, conn *pgxpool.Conn, deadline 
 		if err != nil && conn.Conn().PgConn().TxStatus() == 'I' && !conn.Conn().IsClosed() {
 			// Another session may have created it meanwhile (concurrent
 			// CREATE ... IF NOT EXISTS can fail on the catalog's unique index).
-			if ok, _ := exists(); ok {
+			if found, cerr := s.checkSequence(qctx, conn); cerr == nil && found.exists {
+				bad = found.fault(s.seq)
 				return nil
 			}
 		}
@@ -161,8 +177,77 @@ func (s *Service) ensureFence(ctx context.Context, conn *pgxpool.Conn, deadline 
 	if err != nil {
 		return s.fenceErr(err)
 	}
+	if bad != nil {
+		return bad
+	}
 	s.seqReady.Store(true)
 	return nil
+}
+
+// sequenceSettings is what pg_class and pg_sequence say of the relation
+// that fences are to come from.
+type sequenceSettings struct {
+	exists      bool
+	kind        string // relkind: "S" for a sequence
+	persistence string // relpersistence: "p" logged, "u" unlogged, "t" temporary
+	increment   int64
+	cycle       bool
+	cache       int64
+}
+
+// checkSequence reads the fencing relation's settings, in one statement;
+// exists is false if there is no such relation.
+func (s *Service) checkSequence(ctx context.Context, conn *pgxpool.Conn) (sequenceSettings, error) {
+	var q sequenceSettings
+	err := conn.QueryRow(ctx, `SELECT c.relkind::text, c.relpersistence::text,
+		coalesce(q.seqincrement, 0), coalesce(q.seqcycle, false), coalesce(q.seqcache, 0)
+		FROM pg_class c LEFT JOIN pg_sequence q ON q.seqrelid = c.oid
+		WHERE c.oid = to_regclass($1)`, s.seq).Scan(&q.kind, &q.persistence, &q.increment, &q.cycle, &q.cache)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return q, nil
+	}
+	q.exists = err == nil
+	return q, err
+}
+
+// fault explains why fences from sequence seq would not always increase,
+// and how to fix it, or returns nil if they would. A cache hands each
+// session its own range, so two sessions' fences do not compare; a cycle
+// or a negative increment goes back; an unlogged sequence is reset by a
+// crash.
+func (q sequenceSettings) fault(seq string) error {
+	if !q.exists {
+		return nil
+	}
+	if q.kind != "S" {
+		return fmt.Errorf("%w: %s is not a sequence; drop it, or name another sequence with lockcore.FenceSequence, or turn fencing off with lockcore.NoFencing()", ErrFencing, seq)
+	}
+	var faults, fixes []string
+	if q.cache != 1 {
+		faults, fixes = append(faults, fmt.Sprintf("CACHE %d (each session hands out its own range)", q.cache)), append(fixes, "CACHE 1")
+	}
+	if q.increment <= 0 {
+		faults, fixes = append(faults, fmt.Sprintf("INCREMENT BY %d", q.increment)), append(fixes, "INCREMENT BY 1")
+	}
+	if q.cycle {
+		faults, fixes = append(faults, "CYCLE (it starts again at its minimum)"), append(fixes, "NO CYCLE")
+	}
+	var fix string
+	if len(fixes) > 0 {
+		fix = "ALTER SEQUENCE " + seq + " " + strings.Join(fixes, " ")
+	}
+	if q.persistence != "p" {
+		faults = append(faults, "not logged (a crash resets it)")
+		if fix != "" {
+			fix += "; "
+		}
+		fix += "ALTER SEQUENCE " + seq + " SET LOGGED"
+	}
+	if len(faults) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: sequence %s cannot give increasing fences: %s; fix it with: %s, or name another sequence with lockcore.FenceSequence, or turn fencing off with lockcore.NoFencing()",
+		ErrFencing, seq, strings.Join(faults, ", "), fix)
 }
 
 // fenceErr explains an error of the fencing sequence, or returns err as it

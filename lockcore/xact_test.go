@@ -68,3 +68,46 @@ func TestXactLockTimeout(t *testing.T) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
 }
+
+// XactLock on a key held in its context, in the transaction's database,
+// is refused with ErrReentrant at once: waiting would queue behind the
+// caller's own session lock, for good with no lock_timeout and no
+// deadline. The same key in another database is another lock.
+func TestXactLockReentrant(t *testing.T) {
+	t.Parallel()
+	s, rec := newService(t, 2)
+	work := pgtest.Pool(t, nil)
+	other := newPool(t, freshDatabase(t), nil)
+	key := freshAgent()
+	err := s.With(context.Background(), key, func(ctx context.Context) error {
+		// A guard against the hang the refusal prevents, not a speed check.
+		gctx, cancel := context.WithTimeout(ctx, guard)
+		defer cancel()
+		err := pgx.BeginFunc(gctx, work, func(tx pgx.Tx) error { return lockcore.XactLock(gctx, tx, key) })
+		var lerr *lockcore.AdvisoryLockError
+		if !errors.Is(err, lockcore.ErrReentrant) || !errors.As(err, &lerr) || lerr.Op != lockcore.OpXact {
+			t.Errorf("XactLock on a key the context holds = %v, want ErrReentrant", err)
+		}
+		err = pgx.BeginFunc(gctx, work, func(tx pgx.Tx) error {
+			ok, err := lockcore.TryXactLock(gctx, tx, key)
+			if ok {
+				t.Error("TryXactLock on a key the context holds reported true")
+			}
+			return err
+		})
+		if err != nil {
+			t.Errorf("TryXactLock on a key the context holds: %v", err)
+		}
+		err = pgx.BeginFunc(gctx, other, func(tx pgx.Tx) error { return lockcore.XactLock(gctx, tx, key) })
+		if err != nil {
+			t.Errorf("XactLock on the same key in another database: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rec.count(lockcore.EventReentrant); n != 0 {
+		t.Errorf("%d reentrant events from the Service, want 0 (XactLock has no observers)", n)
+	}
+}

@@ -33,6 +33,7 @@ type dashboardFlags struct {
 	httpAddr       *string
 	logPath        *string
 	record         *string
+	exposure       *exposureFlags
 	sources        *sourceFlags
 }
 
@@ -49,6 +50,7 @@ func newDashboardFlags() (*flagSet, *dashboardFlags) {
 	f.record = fs.String("record", "", "also record every snapshot to this new `file` (locktop replay and report read it)")
 	f.logPath = fs.String("log", "", "log `file` (the dashboard owns the screen; default $XDG_CACHE_HOME/locktop/locktop.log)")
 	f.sources = addSourceFlags(fs)
+	f.exposure = addExposureFlags(fs, true)
 	return fs, f
 }
 
@@ -91,17 +93,19 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	// Listen before anything starts, so a bad or busy address fails first.
 	var ln net.Listener
 	if *httpAddr != "" {
-		if ln, err = listenHTTP(*httpAddr, stderr); err != nil {
+		if ln, err = listenHTTP(*httpAddr); err != nil {
 			return err
 		}
 		defer ln.Close() // the Stack closes it too; this is for a return before there is one
 	}
 
+	exp, err := f.exposure.resolve(ln)
+	if err != nil {
+		return err
+	}
 	opts := ui.Options{Interval: *interval, Logger: logger}
-	if ln != nil {
-		if w := exposureWarning(ln.Addr()); w != "" {
-			opts.Warnings = append(opts.Warnings, "--http "+w)
-		}
+	if exp.warning != "" {
+		opts.Warnings = append(opts.Warnings, "--http "+exp.warning)
 	}
 	runSim := *withSim
 	demo := demoSystems{redisURL: srcs.Redis} // the Redis of the simulator's turns: --redis, else $REDIS_URL
@@ -131,7 +135,8 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 
 	// The endpoints of --http serve the dashboard's own polls: no second poller.
-	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Record: *f.record, Log: logger})
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Record: *f.record,
+		Web: exp.web, QueryText: exp.queryText, Log: logger})
 	if err != nil {
 		return err
 	}

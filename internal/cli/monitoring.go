@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/poolstats"
+	"github.com/locktop/locktop/internal/querytext"
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/serve/metrics"
 	"github.com/locktop/locktop/internal/source"
@@ -165,7 +166,7 @@ func (mo *monitoring) loop(ctx context.Context, interval time.Duration) {
 // newMonitoring wires metrics, a Latest that polls by itself once its
 // snapshot is older than maxAge, and the handler. The monitor's pool is
 // registered for the pool metrics as "monitor"; add more with met.AddPools.
-func newMonitoring(mon *pgsource.Monitor, server source.PollFunc, others []source.Source, pollOthers bool, maxAge time.Duration, log *slog.Logger) *monitoring {
+func newMonitoring(mon *pgsource.Monitor, server source.PollFunc, others []source.Source, pollOthers bool, maxAge time.Duration, qt querytext.Mode, log *slog.Logger) *monitoring {
 	mo := &monitoring{mon: mon, server: server, met: metrics.New(), log: log, others: others, pollOthers: pollOthers}
 	mo.last = make([]model.Part, len(others))
 	for i, o := range others {
@@ -176,11 +177,12 @@ func newMonitoring(mon *pgsource.Monitor, server source.PollFunc, others []sourc
 	})
 	mo.latest = httpapi.NewLatest(mo.poll, maxAge)
 	mo.handler = httpapi.New(httpapi.Deps{
-		Latest:  mo.latest,
-		Info:    mon.Info,
-		Health:  mon.Probe,
-		Metrics: mo.met.Handler(),
-		Log:     log,
+		Latest:    mo.latest,
+		Info:      mon.Info,
+		Health:    mon.Probe,
+		Metrics:   mo.met.Handler(),
+		Log:       log,
+		QueryText: qt,
 	})
 	return mo
 }

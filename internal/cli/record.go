@@ -33,6 +33,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	interval := fs.Duration("interval", ui.DefaultInterval, "how often to read every source")
 	duration := fs.Duration("duration", 0, "stop after this long (default: until interrupted)")
 	sf := addSourceFlags(fs)
+	ef := addExposureFlags(fs, false)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -53,10 +54,14 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	exp, err := ef.resolve(nil)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	// The sources the dashboard polls: the server, and the others beside
 	// it; the Stack records every answer.
-	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Record: *out, Log: log})
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Record: *out, QueryText: exp.queryText, Log: log})
 	if err != nil {
 		return err
 	}

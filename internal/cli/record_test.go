@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/locktop/locktop/internal/querytext"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/model"
 )
@@ -28,7 +29,7 @@ func liveRecording(t *testing.T) (string, []model.Snapshot, []string) {
 	}
 	defer mon.Close()
 	path := filepath.Join(t.TempDir(), "live.rec")
-	w, err := createRecording(path, "test", mon.Info(), []string{primarySource}, time.Second)
+	w, err := createRecording(path, "test", mon.Info(), []string{primarySource}, time.Second, querytext.Full)
 	if err != nil {
 		t.Fatal(err)
 	}

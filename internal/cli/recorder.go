@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locktop/locktop/internal/querytext"
 	"github.com/locktop/locktop/internal/record/recording"
 	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/model"
@@ -22,9 +23,10 @@ const primarySource = "PostgreSQL"
 // createRecording creates the recording file path for the sources named,
 // or one line saying why it cannot (it exists, its directory does not):
 // exit code 2, the operator's to fix.
-func createRecording(path, server string, info model.ServerInfo, sources []string, interval time.Duration) (*recording.Writer, error) {
+func createRecording(path, server string, info model.ServerInfo, sources []string, interval time.Duration, qt querytext.Mode) (*recording.Writer, error) {
 	w, err := recording.Create(path, recording.Header{
 		Server: server, Info: info, Sources: sources, Start: time.Now(), Interval: interval, Locktop: versionString(),
+		QueryText: qt.String(),
 	})
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {

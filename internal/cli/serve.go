@@ -21,6 +21,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	interval := fs.Duration("interval", 2*time.Second, "how often to poll the lock table for the metrics")
 	record := fs.String("record", "", "also record every poll to this new `file` (locktop replay and report read it)")
 	lf := addSourceFlags(fs)
+	ef := addExposureFlags(fs, true)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -36,12 +37,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	// Listen first: a bad or busy address fails before any connection is made.
-	ln, err := listenHTTP(*addr, stderr)
+	ln, err := listenHTTP(*addr)
 	if err != nil {
 		return err
 	}
+	exp, err := ef.resolve(ln)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if exp.warning != "" {
+		fmt.Fprintln(stderr, "locktop: warning:", exp.warning)
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Poll: true, Record: *record, Log: log})
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Poll: true, Record: *record,
+		Web: exp.web, QueryText: exp.queryText, Log: log})
 	if err != nil {
 		return err
 	}
@@ -55,7 +65,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, o := range st.Sources() {
 		fmt.Fprintf(stdout, "also watching %s\n", o.Name())
 	}
-	fmt.Fprintf(stdout, "listening on http://%s (/api/locks, /api/advisory-locks, /metrics, /healthz)\n", ln.Addr())
+	fmt.Fprintf(stdout, "listening on %s://%s (/api/locks, /api/advisory-locks, /metrics, /healthz)\n", exp.web.Scheme(), ln.Addr())
 
 	err = st.Run(ctx)
 	if cerr := st.Close(); err == nil {

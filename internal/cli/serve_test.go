@@ -39,7 +39,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var listenLine = regexp.MustCompile(`listening on (http://\S+)`)
+var listenLine = regexp.MustCompile(`listening on (https?://\S+)`)
 
 // waitURL waits for the serve command to print where it listens.
 func waitURL(t *testing.T, out *syncBuffer, errc <-chan error) string {

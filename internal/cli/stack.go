@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locktop/locktop/internal/querytext"
 	"github.com/locktop/locktop/internal/record/recording"
 	"github.com/locktop/locktop/internal/redislog"
 	"github.com/locktop/locktop/internal/serve/httpapi"
@@ -91,6 +92,13 @@ type StackConfig struct {
 	// new file (never overwritten): source 0 is the server, source i the
 	// i-th of Sources. locktop replay and report read it.
 	Record string
+	// Web turns on TLS and authentication for the endpoints
+	// (--web.config.file); its zero value serves plain HTTP to anyone.
+	Web httpapi.WebConfig
+	// QueryText is how much of each session's query text the endpoints
+	// and the recording carry (--query-text); the owner's own polls (the
+	// screen) keep it all.
+	QueryText querytext.Mode
 	// Log receives what happens beside the owner's own output (a failing
 	// poll, a recording that stopped, the HTTP server's errors); nil
 	// discards it.
@@ -167,7 +175,7 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		for _, o := range others {
 			names = append(names, o.Name())
 		}
-		if s.w, err = createRecording(cfg.Record, s.Target(), s.mon.Info(), names, cfg.Interval); err != nil {
+		if s.w, err = createRecording(cfg.Record, s.Target(), s.mon.Info(), names, cfg.Interval, cfg.QueryText); err != nil {
 			return nil, err
 		}
 		s.closers = append(s.closers, func() {
@@ -186,7 +194,7 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if cfg.Listener != nil {
 		// The endpoints serve the owner's own polls (tee), or the Stack's
 		// (Poll): never a second poller.
-		s.mo = newMonitoring(s.mon, pg.Poll, others, cfg.Poll, 2*cfg.Interval, cfg.Log)
+		s.mo = newMonitoring(s.mon, pg.Poll, others, cfg.Poll, 2*cfg.Interval, cfg.QueryText, cfg.Log)
 		s.server = s.mo
 		if !cfg.Poll {
 			s.others = make([]source.Source, len(others))
@@ -196,8 +204,8 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		}
 		srvCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		s.stopServing, s.served = stop, make(chan error, 1)
-		go func() { s.served <- httpapi.ServeListener(srvCtx, cfg.Listener, s.mo.handler) }()
-		cfg.Log.Info("serving the monitoring endpoints", "addr", cfg.Listener.Addr().String())
+		go func() { s.served <- httpapi.ServeConfig(srvCtx, cfg.Listener, s.mo.handler, cfg.Web, cfg.Log) }()
+		cfg.Log.Debug("serving the monitoring endpoints", "addr", cfg.Listener.Addr().String())
 	}
 	return s, nil
 }

@@ -28,7 +28,7 @@ func TestStacksSideBySide(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	ln, err := listenHTTP("127.0.0.1:0", io.Discard)
+	ln, err := listenHTTP("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestStacksSideBySide(t *testing.T) {
 // A Stack that cannot open closes what it had opened, its listener too,
 // and says why in one line without the password, exit code 2.
 func TestStackOpenFails(t *testing.T) {
-	ln, err := listenHTTP("127.0.0.1:0", io.Discard)
+	ln, err := listenHTTP("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestStackPolls(t *testing.T) {
 	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(1, 8124)"); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := listenHTTP("127.0.0.1:0", io.Discard)
+	ln, err := listenHTTP("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

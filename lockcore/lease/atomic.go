@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +49,7 @@ var errManifestRefused = errors.New("the manifest refused the commit")
 
 // The steps of WriteAtomic, in order, as afterStep sees them.
 const (
+	stepManifest   = "manifest read"
 	stepTmp        = "tmp dir created"
 	stepFill       = "files written"
 	stepSyncFiles  = "files fsynced"
@@ -58,7 +60,7 @@ const (
 	stepCommit     = "manifest committed"
 )
 
-var atomicSteps = []string{stepTmp, stepFill, stepSyncFiles, stepSyncTmp, stepDevice, stepRename, stepSyncParent, stepCommit}
+var atomicSteps = []string{stepManifest, stepTmp, stepFill, stepSyncFiles, stepSyncTmp, stepDevice, stepRename, stepSyncParent, stepCommit}
 
 // WriteAtomic runs the write sequence of seed 004 §5.1 under l, which must
 // be held in Write mode (step 1; releasing it, step 10, stays the
@@ -75,10 +77,17 @@ var atomicSteps = []string{stepTmp, stepFill, stepSyncFiles, stepSyncTmp, stepDe
 //     a holder that lost its lease cannot commit).
 //
 // Readers find the committed version with Manager.Manifest; until step 9
-// commits, they see the previous one, whatever step a crash stops at. The
-// next WriteAtomic on the same Dir and Name (under the write lock, so no
-// one else is writing) removes what a crash left: tmp directories, renamed
-// versions never committed, and the superseded version.
+// commits, they see the previous one, whatever step a crash stops at.
+//
+// What it deletes: before step 2, after checking again that l holds its
+// write grant (by its own lease timer and by the database's clock), the
+// tmp directories and the uncommitted versions of Name that grants with a
+// lower fence left (a crash's leftovers; fences are in the names:
+// tmp/<fence>.<uuid>, <Name>.<fence>.<id>); after its own commit, the
+// version it superseded, whose fence is lower. It never deletes the
+// committed version, nor anything a grant with its fence or a higher one
+// wrote: a holder that stalled past its lease and was taken over cannot
+// remove its successor's work.
 func (l *Lock) WriteAtomic(ctx context.Context, w AtomicWrite) (ManifestEntry, error) {
 	fail := func(err error) (ManifestEntry, error) {
 		return ManifestEntry{}, &Error{Op: "write atomic " + w.Name, Resource: l.res, Mode: l.Mode(), Err: err}
@@ -101,18 +110,29 @@ func (l *Lock) WriteAtomic(ctx context.Context, w AtomicWrite) (ManifestEntry, e
 	if err != nil {
 		return fail(err)
 	}
-	if err := sweep(dir, w.Name, prev.Path); err != nil {
-		return fail(err)
-	}
 	step := func(s string) error {
 		if w.afterStep != nil {
 			return w.afterStep(s)
 		}
 		return nil
 	}
+	if err := step(stepManifest); err != nil {
+		return fail(err)
+	}
+	// The clean-up deletes: only while the lease holds (re-checked here,
+	// after whatever stall came since the first check), and only what
+	// grants older than this one left (the fence in each name), so a
+	// holder that was taken over without noticing never removes its
+	// successor's versions or temporary directories.
+	if err := l.holdsWrite(ctx); err != nil {
+		return fail(err)
+	}
+	if err := sweep(dir, w.Name, prev.Path, fence); err != nil {
+		return fail(err)
+	}
 
 	id := uuid.NewString()
-	tmp := filepath.Join(dir, "tmp", id)
+	tmp := filepath.Join(dir, "tmp", fmt.Sprintf("%d.%s", fence, id))
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return fail(err)
 	}
@@ -171,7 +191,9 @@ func (l *Lock) WriteAtomic(ctx context.Context, w AtomicWrite) (ManifestEntry, e
 	if err := step(stepCommit); err != nil {
 		return fail(err)
 	}
-	if hasPrev && prev.Path != final {
+	// The superseded version is older than this grant's: the commit just
+	// checked that no later grant had committed.
+	if hasPrev && prev.Path != final && prev.Fence < fence {
 		_ = os.RemoveAll(prev.Path)
 		_ = syncAll([]string{dir})
 	}
@@ -188,29 +210,58 @@ func (m *Manager) Manifest(ctx context.Context, r Resource, name string) (Manife
 	return e, ok, err
 }
 
-// sweep removes what earlier writes of name left in dir: every tmp
-// directory, and every version of name but the committed one (keep).
-func sweep(dir, name, keep string) error {
+// holdsWrite is the lease check before a deletion: l must hold its write
+// grant by its own reckoning and by the database's.
+func (l *Lock) holdsWrite(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	ok, err := l.m.st.holdsWrite(ctx, l.token, l.res.String())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: the write grant of fence %d is gone or its lease has passed", ErrLost, l.Fence())
+	}
+	return nil
+}
+
+// sweep removes what earlier writes of name left in dir: the tmp
+// directories ("<fence>.<uuid>") and the versions ("<name>.<fence>.<id>")
+// of grants older than fence, but the committed version (keep). What a
+// grant at or above fence left is never touched: that is a later holder's
+// (or this grant's own). A tmp directory whose name carries no fence
+// (written before fences were put in its name) counts as the oldest.
+func sweep(dir, name, keep string, fence int64) error {
 	tmps, err := os.ReadDir(filepath.Join(dir, "tmp"))
 	if err != nil {
 		return err
 	}
 	for _, e := range tmps {
+		f, _, _ := strings.Cut(e.Name(), ".")
+		if n, err := strconv.ParseInt(f, 10, 64); err == nil && n >= fence {
+			continue
+		}
 		if err := os.RemoveAll(filepath.Join(dir, "tmp", e.Name())); err != nil {
 			return err
 		}
 	}
-	version := regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `\.\d+\.[0-9a-f]{8}$`)
+	version := regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `\.(\d+)\.[0-9a-f]{8}$`)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
-		if version.MatchString(e.Name()) && p != keep {
-			if err := os.RemoveAll(p); err != nil {
-				return err
-			}
+		m := version.FindStringSubmatch(e.Name())
+		if m == nil || p == keep {
+			continue
+		}
+		if n, err := strconv.ParseInt(m[1], 10, 64); err != nil || n >= fence {
+			continue
+		}
+		if err := os.RemoveAll(p); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 // fillVersion writes two files, one in a subdirectory, both holding v.
@@ -123,4 +124,37 @@ func testAtomicWriteFenced(t *testing.T, e *env) {
 		t.Errorf("visible %q", got)
 	}
 	_ = l.Release(ctxT(t))
+}
+
+// Issue 31, fault 5: a holder that stalls in WriteAtomic past its lease
+// and grace, is taken over (the new holder commits its version), then
+// resumes, must not delete the new holder's committed version in its
+// clean-up. The stall is injected after it read the manifest.
+func testAtomicWriteStalled(t *testing.T, e *env) {
+	a := e.open(Options{Owner: "A", Lease: time.Second, Heartbeat: -1})
+	b := e.open(Options{Owner: "B", Grace: 100 * time.Millisecond})
+	dir := t.TempDir()
+	r := Map("stall")
+	write := func(m *Manager, v string) {
+		l := acquire(t, ctxT(t), m, r, Write)
+		if _, err := l.WriteAtomic(ctxT(t), AtomicWrite{Dir: dir, Name: "tiles", Fill: fillVersion(v)}); err != nil {
+			t.Errorf("write %s: %v", v, err)
+		}
+		release(t, l)
+	}
+	write(b, "first")
+	stale := acquire(t, ctxT(t), a, r, Write)
+	_, err := stale.WriteAtomic(ctxT(t), AtomicWrite{Dir: dir, Name: "tiles", Fill: fillVersion("stale"),
+		afterStep: func(s string) error {
+			if s == stepManifest {
+				write(b, "taken over") // waits for A's lease to pass: A is stalled meanwhile
+			}
+			return nil
+		}})
+	if !errors.Is(err, ErrLost) {
+		t.Errorf("the stalled holder's write: %v, want ErrLost", err)
+	}
+	if got := visible(t, b, r, "tiles"); got != "taken over" {
+		t.Errorf("visible %q, want the new holder's version", got)
+	}
 }

@@ -18,7 +18,7 @@ type holder struct {
 	fence        int64
 	leaseExpires time.Time
 	heartbeat    time.Time
-	jobActive    bool // a running job whose own lease has not passed claims the owner
+	jobActive    bool // a running job whose own lease has not passed, queued before the grant, claims it
 }
 
 // stale is seed 004 §3.3's rule: a holder may be recovered only when its

@@ -55,7 +55,10 @@
 // A holder is stale, and may be taken over, only when all of these hold
 // (seed 004 §3.3): its lease has passed, its heartbeat is older than the
 // recovering Manager's Options.Grace (2× Heartbeat by default), and no
-// active job claims its owner. Every takeover is a recovery: Acquire and
+// active job claims it: a running job whose lease has not passed claims
+// the locks its owner ("job:ID") was granted since that job was queued, so
+// a job retried under the ID of one that died (its lease passed) does not
+// protect its predecessor's locks. Every takeover is a recovery: Acquire and
 // TryAcquire take over a stale holder in their way, and RecoverStale frees
 // a resource of its stale holders without taking it; each writes an audit
 // record (who, when, why, the victim's owner and fence) in the same
@@ -102,6 +105,12 @@
 // the driver's. ErrLocked, ErrTimeout, ErrLost and ErrReleased also match
 // lockcore's sentinels of the same name, so errors.Is(err,
 // lockcore.ErrLost) holds for a lost lease as for a lost advisory lock.
+// Transient aborts are not errors of their own: PostgreSQL's serialization
+// failures and deadlocks (under a default_transaction_isolation above read
+// committed) are retried at once by acquires and releases; on SQLite, a
+// file another process keeps locked past the busy timeout (10s) is waited
+// out by Acquire on its backoff and is ErrBusy elsewhere, so a TryAcquire
+// can block for up to the busy timeout before it returns ErrBusy.
 //
 // # Jobs
 //
@@ -112,7 +121,8 @@
 // ahead, and among equals to the one served longest ago, so a project
 // with 100 queued jobs does not starve one with 1. A job heartbeats like
 // a lock; locks acquired with JobSlot.Context are owned by the job
-// ("job:ID"), stale recovery leaves them alone while the job lives, and
+// ("job:ID"), stale recovery leaves them alone while the job lives (that
+// run of the job: not a later job reusing its ID), and
 // JobSlot.Done releases what it still holds and frees the slot.
 //
 // # Atomic writes
@@ -122,7 +132,11 @@
 // the device, rename, fsync the parent, and mark the manifest row
 // committed in a transaction that checks the lock is still held. Readers
 // find the committed version with Manager.Manifest; a crash at any step
-// leaves the previous version visible, never half of the new one.
+// leaves the previous version visible, never half of the new one. It
+// deletes only what grants with a lower fence left (their tmp directories
+// and uncommitted versions, and the version its commit superseded), and
+// only after checking again that its lease holds: never the committed
+// version, never a later holder's files.
 //
 // # Stores
 //

@@ -45,6 +45,12 @@ var (
 	// ErrCrossDevice means the temporary and final directories of an atomic
 	// write are on different filesystems, so the rename would not be atomic.
 	ErrCrossDevice = errors.New("temporary and final directories are on different devices")
+	// ErrBusy means the SQLite file stayed locked by a writer in another
+	// process for longer than the busy timeout (10s), so the operation
+	// could not even look at the lock table. Acquire keeps trying until
+	// its Wait passes (then ErrTimeout); TryAcquire and the other
+	// operations return it.
+	ErrBusy = errors.New("the database file is busy: another process kept it locked past the busy timeout")
 	// ErrJobExists means StartJob was given the ID of a job that is queued or
 	// running and alive.
 	ErrJobExists = errors.New("a job with this id is queued or running")

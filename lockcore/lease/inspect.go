@@ -28,8 +28,8 @@ type Info struct {
 	Position int
 	Metadata map[string]any
 	// Stale: the holder's lease has passed, its heartbeat is older than
-	// its own Grace (recorded with the grant) and no active job claims its
-	// owner, all by the database's clock: a Manager with the same Grace
+	// its own Grace (recorded with the grant) and no active job claims it
+	// (its owner's job, queued before the grant), all by the database's clock: a Manager with the same Grace
 	// would recover it.
 	Stale bool
 }

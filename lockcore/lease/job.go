@@ -186,7 +186,8 @@ func (s *JobSlot) Owner() string { return s.owner }
 // and with ErrReleased after Done. Locks acquired with it (or with a
 // context derived from it) are owned by the job: their owner is "job:ID",
 // stale recovery leaves them alone while the job is alive, and Done
-// releases those still held.
+// releases those still held. A later job reusing the ID (once this one's
+// lease passed) does not protect them.
 func (s *JobSlot) Context() context.Context { return s.ctx }
 
 // Err is nil while the job is queued or running, wraps ErrLost once it is

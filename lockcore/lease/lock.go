@@ -242,7 +242,11 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 		if errors.Is(err, errRetry) {
 			continue
 		}
-		if err != nil {
+		busy := errors.Is(err, ErrBusy) && wait && actx.Err() == nil
+		if busy {
+			res = &applied{} // not granted: back off and try again
+		}
+		if err != nil && !busy {
 			// The commit may have happened as the call failed: remove what
 			// this attempt may have left, as lockcore does after a failed
 			// advisory acquire (PostgreSQL bug #17686).
@@ -269,7 +273,10 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 		if !wait {
 			return fail(ErrLocked)
 		}
-		hasWaiter = true
+		// A busy file (another process writing) is waited out like a
+		// holder: on the backoff, until the wait ends. The attempt was
+		// rolled back, so its waiter row may not exist yet.
+		hasWaiter = hasWaiter || !busy
 		if v.byWaiter {
 			m.st.hub().wakeNext(lockID, t)
 		}

@@ -61,3 +61,31 @@ func TestPostgresNotifiesOnlyWaiters(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 31, fault 6: a release of this process that sent no NOTIFY (its
+// waiter had joined the hub but not yet written its row) counted an
+// "echo", and the next real NOTIFY from another process for the resource
+// was dropped as that echo: this process's waiter slept until its backoff.
+func TestPostgresEchoCountedOnlyForSentNotify(t *testing.T) {
+	e := postgresEnv(t)
+	a, b := e.open(Options{Owner: "A"}), e.open(Options{Owner: "B"})
+	r := Map("echo")
+	ctx := ctxT(t)
+	h := a.st.hub()
+	early := h.join(r.String(), false) // queued here, no waiter row yet
+	release(t, acquire(t, ctx, a, r, Write))
+	h.leave(r.String(), early, false)
+
+	l := acquire(t, ctx, b, r, Write)
+	waiter := h.join(r.String(), false)
+	defer h.leave(r.String(), waiter, false)
+	// Its row, as its Acquire writes it: B's release now NOTIFYs.
+	e.exec(`INSERT INTO dal_waiters (id, lock_id, mode, owner, since, heartbeat_ts, expires)
+		VALUES ('w1', $1, 'write', 'A', now(), now(), now() + interval '1 minute')`, r.String())
+	release(t, l)
+	select {
+	case <-waiter.ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("another process's release NOTIFY never woke this process's waiter")
+	}
+}

@@ -47,7 +47,7 @@ func OpenPostgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Manag
 var pgStatements = []string{
 	pgEnsureResource, pgLockResource, pgState, pgBumpResource, pgFastGrant, pgWaitIfRefused, pgUnwaitIfGranted, pgPurgeDead, pgGrant, pgUpgrade, pgVictim, pgUpsertWaiter,
 	pgDeleteWaiter, pgPurgeWaiters, pgShareRow, pgRelease, pgWakeIfWait, pgDropWaiter, pgRenewLocks, pgRenewJobs, pgSetMetadata,
-	pgEnqueue, pgJobGate, pgJobs, pgTurns, pgSetTurn, pgDropJobs, pgStartJobs, pgJobState, pgFinish, pgCommitManifest, pgManifest,
+	pgEnqueue, pgJobGate, pgJobs, pgTurns, pgSetTurn, pgDropJobs, pgStartJobs, pgJobState, pgFinish, pgCommitManifest, pgManifest, pgHoldsWrite,
 	pgListLocks, pgListWaiter, pgListAudit,
 }
 
@@ -181,6 +181,32 @@ func (p *pgStore) listen(ctx context.Context) error {
 // batch ends in a single Sync). Only when the state shows a conflicting
 // holder that may be stale does it go on to attempt, which decides in Go.
 func (p *pgStore) acquire(ctx context.Context, lockID string, f *fastAcquire, plan func(*state) (*change, error)) (*applied, error) {
+	a, err := p.acquireOnce(ctx, lockID, f, plan)
+	return a, retryable(err)
+}
+
+func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) (*change, error)) (*applied, error) {
+	a, err := p.attemptOnce(ctx, lockID, plan)
+	return a, retryable(err)
+}
+
+// retryable marks errRetry the errors with which PostgreSQL aborted a
+// transaction that may simply be run again: a serialization failure (under
+// a default_transaction_isolation of repeatable read or serializable) or a
+// deadlock.
+func retryable(err error) error {
+	if abortedRetryable(err) {
+		return fmt.Errorf("%w: %w", errRetry, err)
+	}
+	return err
+}
+
+func abortedRetryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+func (p *pgStore) acquireOnce(ctx context.Context, lockID string, f *fastAcquire, plan func(*state) (*change, error)) (*applied, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -235,7 +261,7 @@ func (p *pgStore) acquire(ctx context.Context, lockID string, f *fastAcquire, pl
 
 // attempt is two round trips: BEGIN, the resource's row lock and its state
 // in one pipelined batch; then the writes and COMMIT in another.
-func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) (*change, error)) (*applied, error) {
+func (p *pgStore) attemptOnce(ctx context.Context, lockID string, plan func(*state) (*change, error)) (*applied, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -369,22 +395,36 @@ func readState(br pgx.BatchResults, st *state) error {
 }
 
 func (p *pgStore) release(ctx context.Context, lockID, token string) (bool, error) {
+	for {
+		found, err := p.releaseOnce(ctx, lockID, token)
+		if !abortedRetryable(err) || ctx.Err() != nil {
+			return found, err
+		}
+	}
+}
+
+func (p *pgStore) releaseOnce(ctx context.Context, lockID, token string) (bool, error) {
 	b := &pgx.Batch{} // one implicit transaction
 	b.Queue(p.q(pgShareRow), lockID)
 	b.Queue(p.q(pgRelease), token)
 	b.Queue(p.q(pgWakeIfWait), lockID, p.channel)
 	br := p.pool.SendBatch(ctx, b)
 	_, err := br.Exec()
-	var tag pgconn.CommandTag
+	var tag, woke pgconn.CommandTag
 	if err == nil {
 		tag, err = br.Exec()
+	}
+	if err == nil {
+		woke, err = br.Exec() // a row if the NOTIFY was sent
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	found := err == nil && tag.RowsAffected() == 1
 	if found {
-		p.h.wakeLocal(lockID) // this process's waiter need not wait for the NOTIFY
+		// This process's waiter need not wait for the NOTIFY; the NOTIFY, if
+		// one was sent, is then an echo to drop.
+		p.h.wakeLocal(lockID, woke.RowsAffected() > 0)
 	}
 	return found, err
 }
@@ -541,4 +581,10 @@ func (p *pgStore) manifest(ctx context.Context, lockID, name string) (ManifestEn
 		return e, false, nil
 	}
 	return e, err == nil, err
+}
+
+func (p *pgStore) holdsWrite(ctx context.Context, token, lockID string) (bool, error) {
+	var ok bool
+	err := p.pool.QueryRow(ctx, p.q(pgHoldsWrite), token, lockID).Scan(&ok)
+	return ok, err
 }

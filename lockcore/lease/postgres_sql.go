@@ -8,7 +8,11 @@ import "strings"
 // microseconds. testdata/bench/lease-cycle.sql sends the acquire and
 // release statements as they are here (a test checks it).
 
-const pgJobClaim = `EXISTS (SELECT 1 FROM {s}.dal_jobs j WHERE j.owner = l.owner AND j.state = 'running' AND j.lease_expires > now())`
+// pgJobClaim: a running job whose lease has not passed claims the locks of
+// its owner ("job:ID") that its incarnation took: granted since it was
+// queued. A job ID may be reused once its lease has passed, and the retried
+// job must not protect its dead predecessor's locks from recovery.
+const pgJobClaim = `EXISTS (SELECT 1 FROM {s}.dal_jobs j WHERE j.owner = l.owner AND j.state = 'running' AND j.lease_expires > now() AND l.granted_at >= j.queued_at)`
 
 // pgDDL creates the tables. dal_locks keeps seed 004 §3.2's columns
 // (lock_id, owner, lease_expires, heartbeat_ts, metadata), one row per
@@ -190,7 +194,8 @@ SELECT g.lock_id, $3, $4, $5, 'committed', now() FROM g
 ON CONFLICT (lock_id, name) DO UPDATE SET path = excluded.path, fence = excluded.fence, state = 'committed', committed_at = excluded.committed_at
 WHERE m.fence <= excluded.fence
 RETURNING committed_at`
-	pgManifest = `SELECT path, fence, state, committed_at FROM {s}.dal_manifest WHERE lock_id = $1 AND name = $2`
+	pgHoldsWrite = `SELECT EXISTS (SELECT 1 FROM {s}.dal_locks WHERE token = $1 AND lock_id = $2 AND mode = 'write' AND lease_expires > now())`
+	pgManifest   = `SELECT path, fence, state, committed_at FROM {s}.dal_manifest WHERE lock_id = $1 AND name = $2`
 
 	pgNow        = `SELECT now()`
 	pgListLocks  = `SELECT l.lock_id, l.mode, l.owner, l.fence, l.lease_expires, l.heartbeat_ts, l.granted_at, l.grace_ms, l.metadata::text, ` + pgJobClaim + ` FROM {s}.dal_locks l`

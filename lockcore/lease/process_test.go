@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
 
 // helperEnv carries a helperWhere (JSON) to the test binary re-executed as
@@ -30,6 +33,13 @@ type helperWhere struct {
 	Dir    string // the shared directory of the critical-section checks
 	Rounds int
 	Owner  string
+	// Task is what the helper does: "" the shared work (work), "job-hold"
+	// start job JobID, take Resource with its context, say "held" on
+	// stdout and wait to be killed (holdForJob).
+	Task     string
+	JobID    string
+	Resource string
+	Lease    time.Duration
 }
 
 // helperMain is the second process: it does its share of the work and
@@ -40,11 +50,76 @@ func helperMain() int {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2
 	}
-	if err := work(w); err != nil {
+	run := work
+	if w.Task == "job-hold" {
+		run = holdForJob
+	}
+	if err := run(w); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 1
 	}
 	return 0
+}
+
+// holdForJob starts job w.JobID, takes w.Resource for writing with the
+// job's context, says "held" and then holds both until the process is
+// killed.
+func holdForJob(w helperWhere) error {
+	ctx := context.Background()
+	m, _, err := openWhere(ctx, w, Options{Owner: w.Owner, Lease: w.Lease})
+	if err != nil {
+		return err
+	}
+	slot, err := m.StartJob(ctx, Job{ID: w.JobID, Project: "p"})
+	if err != nil {
+		return err
+	}
+	r, err := ParseResource(w.Resource)
+	if err != nil {
+		return err
+	}
+	if _, err := m.Acquire(slot.Context(), r, Write); err != nil {
+		return err
+	}
+	fmt.Println("held")
+	select {}
+}
+
+// startHelper starts the test binary as a helper process doing w, and
+// returns it once it has said "held" on stdout. It is killed (SIGKILL)
+// when the test ends, if it has not been already.
+func startHelper(t *testing.T, w helperWhere) *exec.Cmd {
+	t.Helper()
+	spec, _ := json.Marshal(w)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	said := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		said <- sc.Scan() && sc.Text() == "held"
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case ok := <-said:
+		if !ok {
+			t.Fatal("the helper process ended without holding")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the helper process did not hold within 30s")
+	}
+	return cmd
 }
 
 // openWhere opens a Manager on the tables w names.
@@ -173,5 +248,40 @@ func testTwoProcesses(t *testing.T, e *env) {
 	}
 	if owners["parent"] != w.Rounds || owners["child"] != w.Rounds {
 		t.Errorf("sections per process: %v", owners)
+	}
+}
+
+// Issue 31, fault 7: a job's process killed with SIGKILL while its job
+// holds a lock; the job is retried under the same ID once its lease has
+// passed. The retried job must not protect its dead predecessor's lock
+// from recovery: its own acquire takes the lock over.
+func testJobIDReused(t *testing.T, e *env) {
+	r := Map("reused")
+	w := e.where
+	w.Task, w.Owner, w.JobID, w.Resource, w.Lease = "job-hold", "doomed", "tiles-1", r.String(), time.Second
+	cmd := startHelper(t, w)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	m := e.open(Options{Owner: "retry", Grace: 100 * time.Millisecond, Wait: 5 * time.Second})
+	var slot *JobSlot
+	pgtest.Eventually(t, "the job's ID is free again (its lease passed)", func() bool {
+		var err error
+		slot, err = m.StartJob(ctxT(t), Job{ID: "tiles-1", Project: "p"})
+		if err != nil && !errors.Is(err, ErrJobExists) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+	defer slot.Done(context.Background())
+	aged(t, m, r, true, 100*time.Millisecond) // the dead job's lock: lapsed, no heartbeat
+	l, err := m.Acquire(slot.Context(), r, Write)
+	if err != nil {
+		t.Fatalf("the retried job's acquire of its dead predecessor's lock: %v", err)
+	}
+	defer l.Release(context.Background())
+	if recs, _ := m.Audit(ctxT(t)); len(recs) != 1 || recs[0].VictimOwner != "job:tiles-1" || recs[0].Actor != "job:tiles-1" {
+		t.Errorf("audit: %+v", recs)
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver: pure Go
+	"modernc.org/sqlite" // the "sqlite" database/sql driver: pure Go
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // OpenSQLite returns a Manager whose locks live in the SQLite file at path
@@ -60,8 +62,12 @@ func sqliteDSN(abs string, readOnly bool) string {
 	if readOnly {
 		return u + "?mode=ro&_pragma=busy_timeout(5000)"
 	}
-	return u + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+	return u + "?_pragma=busy_timeout(" + strconv.FormatInt(sqliteBusy.Milliseconds(), 10) + ")&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 }
+
+// sqliteBusy is how long a write waits for another process's writer to
+// let go of the file (SQLite's busy timeout). Tests shorten it.
+var sqliteBusy = 10 * time.Second
 
 // sqliteFile is what the Managers of one process share about one file:
 // their turn to write, and their wake-ups.
@@ -112,19 +118,29 @@ func (s *sqliteStore) close() error {
 }
 
 // write runs fn in one BEGIN IMMEDIATE transaction, this process's writers
-// taking turns.
+// taking turns. A file another process kept locked past the busy timeout
+// is ErrBusy.
 func (s *sqliteStore) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	s.file.write.Lock()
 	defer s.file.write.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
 	if err != nil {
-		return err
+		return busy(err)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return err
+		return busy(err)
 	}
-	return tx.Commit()
+	return busy(tx.Commit())
+}
+
+// busy wraps SQLITE_BUSY (and its extended codes) with ErrBusy.
+func busy(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY {
+		return fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	return err
 }
 
 // now reads SQLite's clock inside tx.
@@ -528,4 +544,10 @@ func (s *sqliteStore) manifest(ctx context.Context, lockID, name string) (Manife
 	}
 	e.Committed = parseTime(at)
 	return e, err == nil, err
+}
+
+func (s *sqliteStore) holdsWrite(ctx context.Context, token, lockID string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, sqHoldsWrite, token, lockID).Scan(&n)
+	return n > 0, err
 }

@@ -82,7 +82,9 @@ var sqliteDDL = []string{
 	)`,
 }
 
-const sqliteJobClaim = `EXISTS (SELECT 1 FROM dal_jobs j WHERE j.owner = l.owner AND j.state = 'running' AND j.lease_expires > ?2)`
+// sqliteJobClaim: a live running job claims the locks its incarnation took
+// (granted since it was queued), as pgJobClaim.
+const sqliteJobClaim = `EXISTS (SELECT 1 FROM dal_jobs j WHERE j.owner = l.owner AND j.state = 'running' AND j.lease_expires > ?2 AND l.granted_at >= j.queued_at)`
 
 const (
 	sqEnsureResource = `INSERT OR IGNORE INTO dal_resources (lock_id) VALUES (?1)`
@@ -124,7 +126,8 @@ VALUES (?1, ?3, ?4, ?5, ?6, ?7, 'queued', (SELECT coalesce(max(seq), 0) + 1 FROM
 	sqManifestFence  = `SELECT fence FROM dal_manifest WHERE lock_id = ?1 AND name = ?2`
 	sqCommitManifest = `INSERT INTO dal_manifest (lock_id, name, path, fence, state, committed_at) VALUES (?1, ?3, ?4, ?5, 'committed', ?2)
 ON CONFLICT (lock_id, name) DO UPDATE SET path = excluded.path, fence = excluded.fence, state = 'committed', committed_at = excluded.committed_at`
-	sqManifest = `SELECT path, fence, state, committed_at FROM dal_manifest WHERE lock_id = ?1 AND name = ?2`
+	sqHoldsWrite = `SELECT count(*) FROM dal_locks WHERE token = ?1 AND lock_id = ?2 AND mode = 'write' AND lease_expires > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`
+	sqManifest   = `SELECT path, fence, state, committed_at FROM dal_manifest WHERE lock_id = ?1 AND name = ?2`
 
 	sqHasSchema  = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'dal_manifest'`
 	sqListWaiter = `SELECT lock_id, mode, owner, since, heartbeat_ts, expires FROM dal_waiters WHERE expires > ?1`

@@ -51,6 +51,9 @@ type store interface {
 	// write mode and that no later grant committed the row (the fence).
 	commitManifest(ctx context.Context, token, lockID, name, path string, fence int64) (time.Time, error)
 	manifest(ctx context.Context, lockID, name string) (ManifestEntry, bool, error)
+	// holdsWrite reports whether the grant token holds the resource in
+	// write mode with its lease not passed, by the database's clock.
+	holdsWrite(ctx context.Context, token, lockID string) (bool, error)
 
 	hub() *hub
 	close() error

@@ -47,7 +47,9 @@ var suite = []struct {
 	{"JobOwnsItsLocks", testJobOwnsLocks},
 	{"AtomicWriteInterrupted", testAtomicWriteInterrupted},
 	{"AtomicWriteFenced", testAtomicWriteFenced},
+	{"AtomicWriteStalledKeepsNewerVersion", testAtomicWriteStalled},
 	{"TwoProcesses", testTwoProcesses},
+	{"JobIDReusedAfterKill", testJobIDReused},
 }
 
 func TestPostgres(t *testing.T) { runSuite(t, postgresEnv) }

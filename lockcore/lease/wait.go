@@ -81,13 +81,18 @@ func (h *hub) wake(key string) {
 
 // wakeLocal wakes the first waiter for key after a release in this
 // process, without waiting for the release's NOTIFY to come back; that
-// NOTIFY is then dropped by wakeNotified.
-func (h *hub) wakeLocal(key string) {
+// NOTIFY, if the release sent one (notified), is then dropped by
+// wakeNotified. A release that sent none (its waiter had joined here but
+// not yet written its row) counts no echo: it would swallow the next
+// release's NOTIFY from another process.
+func (h *hub) wakeLocal(key string, notified bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if q := h.queues[key]; len(q) > 0 {
 		signal(q[0])
-		h.echoes[key]++
+		if notified {
+			h.echoes[key]++
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -30,9 +31,14 @@ type AuditRecord struct {
 // victim's Release and Extend then return ErrNotHeld; its Locker, if
 // listening, cancels its context at once with cause ErrLost. The key goes
 // to the longest waiter. Every force release is recorded in the audit
-// stream (Audit): who, when, why, the victim's owner and fence.
+// stream (Audit): who, when, why, the victim's owner and fence. go-redis
+// retrying the call after its reply was lost is harmless: the second run
+// returns the first one's answer and releases nothing (the waiter just
+// handed the key keeps it). A second call of ForceRelease is a second
+// force release.
 func (l *Locker) ForceRelease(ctx context.Context, key, reason string) (bool, error) {
-	v, err := forceScript.Run(ctx, l.rdb, keysFor(l.prefix, key).all()).Slice()
+	ks := keysFor(l.prefix, key)
+	v, err := forceScript.Run(ctx, l.rdb, append(ks.all(), ks.forced(rand.Text()))).Slice()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}

@@ -36,23 +36,42 @@
 //     failover does not hand out old numbers again (if the new primary's
 //     clock is not behind).
 //   - A hold knows when it is lost: its Context is cancelled with cause
-//     ErrLost (Done closes, Err wraps ErrLost) when its TTL passes without an extension (estimated on the
-//     client, erring early by 1% + 2ms), when an extend finds the key gone
-//     or taken, when a force release is announced to its Locker, or when
-//     the Locker's listener, reconnecting after Redis went away, finds the
-//     key gone (a restart, a failover).
+//     ErrLost (Done closes, Err wraps ErrLost) when its TTL passes without
+//     an extension (estimated on the client from a moment no later than
+//     Redis set the TTL, erring early by 1% + 2ms), when an extend finds
+//     the key gone or taken, when a force release is announced to its
+//     Locker, or when the Locker's listener, reconnecting after Redis went
+//     away, finds the key gone (a restart, a failover). The listener pings
+//     a connection quiet for 3s and subscribes on a new one if no answer
+//     comes within 3s more, so a half-open connection (an old primary cut
+//     off in a failover) is replaced within about 6s.
 //   - Waiting does not poll. Waiters register in Redis in arrival order,
 //     each with a registration that lives 3s unless renewed; a release hands
 //     the key to the longest live waiter in the same script and publishes a
-//     notice on the waiter's Locker channel, so a hand-over costs about one
-//     round trip. Waiters poll only as a backstop (pub/sub is fire-and-
-//     forget, and Redis announces expiry late): at the holder's expiry, and
-//     at least every 500ms.
+//     notice on the waiter's Locker channel. The hand-over's grant lasts
+//     only HandOverTTL (2s; the waiter's own TTL if shorter): woken by the
+//     notice, the waiter polls at once, which extends the grant to its TTL,
+//     so a hand-over costs about two round trips and the new holder's lease
+//     is timed from its poll (never from when the notice arrived). Waiters
+//     also poll as a backstop (pub/sub is fire-and-forget, and Redis
+//     announces expiry late): at the holder's expiry, and at least every
+//     500ms.
+//   - A waiter that dies while queued (a crashed pod) blocks the key for
+//     at most HandOverTTL: its registration expires 3s after its last
+//     poll, and a release in those 3s hands it a grant that lapses after
+//     HandOverTTL, since nobody takes it up; the next waiter then gets the
+//     key at its next poll (within 500ms). A waiter whose Acquire fails or
+//     is cancelled takes back its registration, or the grant, itself.
 //   - ErrUnavailable (Redis unreachable, or no answer within the wait),
 //     ErrNotAcquired (the key was seen held for the whole wait) and
 //     ErrNotHeld (the token lost the key) are distinct; a nil error always
 //     comes with a Lock. With fails closed by default; Options.FailOpen runs
-//     fn unprotected only on ErrUnavailable, and counts it.
+//     fn unprotected only on ErrUnavailable, and counts it: only when Redis
+//     cannot be reached (refused or lost connections, a pool timeout, no
+//     answer within the wait, too many clients). An error reply is an
+//     answer from a Redis that is up, where another holder may hold the
+//     key: OOM, BUSY, READONLY, LOADING, CLUSTERDOWN and every other reply
+//     fail closed, with the reply wrapped in the error.
 //   - A failed or cancelled Acquire takes back what it may have left (its
 //     registration, or a grant that raced with the cancellation).
 //
@@ -82,8 +101,15 @@
 // script touches one slot and the package runs unchanged on Redis Cluster.
 // The seed's key template is a pattern: written literally, its braces would
 // be a hash tag putting a whole tenant in one slot. Force releases are kept
-// in the stream "{Prefix}audit". Notices use plain pub/sub, which reaches a
-// subscriber on any cluster node.
+// in the stream "{Prefix}audit", and each ForceRelease call's answer for a
+// minute under "{tag}Prefix" + "forced:ID", so that a retried call is
+// harmless. Notices use plain pub/sub, which reaches a
+// subscriber on any cluster node. A *redis.Ring is not a cluster: a script
+// publishes on the hold's shard while the Locker subscribes on the shard
+// its channel hashes to, so there notices mostly do not arrive. Locks stay
+// correct (the scripts run on the hold's shard), but waiters wait by their
+// 500ms poll and a force release is found at the holder's next extend.
+// Inspect reads every shard of a Ring.
 //
 // # Observing it
 //
@@ -108,7 +134,8 @@
 // ReadTimeout), so on a Redis that hangs the wait, the health check's
 // second and the extender's deadlines would not hold. go-redis retries a
 // command after a network error; a release whose reply was lost and which
-// was retried reports ErrNotHeld although it released.
+// was retried reports ErrNotHeld although it released (a ForceRelease
+// retried so does nothing the second time).
 // After PoolSize failed dials, go-redis stops dialling and answers with the
 // last dial error until a probe it makes every second gets through, so
 // calls keep returning ErrUnavailable for up to about a second after Redis

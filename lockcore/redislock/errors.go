@@ -20,9 +20,11 @@ var (
 	// ErrNotHeld: the token no longer owns the key (it expired, was
 	// force-released, or another holder has it); nothing was changed.
 	ErrNotHeld = errors.New("redislock: lock not held")
-	// ErrUnavailable: Redis could not be reached or cannot serve (connection
-	// refused or lost, pool timeout, LOADING, CLUSTERDOWN, READONLY, ...).
-	// Whether the lock is free or held is unknown.
+	// ErrUnavailable: Redis could not be reached (connection refused or
+	// lost, pool timeout, no answer within the wait, too many clients).
+	// Whether the lock is free or held is unknown. An error reply (OOM,
+	// BUSY, READONLY, LOADING, CLUSTERDOWN, ...) is not this: Redis is up
+	// and answered, and the error wraps the reply instead.
 	ErrUnavailable = errors.New("redislock: redis unavailable")
 	// ErrLost is the cause with which a Lock's context is cancelled when the
 	// hold is found lost: its TTL ran out without an extension, an extend
@@ -35,25 +37,17 @@ var (
 	ErrReleased = lockcore.Kin("redislock: lock released", lockcore.ErrReleased)
 )
 
-// notServing lists the error replies with which a reachable Redis says it
-// cannot serve now; they count as unavailable, not as a bug.
-var notServing = []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "TRYAGAIN", "BUSY",
-	"NOREPLICAS", "UNBLOCKED", "OOM", "max number of clients"}
-
 // unavailable reports whether err (not a context error) means Redis could
-// not answer: a network or pool error, or a reply saying it cannot serve.
-// Any other error reply (WRONGTYPE: the key holds something that is not
-// this package's lock) is the caller's problem and is returned as is.
+// not be reached: a network or pool error, or no answer in time. An error
+// reply is an answer from a Redis that is up, whatever it says (OOM, BUSY,
+// READONLY, LOADING, CLUSTERDOWN, WRONGTYPE, ...): it is returned as is,
+// and With fails closed on it even with FailOpen, since another holder may
+// hold the key. The one exception is "max number of clients reached",
+// with which Redis refuses a new connection: Redis cannot be reached.
 func unavailable(err error) bool {
 	var re redis.Error
 	if errors.As(err, &re) {
-		msg := strings.TrimPrefix(re.Error(), "ERR ")
-		for _, p := range notServing {
-			if strings.HasPrefix(msg, p) {
-				return true
-			}
-		}
-		return false
+		return strings.HasPrefix(strings.TrimPrefix(re.Error(), "ERR "), "max number of clients")
 	}
 	return true
 }

@@ -128,11 +128,15 @@ type replyErr string
 func (e replyErr) Error() string { return string(e) }
 func (replyErr) RedisError()     {}
 
+// Only a Redis that cannot be reached is unavailable: an error reply is
+// an answer (issue 31, fault 4).
 func TestUnavailableClassification(t *testing.T) {
 	for err, want := range map[error]bool{
-		replyErr("LOADING Redis is loading the dataset in memory"):                    true,
-		replyErr("CLUSTERDOWN The cluster is down"):                                   true,
-		replyErr("READONLY You can't write against a read only replica"):              true,
+		replyErr("LOADING Redis is loading the dataset in memory"):                    false,
+		replyErr("CLUSTERDOWN The cluster is down"):                                   false,
+		replyErr("READONLY You can't write against a read only replica"):              false,
+		replyErr("OOM command not allowed when used memory > 'maxmemory'."):           false,
+		replyErr("BUSY Redis is busy running a script."):                              false,
 		replyErr("ERR max number of clients reached"):                                 true,
 		replyErr("WRONGTYPE Operation against a key holding the wrong kind of value"): false,
 		&net.OpError{Op: "dial", Err: errors.New("refused")}:                          true,
@@ -238,4 +242,20 @@ func TestListenerLingersThenStops(t *testing.T) {
 		defer l.mu.Unlock()
 		return l.lis == nil
 	})
+}
+
+// TryAcquire must not write into the spare capacity of the caller's
+// options slice (it appended Wait(0) there: issue 31, also noted).
+func TestTryAcquireLeavesOptionsAlone(t *testing.T) {
+	l := newLocker(t, Options{})
+	opts := make([]AcquireOption, 1, 2)
+	opts[0] = TTL(time.Minute)
+	k, err := l.TryAcquire(context.Background(), "k", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release(context.Background())
+	if opts[:2][1] != nil {
+		t.Error("TryAcquire wrote an option into the caller's slice")
+	}
 }

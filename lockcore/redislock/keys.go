@@ -22,13 +22,18 @@ type keyset struct {
 	queue string // waiters in arrival order: zset token -> arrival (µs)
 	info  string // waiters' registrations: hash token -> "deadline ttl channel owner"
 	fence string // the slot's fence counter
+	tag   string // the slot's hash tag and the prefix: what the others begin with
 }
 
 func keysFor(prefix, key string) keyset {
 	hold := prefix + key
 	tagged := "{" + slotTag(keySlot(hold)) + "}" + prefix
-	return keyset{hold: hold, queue: tagged + "q:" + key, info: tagged + "w:" + key, fence: tagged + "fence"}
+	return keyset{hold: hold, queue: tagged + "q:" + key, info: tagged + "w:" + key, fence: tagged + "fence", tag: tagged}
 }
+
+// forced names the record of one ForceRelease call (id), in the hold's
+// slot, which makes a retried call harmless.
+func (k keyset) forced(id string) string { return k.tag + "forced:" + id }
 
 // all returns the keys the scripts take, in their order.
 func (k keyset) all() []string { return []string{k.hold, k.queue, k.info, k.fence} }

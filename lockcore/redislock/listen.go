@@ -3,7 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
-	"strconv"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -15,13 +15,24 @@ import (
 // that waits now and then does not pay a SUBSCRIBE round trip every time.
 var lingerFor = 30 * time.Second
 
+// healthEvery is how long the listener waits for a message before it pings
+// its connection, and then for the answer before it takes the connection
+// for dead (half-open: a primary cut off in a failover says nothing) and
+// subscribes on a new one.
+var healthEvery = 3 * time.Second
+
+// beforeNotice, when set (by tests), runs before a notice is delivered: a
+// delay injected there is a slow pub/sub delivery.
+var beforeNotice func()
+
 // listener receives the notices sent to a Locker's channel: "g token fence
 // ttl" (a release handed the key to this waiter) and "r token" (this hold
 // was force-released). One connection per Locker, whatever the number of
 // keys and waiters; plain pub/sub reaches a subscriber on any node of a
 // cluster.
 type listener struct {
-	ps    *redis.PubSub
+	mu    sync.Mutex
+	ps    *redis.PubSub // replaced when the health check finds it dead
 	ready chan struct{} // closed at the first subscription confirmation
 	quit  context.Context
 	stopf context.CancelFunc
@@ -73,9 +84,40 @@ func (l *Locker) unlisten() {
 
 func (lis *listener) stop() {
 	lis.stopf()
+	lis.mu.Lock()
 	_ = lis.ps.Close()
+	lis.mu.Unlock()
 	<-lis.done
 	lis.check.Wait()
+}
+
+func (lis *listener) pubsub() *redis.PubSub {
+	lis.mu.Lock()
+	defer lis.mu.Unlock()
+	return lis.ps
+}
+
+// redial replaces the connection by a new subscription; false once the
+// listener stops.
+func (lis *listener) redial(l *Locker) bool {
+	ps := l.rdb.Subscribe(lis.quit, l.channel) // confirmed through Receive, as the first
+	lis.mu.Lock()
+	if lis.quit.Err() != nil {
+		lis.mu.Unlock()
+		_ = ps.Close()
+		return false
+	}
+	old := lis.ps
+	lis.ps = ps
+	lis.mu.Unlock()
+	_ = old.Close()
+	return true
+}
+
+// timedOut reports whether err is a read deadline passing.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // receive subscribes, then reads notices until the listener stops. go-redis
@@ -104,15 +146,35 @@ func (l *Locker) receive(lis *listener) {
 			return
 		}
 	}
-	first := true
+	first, pinged := true, false
 	for {
-		msg, err := lis.ps.Receive(lis.quit)
-		if err != nil {
+		ps := lis.pubsub()
+		msg, err := ps.ReceiveTimeout(lis.quit, healthEvery)
+		switch {
+		case err != nil && lis.quit.Err() != nil:
+			return
+		case err != nil && timedOut(err) && !pinged:
+			// Quiet for a while: ask the connection to answer.
+			pinged = true
+			_ = ps.Ping(lis.quit)
+			continue
+		case err != nil && timedOut(err):
+			// No answer to the ping: the connection is dead, maybe without
+			// knowing it (half-open). go-redis redials only after an error,
+			// so subscribe again on a new connection.
+			pinged = false
+			if !lis.redial(l) {
+				return
+			}
+			continue
+		case err != nil:
+			pinged = false
 			if !pause() {
 				return
 			}
 			continue
 		}
+		pinged = false
 		backoff = 10 * time.Millisecond
 		switch m := msg.(type) {
 		case *redis.Subscription:
@@ -129,27 +191,26 @@ func (l *Locker) receive(lis *listener) {
 			// between a grant and the listener's start.
 			lis.check.Go(func() { l.checkHolds(lis.quit) })
 		case *redis.Message:
-			l.dispatch(m.Payload, time.Now())
+			if beforeNotice != nil {
+				beforeNotice()
+			}
+			l.dispatch(m.Payload)
 		}
 	}
 }
 
-// dispatch delivers one notice.
-func (l *Locker) dispatch(payload string, at time.Time) {
+// dispatch delivers one notice. A hand-over ("g token fence claim") only
+// wakes its waiter, which polls to take the key up.
+func (l *Locker) dispatch(payload string) {
 	f := strings.Fields(payload)
 	switch {
 	case len(f) == 4 && f[0] == "g":
-		fence, err1 := strconv.ParseInt(f[2], 10, 64)
-		ttl, err2 := strconv.ParseInt(f[3], 10, 64)
-		if err := errors.Join(err1, err2); err != nil {
-			return
-		}
 		l.mu.Lock()
 		ch := l.waiters[f[1]]
 		l.mu.Unlock()
 		if ch != nil {
 			select {
-			case ch <- notice{fence: fence, ttl: time.Duration(ttl) * time.Millisecond, at: at}:
+			case ch <- struct{}{}:
 			default:
 			}
 		}
@@ -188,7 +249,7 @@ func (l *Locker) pokeWaiters() {
 	defer l.mu.Unlock()
 	for _, ch := range l.waiters {
 		select {
-		case ch <- notice{poll: true}:
+		case ch <- struct{}{}:
 		default:
 		}
 	}

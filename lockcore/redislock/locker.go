@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,14 +32,15 @@ type Locker struct {
 	count    counters
 
 	mu      sync.Mutex
-	waiters map[string]chan notice // token -> its waiting Acquire
-	holds   map[string]*Lock       // token -> held Lock, for revocation notices
+	waiters map[string]chan struct{} // token -> its waiting Acquire, to poll now
+	holds   map[string]*Lock         // token -> held Lock, for revocation notices
 	lis     *listener
 	users   int         // callers that want the listener now
 	linger  *time.Timer // stops an unused listener
 }
 
-// New returns a Locker on rdb (a *redis.Client, *redis.ClusterClient, ...).
+// New returns a Locker on rdb (a *redis.Client, *redis.ClusterClient, ...;
+// on a *redis.Ring notices mostly do not arrive: see the package docs).
 // It sends nothing to Redis until used.
 func New(rdb redis.UniversalClient, opts Options) *Locker {
 	opts = opts.withDefaults()
@@ -49,16 +51,17 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 		// space-separated, so a prefix with a space must not split it.
 		channel: strings.Join(strings.Fields(opts.Prefix), "_") + "notice:" + rand.Text()[:16],
 		m:       newMetrics(opts.Registerer),
-		waiters: map[string]chan notice{}, holds: map[string]*Lock{},
+		waiters: map[string]chan struct{}{}, holds: map[string]*Lock{},
 	}
 }
 
 // Acquire takes key (without the prefix), waiting up to the Locker's Wait
 // (or Wait(d)) while another token holds it. Waiting costs no polling: a
-// release hands the key to the longest waiter and tells it through pub/sub,
-// so the hand-over takes about one round trip; waiters poll only as a
-// backstop (for expiry and lost notices), at most every 500ms. Waiters are
-// registered in Redis in arrival order, which Inspect shows.
+// release hands the key to the longest waiter with a claim of HandOverTTL
+// and tells it through pub/sub; the waiter's poll then extends the claim to
+// its TTL, so the hand-over takes about two round trips. Waiters also poll
+// as a backstop (for expiry and lost notices), at most every 500ms. Waiters
+// are registered in Redis in arrival order, which Inspect shows.
 //
 // The grant lasts the Locker's TTL (or TTL(d)); Acquire never extends it.
 // The error wraps ErrNotAcquired when the key stayed held (and ctx's error
@@ -74,7 +77,7 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 // (Wait(0)), whatever the Locker's Wait. A held key is an error wrapping
 // ErrNotAcquired, never a nil Lock with a nil error.
 func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
-	return l.acquire(ctx, key, true, append(opts, Wait(0))...)
+	return l.acquire(ctx, key, true, slices.Concat(opts, []AcquireOption{Wait(0)})...) // a copy: never the caller's array
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, observe bool, opts ...AcquireOption) (*Lock, error) {
@@ -139,15 +142,6 @@ type result struct {
 	ttl   time.Duration // time left of the grant (ok), or of the holder's
 }
 
-// notice is a grant handed over through pub/sub, or (poll) a request to
-// poll now because notices may have been missed.
-type notice struct {
-	poll  bool
-	fence int64
-	ttl   time.Duration
-	at    time.Time
-}
-
 func (a *attempt) try(mode string) (result, error) {
 	v, err := acquireScript.Run(a.wctx, a.l.rdb, a.ks.all(), a.tok, ms(a.cfg.ttl), a.l.owner, a.l.channel, mode, ms(waiterTTL)).Slice()
 	if err != nil {
@@ -171,10 +165,14 @@ func (a *attempt) try(mode string) (result, error) {
 	return result{ttl: time.Duration(hold) * time.Millisecond}, nil
 }
 
-// await waits for a hand-over notice or the next poll.
+// await polls until the key is granted. A hand-over notice (or a
+// resubscription, after which notices may have been missed) makes it poll
+// at once: the poll takes up the hand-over's short claim, extending it to
+// the grant's TTL, so the lease is timed from the poll, which Redis
+// answered after the grant, never from the notice.
 func (a *attempt) await(r result) (*Lock, error) {
 	l := a.l
-	ch := make(chan notice, 1)
+	ch := make(chan struct{}, 1)
 	l.mu.Lock()
 	l.waiters[a.tok] = ch
 	l.mu.Unlock()
@@ -197,10 +195,7 @@ func (a *attempt) await(r result) (*Lock, error) {
 	for {
 		timer.Reset(min(max(r.ttl, time.Millisecond), maxPoll))
 		select {
-		case n := <-ch:
-			if !n.poll {
-				return a.granted(n.fence, n.at, n.ttl), nil
-			}
+		case <-ch:
 		case <-ready:
 			ready = nil
 		case <-timer.C:
@@ -239,12 +234,18 @@ func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock 
 // so FailOpen can tell the two apart (anchors: CortexReach #879).
 func (a *attempt) fail(err error) error {
 	l := a.l
-	if err == nil || !refused(err) {
+	// Take back what may be in Redis: always once a try has reached it (a
+	// registration lives on), and after this try unless its dial was
+	// refused.
+	if err == nil || a.seen || !refused(err) {
 		// A Redis that never answered is unlikely to answer now: do not
 		// make the caller wait long for it (the grant, if any, expires).
 		bound := cleanupTimeout
 		if !a.seen {
 			bound = cleanupTimeout / 8
+		}
+		if beforeWithdraw != nil {
+			beforeWithdraw()
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), bound)
 		_ = withdrawScript.Run(cctx, l.rdb, a.ks.all(), a.tok).Err()
@@ -282,6 +283,10 @@ func (a *attempt) fail(err error) error {
 	return l.redisError(a.key, err)
 }
 
+// beforeWithdraw, when set (by tests), runs before a failed Acquire takes
+// back what it may have left.
+var beforeWithdraw func()
+
 // redisError wraps an error from Redis: ErrUnavailable when Redis could not
 // answer.
 func (l *Locker) redisError(key string, err error) error {
@@ -292,7 +297,7 @@ func (l *Locker) redisError(key string, err error) error {
 }
 
 // refused reports whether err shows the request never reached Redis (the
-// connection was refused), so there is nothing to take back.
+// connection was refused): that request left nothing to take back.
 func refused(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"

@@ -26,8 +26,10 @@ type Options struct {
 	Owner string
 	// FailOpen makes With run fn without the lock when Redis is unreachable
 	// (seed 002's fallback), counting it in Stats().FailOpen and logging a
-	// warning. Only ErrUnavailable opens: a held key or an expired wait
-	// never does. Default false: With fails with ErrUnavailable.
+	// warning. Only ErrUnavailable opens, which means Redis could not be
+	// reached: a held key, an expired wait and an error reply (OOM, BUSY,
+	// READONLY, LOADING, ...: Redis is up, and another holder may hold the
+	// key) never do. Default false: With fails with ErrUnavailable.
 	FailOpen bool
 	// Registerer, if set, gets seed 002's three metrics:
 	// session_lock_acquire_duration_seconds{session_key_pattern},
@@ -65,6 +67,10 @@ const (
 	DefaultPrefix = "sesslock:"
 	DefaultTTL    = 30 * time.Second
 	DefaultWait   = 5 * time.Second
+	// HandOverTTL is the lease a release grants the waiter it hands the key
+	// to, until that waiter takes it up and extends it to its own TTL. A
+	// waiter that died while queued so keeps the key at most this long.
+	HandOverTTL = 2 * time.Second
 )
 
 func (o Options) withDefaults() Options {

@@ -1,6 +1,10 @@
 package redislock
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The scripts. Release and extend compare the token and act in one atomic
 // step (the seed's bare DELETE removed whoever held the key by then). Redis
@@ -14,8 +18,9 @@ import "github.com/redis/go-redis/v9"
 // c the holder's Locker channel (for hand-over and revocation notices).
 
 // prelude defines what the scripts that take KEYS = keyset.all() share.
-const prelude = `
+var prelude = `
 local K, Q, W, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local claimms = ` + strconv.FormatInt(ms(HandOverTTL), 10) + `
 local clock = redis.call('TIME')
 local nowus = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local nowms = math.floor(nowus / 1000)
@@ -60,27 +65,32 @@ local function head()
 end
 
 -- handover gives the free key to the longest waiter and tells it at once.
+-- The grant lasts only the claim (HandOverTTL, or the waiter's TTL if
+-- shorter): the waiter takes it up by polling, which extends it to its
+-- TTL, so a waiter that died while queued keeps the key no longer.
 local function handover()
   local h, ttl, ch, owner = head()
   if not h then return 0 end
-  local f = grant(h, ttl, owner, ch)
+  local claim = math.min(tonumber(ttl), claimms)
+  local f = grant(h, claim, owner, ch)
   dequeue(h)
-  redis.call('PUBLISH', ch, 'g ' .. h .. ' ' .. f .. ' ' .. ttl)
+  redis.call('PUBLISH', ch, 'g ' .. h .. ' ' .. f .. ' ' .. claim)
   return 1
 end
 `
 
 // acquireScript: ARGV token, ttl ms, owner, channel, mode ("t" try once,
 // "w" wait: register or renew as a waiter), waiter registration ttl ms.
-// Returns {1, fence, pttl} when the token holds the key (now, or by an
-// earlier hand-over), else {0, pttl, owner} of the holder. A free key goes
-// to the longest live waiter first.
+// Returns {1, fence, ttl} when the token holds the key (now, or by an
+// earlier hand-over, whose claim it extends to ttl here), else {0, pttl,
+// owner} of the holder. A free key goes to the longest live waiter first.
 var acquireScript = redis.NewScript(prelude + `
 local tok, ttl, owner, ch, mode, wttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 local cur = redis.call('HGET', K, 't')
 if cur == tok then
   dequeue(tok)
-  return {1, redis.call('HGET', K, 'f'), redis.call('PTTL', K)}
+  redis.call('PEXPIRE', K, ttl)
+  return {1, redis.call('HGET', K, 'f'), tonumber(ttl)}
 end
 if not cur then
   local h = head()
@@ -121,16 +131,31 @@ end
 return 0
 `)
 
-// forceScript: no ARGV. Deletes the hold whoever has it, tells the victim's
-// Locker, hands the key to the longest waiter, and returns the victim's
-// {token prefix, fence, owner}, or nil when the key was free.
+// forceScript: KEYS[5] the call's record (keyset.forced); no ARGV. Deletes
+// the hold whoever has it, tells the victim's Locker, hands the key to the
+// longest waiter, and returns the victim's {token prefix, fence, owner}, or
+// nil when the key was free. The answer is kept a minute under the call's
+// record, and a second run of the call (go-redis retries a command whose
+// reply was lost) returns it and does nothing: it would force-release the
+// waiter the first run handed the key to.
 var forceScript = redis.NewScript(prelude + `
+local done = redis.call('GET', KEYS[5])
+if done then
+  if done == '' then return false end
+  local t, f, o = string.match(done, '^(%S*) (%S*) (.*)$')
+  return {t, f, o}
+end
 local v = redis.call('HMGET', K, 't', 'f', 'o', 'c')
-if not v[1] then return false end
+if not v[1] then
+  redis.call('SET', KEYS[5], '', 'PX', 60000)
+  return false
+end
 redis.call('DEL', K)
 if v[4] then redis.call('PUBLISH', v[4], 'r ' .. v[1]) end
 handover()
-return {string.sub(v[1], 1, 6), v[2] or '0', v[3] or ''}
+local r = {string.sub(v[1], 1, 6), v[2] or '0', v[3] or ''}
+redis.call('SET', KEYS[5], r[1] .. ' ' .. r[2] .. ' ' .. r[3], 'PX', 60000)
+return r
 `)
 
 // extendScript: KEYS hold; ARGV token, ttl ms. Sets the time left to ttl if

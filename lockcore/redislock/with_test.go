@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -269,5 +270,32 @@ func TestWithErrorAndPanic(t *testing.T) {
 	}()
 	if held, err := l.IsLocked(ctx, "k"); err != nil || held {
 		t.Errorf("after a panic the key is held = %v, %v", held, err)
+	}
+}
+
+// Issue 31, fault 4: FailOpen opens only when Redis cannot be reached. A
+// Redis that answers with an error (here OOM: maxmemory reached, so the
+// waiter cannot register) is up, and another holder may hold the key: With
+// must fail closed.
+func TestFailOpenNotOnErrorReply(t *testing.T) {
+	srv := redistest.Private(t)
+	rdb := redistest.ClientOf(t, srv)
+	holder := lockerOn(t, rdb, Options{Owner: "holder"})
+	open := lockerOn(t, rdb, Options{Owner: "open", FailOpen: true, Wait: 200 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := holder.Acquire(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.ConfigSet(ctx, "maxmemory", "0")
+	ran := false
+	err := open.With(ctx, "k", func(context.Context) error { ran = true; return nil })
+	if ran || err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "OOM") {
+		t.Errorf("With (FailOpen) while another holds the key and Redis answers OOM: ran %v, err %v; want the OOM reply, fn not run", ran, err)
+	}
+	if n := open.Stats().FailOpen; n != 0 {
+		t.Errorf("FailOpen counted %d", n)
 	}
 }

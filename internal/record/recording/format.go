@@ -58,6 +58,12 @@ type Header struct {
 	KeyframeEvery int `json:"keyframe_every"`
 	// Locktop is the version of locktop that wrote the file.
 	Locktop string `json:"locktop,omitempty"`
+	// QueryText is how much of each session's query text the file keeps:
+	// "full" (also when empty: files written before the choice existed),
+	// "normalized" (literals replaced by $n) or "none". Writer.Write
+	// applies it before a snapshot is encoded, so the text never reaches
+	// the disk.
+	QueryText string `json:"query_text,omitempty"`
 }
 
 // Errors of a file that cannot be read as a recording at all. Damage after

@@ -9,6 +9,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/locktop/locktop/internal/querytext"
 	"github.com/locktop/locktop/model"
 )
 
@@ -31,6 +32,7 @@ type Writer struct {
 	f      *os.File // nil when writing to another io.Writer
 	enc    *zstd.Encoder
 	h      Header
+	qt     querytext.Mode // h.QueryText
 	states map[int]*writeState
 	size   int64
 	err    error // the first write error; every later Write returns it
@@ -68,6 +70,13 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	if len(h.Sources) == 0 {
 		return nil, errors.New("recording: a header names at least one source")
 	}
+	qt := querytext.Full
+	if h.QueryText != "" {
+		var err error
+		if qt, err = querytext.ParseMode(h.QueryText); err != nil {
+			return nil, fmt.Errorf("recording: %w", err)
+		}
+	}
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		return nil, err
@@ -79,7 +88,7 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	if _, err := w.Write(b); err != nil {
 		return nil, err
 	}
-	return &Writer{w: w, enc: enc, h: h, states: map[int]*writeState{}, size: int64(len(b))}, nil
+	return &Writer{w: w, enc: enc, h: h, qt: qt, states: map[int]*writeState{}, size: int64(len(b))}, nil
 }
 
 // Header is the recording's header as written.
@@ -108,6 +117,7 @@ func (w *Writer) Write(source int, s model.Snapshot) error {
 		st = &writeState{}
 		w.states[source] = st
 	}
+	w.qt.Snapshot(&s)
 	kind := byte(kindDelta)
 	prev := st.prev
 	if prev == nil || st.sinceKey+1 >= w.h.KeyframeEvery {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktop/locktop/internal/querytext"
 	"github.com/locktop/locktop/internal/termsafe"
 	"github.com/locktop/locktop/model"
 )
@@ -37,6 +38,9 @@ type Deps struct {
 	Metrics http.Handler
 	// Log receives failed requests; nil means slog.Default().
 	Log *slog.Logger
+	// QueryText is how much of each session's query text the documents
+	// carry (querytext.Full, the zero value, is all of it).
+	QueryText querytext.Mode
 }
 
 // requestTimeout bounds the work behind one request.

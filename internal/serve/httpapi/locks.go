@@ -234,6 +234,9 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, path string) (Se
 	} else {
 		served.Snapshot, err = h.d.Snapshot(ctx)
 	}
+	if err == nil {
+		h.d.QueryText.Snapshot(&served.Snapshot)
+	}
 	if err != nil {
 		if r.Context().Err() == nil {
 			h.d.Log.Warn("GET "+path+" failed", "err", err)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
 )
 
 // DefaultAddr is where locktop serves unless told otherwise: loopback only,
@@ -62,12 +64,28 @@ func IsLoopback(a net.Addr) bool {
 	return ok && ta.IP.IsLoopback()
 }
 
-// ServeListener serves h on ln until ctx ends, and closes ln. When ctx ends
+// ServeListener serves h on ln until ctx ends, and closes ln, as
+// ServeConfig does with no web configuration.
+func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
+	return ServeConfig(ctx, ln, h, WebConfig{}, nil)
+}
+
+// ServeConfig serves h on ln until ctx ends, and closes ln. The web
+// configuration (LoadWebConfig) turns on TLS and authentication; the
+// exporter toolkit reads its file again for each new connection, so
+// renewed certificates and changed users apply without a restart. The
+// server's own complaints (a failed TLS handshake, a refused client
+// certificate) go to log at Warn; nil means slog.Default(). When ctx ends
 // it stops accepting at once and gives requests in flight ShutdownTimeout to
 // finish before closing their connections; it returns nil after a clean
 // shutdown. If serving fails first, it returns that error. Requests do not
 // see ctx: a shutdown lets them finish rather than cancelling them.
-func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
+func ServeConfig(ctx context.Context, ln net.Listener, h http.Handler, wc WebConfig, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	// The toolkit says at Info what it serves; the command says that itself.
+	quiet := slog.New(minLevel{log.Handler(), slog.LevelWarn})
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -75,10 +93,15 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		file := wc.File
+		noSystemd := false
+		flags := &web.FlagConfig{WebListenAddresses: &[]string{ln.Addr().String()}, WebSystemdSocket: &noSystemd, WebConfigFile: &file}
+		errc <- web.Serve(ln, srv, flags, quiet)
+	}()
 	select {
 	case err := <-errc:
 		return err
@@ -96,3 +119,18 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
 	}
 	return err
 }
+
+// minLevel passes on the records of its handler's at min or above.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.Handler.Enabled(ctx, l)
+}
+
+func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{m.Handler.WithAttrs(a), m.min}
+}
+func (m minLevel) WithGroup(g string) slog.Handler { return minLevel{m.Handler.WithGroup(g), m.min} }

@@ -178,6 +178,17 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	return c.launch(ctx)
 }
 
+// Crash stops the server as a crash would (an immediate shutdown, what
+// `pg_ctl stop -m immediate` sends: no checkpoint, and WAL still in the
+// server's buffers is lost, as with synchronous_commit=off) and starts it
+// again on the same data and socket, which replays the WAL from the last
+// checkpoint. The machine does not crash: what reached the operating system
+// survives even with fsync off. It must not run concurrently with Stop.
+func (c *Cluster) Crash(ctx context.Context) error {
+	c.halt(syscall.SIGQUIT)
+	return c.launch(ctx)
+}
+
 // command builds an exec.Cmd for one of the server binaries, run as the
 // postgres user when we are root, in its own process group so a terminal's
 // Ctrl-C reaches us first and we stop the server in order. Pdeathsig stops
@@ -277,7 +288,12 @@ func (c *Cluster) Stop() error {
 
 // shutdown stops the server process, if it runs: a fast shutdown, then an
 // immediate one, then SIGKILL.
-func (c *Cluster) shutdown() {
+func (c *Cluster) shutdown() { c.halt(syscall.SIGINT) }
+
+// halt sends the server sig (SIGINT: a fast shutdown, SIGQUIT: an immediate
+// one) and waits for it to exit, escalating to an immediate shutdown and then
+// SIGKILL if it does not.
+func (c *Cluster) halt(sig syscall.Signal) {
 	if c.cmd == nil || c.cmd.Process == nil {
 		return
 	}
@@ -286,7 +302,7 @@ func (c *Cluster) shutdown() {
 		return
 	default:
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
+	_ = c.cmd.Process.Signal(sig)
 	select {
 	case <-c.exited:
 	case <-time.After(15 * time.Second):

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,5 +186,45 @@ func TestRestart(t *testing.T) {
 	}
 	if !c.Running() {
 		t.Fatal("Running is false after Restart")
+	}
+}
+
+// Crash ends the server without a shutdown checkpoint, and the restart
+// recovers from the WAL: a commit that was flushed survives, and the server
+// log says it recovered.
+func TestCrash(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := Start(ctx, Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer c.Stop()
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE kept (x int); INSERT INTO kept VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Crash(ctx); err != nil {
+		t.Fatalf("Crash: %v", err)
+	}
+	if err := conn.Ping(ctx); err == nil {
+		t.Fatal("a session from before the crash still answers")
+	}
+	conn.Close(ctx)
+	after, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatalf("connect after the crash: %v", err)
+	}
+	defer after.Close(ctx)
+	var n int
+	if err := after.QueryRow(ctx, "SELECT count(*) FROM kept").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("a flushed commit after the crash: %d rows, %v", n, err)
+	}
+	log, _ := os.ReadFile(filepath.Join(c.Dir(), "server.log"))
+	if !strings.Contains(string(log), "not properly shut down") {
+		t.Errorf("the server log does not show a crash recovery: %s", c.logTail())
 	}
 }
