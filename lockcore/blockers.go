@@ -44,6 +44,14 @@ func modeNumber(mode string) int {
 	return slices.Index(lockModes[:], mode) + 1
 }
 
+// ModesConflict reports whether a heavyweight lock held in mode held
+// blocks a request for mode want, by PostgreSQL's conflict table; modes are
+// spelled as pg_locks spells them ("AccessShareLock", "ExclusiveLock", …).
+// A mode the table does not know (or "") conflicts with everything.
+func ModesConflict(held, want string) bool {
+	return conflictTable[modeNumber(want)]&(1<<modeNumber(held)) != 0
+}
+
 // blockers fills in each waiter's BlockedBy the way pg_blocking_pids()
 // does (GetBlockerStatusData in lock.c), from the rows alone: the holders
 // of the same object in a mode that conflicts with the waited-for mode

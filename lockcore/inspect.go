@@ -29,7 +29,7 @@ type Querier interface {
 // (pid, database oid, classid, objid, objsubid, share mode, granted,
 // waitstart: advisory locks are ExclusiveLock or ShareLock, so the mode
 // travels as a bool); 2 backend (pid, user, application, client address,
-// state, query, query_start, state_change); 3 database (oid, name: every
+// state, query, query_start, state_change, xact_start in ts3); 3 database (oid, name: every
 // database, fewer rows than the hashing that picks them would cost); 4 any
 // other heavyweight lock (pid, database oid, relation oid in classid,
 // granted, waitstart, locktype, tuple id, object, mode), sent only when
@@ -54,15 +54,15 @@ o AS MATERIALIZED (
 SELECT 0 AS kind, NULL::int4 AS pid, NULL::oid AS oid, NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid,
 	NULL::bool AS share, NULL::bool AS granted, now() AS ts, NULL::timestamptz AS ts2,
 	(SELECT sum(numbackends) FROM pg_stat_database)::text AS t1,
-	NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5
+	NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5, NULL::timestamptz AS ts3
 UNION ALL
-SELECT 1, pid, database, classid, objid, objsubid, mode = 'ShareLock', granted, waitstart, NULL, NULL, NULL, NULL, NULL, NULL FROM l
+SELECT 1, pid, database, classid, objid, objsubid, mode = 'ShareLock', granted, waitstart, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM l
 UNION ALL
 SELECT 2, a.pid, NULL, NULL, NULL, NULL, NULL, NULL, a.query_start, a.state_change,
-	a.usename::text, a.application_name, host(a.client_addr), a.state, a.query
+	a.usename::text, a.application_name, host(a.client_addr), a.state, a.query, a.xact_start
 FROM pg_stat_activity a WHERE a.pid IN (SELECT pid FROM l UNION SELECT pid FROM o)
 UNION ALL
-SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL
+SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL, NULL
 FROM pg_database d
 UNION ALL
 SELECT 4, pid, database, relation, NULL, NULL, NULL, granted, waitstart, NULL, locktype, NULL,
@@ -70,10 +70,10 @@ SELECT 4, pid, database, relation, NULL, NULL, NULL, granted, waitstart, NULL, l
 	CASE locktype WHEN 'transactionid' THEN transactionid::text WHEN 'virtualxid' THEN virtualxid
 		WHEN 'page' THEN 'page ' || page WHEN 'relation' THEN NULL WHEN 'tuple' THEN NULL WHEN 'extend' THEN NULL
 		ELSE concat_ws(':', transactionid, classid, objid, objsubid) END,
-	mode
+	mode, NULL
 FROM o
 UNION ALL
-SELECT 5, NULL, c.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, format('%I.%I', n.nspname, c.relname), NULL, NULL, NULL, NULL
+SELECT 5, NULL, c.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, format('%I.%I', n.nspname, c.relname), NULL, NULL, NULL, NULL, NULL
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid IN (SELECT relation FROM o WHERE database = 0 OR database = (SELECT oid FROM pg_database WHERE datname = current_database()))`
 
@@ -141,6 +141,10 @@ type Backend struct {
 	State                         string // pg_stat_activity.state: "active", "idle", ...
 	Query                         string // the current or last statement
 	QueryStart, StateChange       time.Time
+	// XactStart is when the session's current transaction began
+	// (pg_stat_activity.xact_start); zero outside a transaction. A lock
+	// the transaction took is held at most since then.
+	XactStart time.Time
 }
 
 // lockRow is an advisory row of InspectSQL before it is sorted.
@@ -176,7 +180,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		objsubid            pgtype.Int2
 		share               pgtype.Bool
 		granted             pgtype.Bool
-		ts, ts2             pgtype.Timestamptz
+		ts, ts2, ts3        pgtype.Timestamptz
 		t1, t2, t3, t4, t5  pgtype.Text
 		others              []OtherRow
 		objs                []object // others' objects, by index
@@ -184,7 +188,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 	)
 	// One destination slice for every row: a fresh variadic slice per Scan
 	// would be an allocation per lock.
-	dest := []any{&kind, &pid, &oid, &classid, &objid, &objsubid, &share, &granted, &ts, &ts2, &t1, &t2, &t3, &t4, &t5}
+	dest := []any{&kind, &pid, &oid, &classid, &objid, &objsubid, &share, &granted, &ts, &ts2, &t1, &t2, &t3, &t4, &t5, &ts3}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return LockTable{}, err
@@ -209,6 +213,9 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 			}
 			if ts2.Valid {
 				b.StateChange = ts2.Time
+			}
+			if ts3.Valid {
+				b.XactStart = ts3.Time
 			}
 			backends[pid.Int32] = b
 		case 3:

@@ -78,6 +78,11 @@ type Lock struct {
 	Query           string    // the backend's current or last statement
 	QueryStart      time.Time // zero when unknown
 	StateChange     time.Time // when State last changed; zero when unknown
+	// XactStart is when the backend's current transaction began
+	// (pg_stat_activity.xact_start); zero outside a transaction or when
+	// unknown. A lock the transaction took is held at most since then (a
+	// session-level advisory lock can be older).
+	XactStart time.Time
 
 	// Mode as the source spells it: ExclusiveLock or ShareLock (advisory),
 	// any pg_locks mode (other PostgreSQL kinds), "exclusive" (Redis),
@@ -115,11 +120,15 @@ type Lock struct {
 	// Redis or lease waiter's registration).
 	WaitStart time.Time
 	// HeldSince is a time the lock is known to have been held since. For
-	// advisory locks the server does not record grant times, so it is a
-	// lower bound: for a holder whose session is idle, when it went idle; a
-	// poller that watches over time also uses when it first saw the grant.
-	// Redis and lease holders record their grant. Zero when nothing is
-	// known.
+	// PostgreSQL locks the server does not record grant times, so it is a
+	// lower bound, the earliest of: for a holder whose session is idle,
+	// when it went idle; for a holder that blocks a waiter in a
+	// conflicting mode, when that waiter began waiting (it has held the
+	// lock all along); for a poller that watches over time, when it first
+	// saw the grant. For a lock other than advisory it is never before
+	// XactStart, since a transaction's lock is held at most since the
+	// transaction began. Redis and lease holders record their grant. Zero
+	// when nothing is known.
 	HeldSince time.Time
 	// Expires is when a Redis key's TTL runs out, or a lease passes (for a
 	// lease waiter: when its registration lapses unless it retries). Zero
@@ -130,7 +139,8 @@ type Lock struct {
 
 	// BlockedBy lists the pids of the holders this waiter waits for. For
 	// advisory locks it names holders of the same key in a conflicting
-	// mode, never earlier waiters (unlike pg_blocking_pids); for other
+	// mode, never earlier waiters (unlike pg_blocking_pids), and never the
+	// waiter itself (its own shared hold does not block its upgrade); for other
 	// PostgreSQL kinds it is pg_blocking_pids() narrowed to the holders of
 	// the same object when there are any.
 	BlockedBy []int32

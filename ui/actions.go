@@ -137,11 +137,12 @@ func (m *Model) askTerminate() tea.Cmd {
 			", " + what + " " + sel.KeyLabel() + ")?\nIts session ends and every lock it holds is released.",
 		yes: func() tea.Cmd {
 			m.log.Warn("terminating backend", "pid", pid)
-			return action("terminated backend "+strconv.Itoa(int(pid)), func() error {
+			return func() tea.Msg {
 				ctx, cancel := context.WithTimeout(ctx, pollTimeout)
 				defer cancel()
-				return term(ctx, pid)
-			})
+				return actionMsg{note: "terminated backend " + strconv.Itoa(int(pid)),
+					fail: "could not terminate backend " + strconv.Itoa(int(pid)), err: term(ctx, pid)}
+			}
 		},
 		no: func() { m.setStatus("not terminated", false) },
 	})

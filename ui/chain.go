@@ -80,6 +80,9 @@ func blockingChain(snap *model.Snapshot, sel *model.Lock) []string {
 			if !h.HeldSince.IsZero() {
 				desc += " · held ≥" + fmtDur(h.Held(snap.Now(h)))
 			}
+			if tx := txAge(h, snap.Now(h)); tx != "" {
+				desc += " · in tx " + tx
+			}
 			out = append(out, indent+desc)
 		} else {
 			out = append(out, indent+"└ queued behind "+strconv.Itoa(int(next))+more+", an earlier waiter in a conflicting mode")

@@ -373,7 +373,7 @@ func (t *lockTable) columns(brief, kind bool) []column {
 			}
 			return Sanitize(modeText(l.Mode)), plain
 		}},
-		column{title: "TIME", min: 4, max: 16, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
+		column{title: "TIME", min: 4, max: 20, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
 			s, sev := lockTime(l, t.now(l))
 			if t.st.Marks && sev != sevNone {
 				s += " " + sev.mark()

@@ -230,6 +230,9 @@ func heldState(sel *model.Lock, now time.Time) string {
 		held = "held ≥" + fmtDur(sel.Held(now)) + " (known held since " + sel.HeldSince.Format("15:04:05") +
 			"; the server does not record grant times)"
 	}
+	if tx := txAge(sel, now); tx != "" {
+		held += " · in a transaction begun " + tx + " ago"
+	}
 	if idle := idleInTx(sel); idle != "" {
 		held += " · " + idle + ": the session holds its locks while doing nothing"
 	}

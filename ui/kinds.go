@@ -45,12 +45,27 @@ func kindShort(k model.Kind) string {
 }
 
 // heldAtLeast is a held time as a lower bound: the server does not record
-// when a lock was granted (see model.Lock.HeldSince).
+// when a lock was granted (see model.Lock.HeldSince). Beside it, the age of
+// the holder's transaction ("in tx 1m16s"), which a transaction's lock
+// cannot be older than: the truth lies between the two.
 func heldAtLeast(l *model.Lock, now time.Time) string {
-	if l.HeldSince.IsZero() {
+	s := ""
+	if !l.HeldSince.IsZero() {
+		s = "≥" + fmtDur(l.Held(now))
+	}
+	if tx := txAge(l, now); tx != "" {
+		s = strings.TrimSpace(s + " in tx " + tx)
+	}
+	return s
+}
+
+// txAge is the age of a PostgreSQL holder's transaction at now; "" outside
+// a transaction.
+func txAge(l *model.Lock, now time.Time) string {
+	if !l.Kind.PG() || l.XactStart.IsZero() {
 		return ""
 	}
-	return "≥" + fmtDur(l.Held(now))
+	return fmtDur(now.Sub(l.XactStart))
 }
 
 // leaseLeft is the time a lease or a TTL has left, or how long ago it

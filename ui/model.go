@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"charm.land/bubbles/v2/key"
@@ -285,9 +286,15 @@ const heldCapacity = 5000
 
 func (m *Model) onAction(msg actionMsg) tea.Cmd {
 	if msg.err != nil {
-		text := Sanitize(msg.err.Error())
-		m.log.Warn("action failed", "action", msg.note, "err", text)
-		m.setStatus(msg.note+": "+text, true)
+		// One line: the error may carry PostgreSQL's DETAIL on a line of its own.
+		text := strings.Join(strings.Fields(Sanitize(msg.err.Error())), " ")
+		fail := msg.fail
+		if fail == "" {
+			fail = msg.note + " failed"
+		}
+		m.log.Warn("action failed", "action", fail, "err", text)
+		m.note(model.OutcomeError, fail+": "+text)
+		m.setStatus(fail+": "+text, true)
 		return nil
 	}
 	m.log.Info("action", "what", msg.note)

@@ -39,9 +39,11 @@ type eventsMsg struct {
 }
 
 // actionMsg reports an action the operator took (a simulator control, a
-// terminated backend): note goes to the event log, err to the status line.
+// terminated backend): note goes to the event log and the status line; when
+// err is set, fail and err go to both instead, as an error.
 type actionMsg struct {
 	note string
+	fail string // what a failure says ("could not terminate backend 42"); default note + " failed"
 	err  error
 }
 

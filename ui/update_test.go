@@ -426,6 +426,15 @@ func TestTerminateNeedsTheFlagAndConfirmation(t *testing.T) {
 	if !h.m.footer.isErr || strings.Contains(h.m.footer.status, "\n") || !strings.Contains(h.m.footer.status, "permission denied") {
 		t.Errorf("status %q (error %v)", h.m.footer.status, h.m.footer.isErr)
 	}
+	// A failure says it failed, in the status and in the event log, and
+	// never reads as "terminated".
+	if st := h.m.footer.status; strings.Contains(st, "terminated") || !strings.Contains(st, "could not terminate backend") {
+		t.Errorf("the status of a failed terminate reads %q", st)
+	}
+	screen := ansi.Strip(h.view())
+	if !strings.Contains(screen, "could not terminate backend") || strings.Contains(screen, "terminated backend") {
+		t.Errorf("the event log does not record the failed terminate:\n%s", screen)
+	}
 }
 
 func TestSimulatorControls(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/locktop/locktop/internal/redislog"
 )
 
 // command is one subcommand: run gets the arguments after its name.
@@ -63,6 +65,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 // and returns the process's exit code: 0 success, 1 failure, 2 bad usage
 // or a server that cannot be used. Errors are one line on stderr.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// go-redis writes to stderr unless told otherwise: nowhere, until a
+	// command installs its logger.
+	redislog.Install(nil)
 	// The first argument is a command's name, unless it is a flag or a
 	// connection string: then it is the dashboard's.
 	name, rest := "", args

@@ -48,17 +48,31 @@ type monitoring struct {
 // polls.
 func (mo *monitoring) Poll(ctx context.Context) (model.Snapshot, error) {
 	s, err := mo.server(ctx)
+	mo.mu.Lock()
+	parts := append([]model.Part{{Name: pgSource, Snapshot: s, Err: err}}, mo.last...)
+	mo.mu.Unlock()
 	if err != nil {
 		mo.met.PollFailed()
-		return s, err
 	}
-	mo.mu.Lock()
-	parts := append([]model.Part{{Name: pgSource, Snapshot: s}}, mo.last...)
-	mo.mu.Unlock()
-	merged := model.Merge(parts)
-	mo.met.Snapshot(merged)
-	mo.latest.Put(merged)
-	return s, nil
+	// The other sources' answers are served while PostgreSQL is down too.
+	if merged, ok := mergeAnswered(parts); ok {
+		if err == nil {
+			mo.met.Snapshot(merged)
+		}
+		mo.latest.Put(merged)
+	}
+	return s, err
+}
+
+// mergeAnswered merges the parts if any of them answered: a source that
+// fails leaves out its own locks only, and says why in Sources.
+func mergeAnswered(parts []model.Part) (model.Snapshot, bool) {
+	for _, p := range parts {
+		if p.Err == nil {
+			return model.Merge(parts), true
+		}
+	}
+	return model.Snapshot{}, false
 }
 
 // tee wraps other source i so that its answers, polled by the dashboard,
@@ -78,9 +92,10 @@ func (mo *monitoring) tee(i int) source.Source {
 func (mo *monitoring) Info() model.ServerInfo { return mo.mon.Info() }
 
 // poll reads every source once (the others beside the monitor, or their
-// newest answers) and publishes the merged snapshot to the metrics. It
-// fails when the monitor's poll fails; another source's failure is in the
-// snapshot's Sources.
+// newest answers) and publishes the merged snapshot to the metrics. A
+// source's failure is in the snapshot's Sources, PostgreSQL's too: it
+// fails only when no source answered (with no other source, when the
+// monitor's poll fails).
 func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
 	var parts []model.Part
 	if mo.pollOthers && len(mo.others) > 0 {
@@ -93,15 +108,23 @@ func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
 		parts = append(parts, mo.last...)
 		mo.mu.Unlock()
 	}
-	if err := parts[0].Err; err != nil {
+	err := parts[0].Err
+	if err != nil {
 		mo.met.PollFailed()
-		return model.Snapshot{}, err
 	}
-	merged := model.Merge(parts)
-	if len(mo.others) == 0 {
+	merged, ok := mergeAnswered(parts)
+	if !ok || len(mo.others) == 0 {
+		if err != nil {
+			return model.Snapshot{}, err
+		}
+		if !ok {
+			return model.Snapshot{}, errors.New("no source answered")
+		}
 		merged.Sources = nil // one source: the snapshot is the server's, as before
 	}
-	mo.met.Snapshot(merged)
+	if err == nil {
+		mo.met.Snapshot(merged)
+	}
 	return merged, nil
 }
 
@@ -113,6 +136,12 @@ func (mo *monitoring) loop(ctx context.Context, interval time.Duration) {
 	failing := false
 	for {
 		s, err := mo.poll(ctx)
+		if err == nil && len(s.Sources) > 0 && s.Sources[0].Err != "" {
+			// PostgreSQL failed, the other sources answered: serve them, and
+			// log the failure as before.
+			mo.latest.Put(s)
+			err = errors.New(s.Sources[0].Err)
+		}
 		switch {
 		case err == nil:
 			mo.latest.Put(s)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktop/locktop/internal/redislog"
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/testenv/pgcluster"
 	"github.com/locktop/locktop/sim"
@@ -90,6 +91,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer f.Close()
 		logger = slog.New(slog.NewTextHandler(f, nil))
 	}
+	redislog.Install(logger)
 
 	if err := sys.check(); err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/locktop/locktop/internal/querytext"
 	"github.com/locktop/locktop/internal/record/recording"
+	"github.com/locktop/locktop/internal/redislog"
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/internal/source/leasesource"
@@ -133,6 +134,8 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	// go-redis logs through the Stack's logger, never onto the screen.
+	redislog.Install(cfg.Log)
 	if cfg.Sources.Timeout == 0 {
 		cfg.Sources.Timeout = defaultSourceTimeout
 	}

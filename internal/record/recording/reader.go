@@ -48,6 +48,8 @@ type Recording struct {
 	bySource [][]int // per source, its steps in order
 	dec      *zstd.Decoder
 	cache    map[int]cached // per source
+	// damagedAt is len(entries) when the last Damage was added.
+	damagedAt int
 }
 
 type cached struct {
@@ -154,8 +156,15 @@ func (r *Recording) record(pos int) (int, entry, string) {
 	return end, entry{prefix: p, off: pos + recordFixed + k, end: end}, ""
 }
 
+// damage records what was skipped at pos. A run of damage of one kind with
+// no readable record in between is one Damage, at its start: a file of
+// repeated markers must not cost memory per marker.
 func (r *Recording) damage(pos int, why string) {
+	if n := len(r.Damage); n > 0 && r.Damage[n-1].Reason == why && r.damagedAt == len(r.entries) {
+		return
+	}
 	r.Damage = append(r.Damage, Damage{Offset: int64(pos), Reason: why})
+	r.damagedAt = len(r.entries)
 }
 
 // Len is the number of steps.

@@ -70,10 +70,16 @@ type Lock struct {
 	Duration float64 `json:"duration"`
 	// HeldSince is a time the lock is known to have been held since: the
 	// server does not record grant times, so held times are lower bounds
-	// (for an idle holder, since its session went idle; over polls, since
-	// the monitor first saw the grant). Null when nothing is known.
+	// (the earliest of: for an idle holder, since its session went idle;
+	// for a holder that blocks a waiter, since that waiter began waiting;
+	// over polls, since the monitor first saw the grant). Null when nothing
+	// is known.
 	HeldSince *time.Time `json:"held_since"`
 	Held      float64    `json:"held"`
+	// XactStart is when the backend's transaction began: a lock taken by
+	// the transaction is held at most since then (a session-level advisory
+	// lock can be older). Null outside a transaction.
+	XactStart *time.Time `json:"xact_start"`
 	// WaitStart is when a waiter began to wait (pg_locks.waitstart).
 	WaitStart *time.Time `json:"wait_start"`
 	Waited    float64    `json:"waited"`
@@ -132,6 +138,7 @@ func newLock(l *model.Lock, taken time.Time) Lock {
 		Granted:         l.Granted,
 		HeldSince:       timePtr(l.HeldSince),
 		Held:            seconds(l.Held(taken)),
+		XactStart:       timePtr(l.XactStart),
 		WaitStart:       timePtr(l.WaitStart),
 		Waited:          seconds(l.Waited(taken)),
 		QueuePosition:   l.QueuePos,

@@ -100,6 +100,11 @@ func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
 	doc := NewDocument(served.Snapshot, h.info())
 	doc.Age = seconds(served.Age)
 	doc.Stale, doc.StaleReason = served.Stale, oneLine(served.Reason)
+	if src := served.Sources; len(src) > 0 && src[0].Err != "" {
+		// The other sources answered, PostgreSQL did not: its locks are
+		// not in the snapshot.
+		doc.Stale, doc.StaleReason = true, oneLine("the newest poll failed: "+src[0].Err)
+	}
 	writeJSON(w, http.StatusOK, doc)
 }
 

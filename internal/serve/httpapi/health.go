@@ -23,8 +23,9 @@ type healthCache struct {
 	log    *slog.Logger  // a failed check is logged once, not per request
 	flight singleflight.Group
 
-	mu     sync.Mutex
-	result healthResult
+	mu      sync.Mutex
+	result  healthResult
+	failing bool // the last check failed: log only the change
 }
 
 // healthResult is one check's outcome.
@@ -57,12 +58,19 @@ func (c *healthCache) get(ctx context.Context) (healthResult, error) {
 		// bounds itself (Monitor.Probe: ProbeTimeout).
 		err := c.check(context.WithoutCancel(ctx))
 		r := healthResult{err: err, took: time.Since(start), at: time.Now()}
-		if err != nil {
-			c.log.Warn("health check failed", "reason", err.Error())
-		}
 		c.mu.Lock()
 		c.result = r
+		was := c.failing
+		c.failing = err != nil
 		c.mu.Unlock()
+		// Once when it goes down, once when it comes back: not every
+		// second of an outage.
+		switch {
+		case err != nil && !was:
+			c.log.Warn("health check failed", "reason", err.Error())
+		case err == nil && was:
+			c.log.Info("health check passes again")
+		}
 		return r, nil
 	})
 	select {

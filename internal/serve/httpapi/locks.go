@@ -109,8 +109,12 @@ type LockDoc struct {
 	HeartbeatAge *float64   `json:"heartbeat_age,omitempty"`
 	Stale        *bool      `json:"stale,omitempty"` // leases
 
+	// HeldSince and Held are lower bounds for PostgreSQL kinds (see
+	// Document's); XactStart, when the holder's transaction began, bounds a
+	// transaction's lock from above.
 	HeldSince       *time.Time `json:"held_since,omitempty"`
 	Held            *float64   `json:"held,omitempty"`
+	XactStart       *time.Time `json:"xact_start,omitempty"`
 	WaitStart       *time.Time `json:"wait_start,omitempty"`
 	Waited          *float64   `json:"waited,omitempty"`
 	QueuePosition   int        `json:"queue_position"`
@@ -156,7 +160,7 @@ func newLockDoc(l *model.Lock, now time.Time, source string) LockDoc {
 	out := LockDoc{
 		Kind: string(kind), Key: l.KeyLabel(), Namespace: l.Namespace, Source: source,
 		Mode: l.Mode, Granted: l.Granted, QueuePosition: l.QueuePos,
-		HeldSince: timePtr(l.HeldSince), WaitStart: timePtr(l.WaitStart),
+		HeldSince: timePtr(l.HeldSince), WaitStart: timePtr(l.WaitStart), XactStart: timePtr(l.XactStart),
 	}
 	if l.Granted {
 		h := l.Holder()

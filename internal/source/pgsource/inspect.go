@@ -18,10 +18,22 @@ import (
 // key order), holders first, then waiters in queue order; each waiter's
 // BlockedBy names the holders of its key in a conflicting mode (or, for a
 // share waiter queued behind an exclusive waiter, that waiter). The server
-// does not record when an advisory lock was granted, so held times are
-// lower bounds: for a holder whose session is idle, the time since it went
-// idle; otherwise zero (a Monitor, which polls over time, does better).
+// does not record when a lock was granted, so held times are lower bounds
+// (see bound): for a holder whose session is idle, the time since it went
+// idle; for a holder that blocks a waiter, the time that waiter has waited;
+// otherwise zero (a Monitor, which polls over time, does better).
 func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
+	snap, err := read(ctx, q)
+	if err != nil {
+		return snap, err
+	}
+	bound(snap.Locks, nil)
+	return snap, nil
+}
+
+// read is Inspect without the held bounds that waiters give: a Monitor
+// works those out with what it saw in earlier polls.
+func read(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 	t, err := lockcore.ReadLocks(ctx, q)
 	if err != nil {
 		return model.Snapshot{}, err
@@ -52,7 +64,7 @@ func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 		*l = model.Lock{
 			Kind: model.KindAdvisory, PID: r.PID, Database: r.Database,
 			User: b.User, ApplicationName: b.Application, ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
-			QueryStart: b.QueryStart, StateChange: b.StateChange,
+			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart,
 			Mode: mode, Granted: r.Granted, Namespace: ns, EntityID: k.EntityID(), Pair: k.IsPair(),
 		}
 		if !r.Granted {
@@ -116,7 +128,8 @@ func queue(locks []model.Lock) {
 				if !group[h].Granted {
 					break // holders come first
 				}
-				if conflicts(group[h].Mode, group[w].Mode) {
+				// A session's own shared hold does not block its upgrade.
+				if group[h].PID != group[w].PID && conflicts(group[h].Mode, group[w].Mode) {
 					group[w].BlockedBy = append(group[w].BlockedBy, group[h].PID)
 				}
 			}

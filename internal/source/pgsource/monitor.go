@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,7 +43,7 @@ type Monitor struct {
 	// below.
 	polling   chan struct{}
 	firstSeen map[grantID]time.Time
-	seenWaits map[grantID]struct{}
+	seenWaits map[grantID][]int32 // each wait's blockers when first seen
 	lastTaken time.Time
 }
 
@@ -77,7 +78,7 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 		st = defaultStatementTimeout
 	}
 	m := &Monitor{pool: pool, pollTimeout: st + pollGrace, polling: make(chan struct{}, 1),
-		firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID]struct{}{},
+		firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID][]int32{},
 		// The connection is read-only: no fencing sequence to create or draw from.
 		probeLocks: lockcore.New(pool, lockcore.SharedPool(), lockcore.ApplicationName(""),
 			lockcore.Timeout(ProbeTimeout), lockcore.NoFencing())}
@@ -186,7 +187,7 @@ func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.pollTimeout)
 	defer cancel()
 	start := time.Now()
-	snap, err := Inspect(ctx, m.pool)
+	snap, err := read(ctx, m.pool)
 	snap.Latency = time.Since(start)
 	return snap, err
 }
@@ -195,22 +196,34 @@ func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, error) {
 // the earliest time the lock is known to have been held since: when this
 // monitor first saw the grant, unless the backend has started a statement
 // since (it may have released and taken the lock again, so counting starts
-// anew), or, for an idle session, when it went idle (Inspect's bound),
-// whichever is earlier. Held times are never more than the truth.
+// anew), or Inspect's bounds (see bound), whichever is earlier; a waiter
+// bounds only the holders that blocked it when this monitor first saw it
+// wait. Held times are never more than the truth.
 func (m *Monitor) track(snap *model.Snapshot) {
 	seen := make(map[grantID]time.Time, len(snap.Locks))
-	waits := make(map[grantID]struct{})
+	waits := make(map[grantID][]int32)
 	for i := range snap.Locks {
 		l := &snap.Locks[i]
-		id := grantID{pid: l.PID, key: l.KeyID(), mode: l.Mode, granted: l.Granted}
-		if !l.Granted {
-			id.wait = l.WaitStart
-			if _, ok := m.seenWaits[id]; !ok && !m.lastTaken.IsZero() {
-				snap.NewWaits++
-			}
-			waits[id] = struct{}{}
+		if l.Granted {
 			continue
 		}
+		id := waitID(l)
+		first, ok := m.seenWaits[id]
+		if !ok {
+			first = slices.Clone(l.BlockedBy)
+			if !m.lastTaken.IsZero() {
+				snap.NewWaits++
+			}
+		}
+		waits[id] = first
+	}
+	bound(snap.Locks, func(w *model.Lock, pid int32) bool { return slices.Contains(waits[waitID(w)], pid) })
+	for i := range snap.Locks {
+		l := &snap.Locks[i]
+		if !l.Granted {
+			continue
+		}
+		id := grantID{pid: l.PID, key: l.KeyID(), mode: l.Mode, granted: true}
 		first, ok := m.firstSeen[id]
 		if !ok || l.QueryStart.After(first) {
 			first = snap.Taken
@@ -224,6 +237,11 @@ func (m *Monitor) track(snap *model.Snapshot) {
 		snap.Interval = snap.Taken.Sub(m.lastTaken)
 	}
 	m.firstSeen, m.seenWaits, m.lastTaken = seen, waits, snap.Taken
+}
+
+// waitID identifies a waiting row across polls.
+func waitID(l *model.Lock) grantID {
+	return grantID{pid: l.PID, key: l.KeyID(), mode: l.Mode, wait: l.WaitStart}
 }
 
 // Terminate ends a backend with pg_terminate_backend. Only the dashboard's

@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/connect"
+	"github.com/locktop/locktop/internal/redislog"
 	"github.com/locktop/locktop/lockcore/redislock"
 	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
@@ -130,6 +131,7 @@ func (s *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 		snap.Partial = append(snap.Partial, describe(&d).Error())
 	}
 	snap.Latency = time.Since(start)
+	redislog.Healthy() // go-redis's next failure is news again
 	return snap, nil
 }
 

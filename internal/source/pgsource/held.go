@@ -1,0 +1,65 @@
+package pgsource
+
+import (
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
+)
+
+// holdKey is one backend's granted rows of one key.
+type holdKey struct {
+	key model.KeyID
+	pid int32
+}
+
+// bound lowers held times to what the server proves, and keeps them
+// within what it allows:
+//
+//   - A holder that blocks a waiter in a conflicting mode has held its lock
+//     at least since that waiter began waiting: a request that conflicts
+//     with a waiter queues behind it, so the holder was granted before the
+//     wait began. (The exception is a holder that itself queued ahead of
+//     the waiter and was granted after the wait began; blocked, when not
+//     nil, says which blockers a waiter had when first seen, and a Monitor
+//     that saw the holder still waiting then does not count it.)
+//   - A lock other than advisory belongs to its transaction, so it is held
+//     at most since the transaction began (Lock.XactStart): HeldSince is
+//     never earlier. An advisory lock may be a session's, older than any
+//     transaction, so the cap does not apply to it.
+func bound(locks []model.Lock, blocked func(w *model.Lock, pid int32) bool) {
+	var holds map[holdKey][]int
+	for i := range locks {
+		if l := &locks[i]; l.Granted && l.PID != 0 {
+			if holds == nil {
+				holds = map[holdKey][]int{}
+			}
+			k := holdKey{l.KeyID(), l.PID}
+			holds[k] = append(holds[k], i)
+		}
+	}
+	for i := range locks {
+		w := &locks[i]
+		if w.Granted || w.WaitStart.IsZero() {
+			continue
+		}
+		for _, pid := range w.BlockedBy {
+			if blocked != nil && !blocked(w, pid) {
+				continue
+			}
+			for _, h := range holds[holdKey{w.KeyID(), pid}] {
+				l := &locks[h]
+				if !lockcore.ModesConflict(l.Mode, w.Mode) {
+					continue
+				}
+				if l.HeldSince.IsZero() || w.WaitStart.Before(l.HeldSince) {
+					l.HeldSince = w.WaitStart
+				}
+			}
+		}
+	}
+	for i := range locks {
+		l := &locks[i]
+		if l.Granted && l.Kind != model.KindAdvisory && !l.XactStart.IsZero() && !l.HeldSince.IsZero() && l.HeldSince.Before(l.XactStart) {
+			l.HeldSince = l.XactStart
+		}
+	}
+}
