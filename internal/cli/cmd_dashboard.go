@@ -43,6 +43,7 @@ type dashboardFlags struct {
 	httpAddr       *string
 	logPath        *string
 	record         *string
+	history        *historyFlags
 	sources        *sourceFlags
 }
 
@@ -57,6 +58,8 @@ func newDashboardFlags() (*flagSet, *dashboardFlags) {
 	f.allowTerminate = fs.Bool("allow-terminate", false, "allow terminating a backend from the dashboard (asks for confirmation)")
 	f.httpAddr = fs.String("http", "", "also serve /api/locks, /api/advisory-locks, /metrics and /healthz on this `address` (e.g. "+httpapi.DefaultAddr+")")
 	f.record = fs.String("record", "", "also record every snapshot to this new `file` (locktop replay and report read it)")
+	f.history = addHistoryFlags(fs)
+	f.history = addHistoryFlags(fs)
 	f.logPath = fs.String("log", "", "log `file` (the dashboard owns the screen; default $XDG_CACHE_HOME/locktop/locktop.log)")
 	f.sources = addSourceFlags(fs)
 	return fs, f
@@ -189,6 +192,23 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		defer closeRec()
+	}
+	hist, err := historyOptions(&opts, f.history, logger)
+	if err != nil {
+		return err
+	}
+	if hist != nil {
+		defer hist.Close()
+		if mo != nil {
+			mo.keep(hist)
+		}
+		opts.History = func() (ui.Replay, error) {
+			r, err := hist.Recording()
+			if err != nil {
+				return nil, err
+			}
+			return r, nil
+		}
 	}
 	return ui.Run(ctx, opts)
 }

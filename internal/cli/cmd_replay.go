@@ -25,8 +25,8 @@ func init() {
 // openRecording opens the recording a command names, or says in one line
 // why it cannot be read (exit code 2). Damaged records are skipped: a
 // warning on stderr says how many.
-func openRecording(path string, stderr io.Writer) (*recording.Recording, error) {
-	r, err := recording.Open(path)
+func openRecording(ctx context.Context, path string, stderr io.Writer) (*recording.Recording, error) {
+	r, err := readRecording(ctx, path, stderr)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -46,15 +46,15 @@ func openRecording(path string, stderr io.Writer) (*recording.Recording, error) 
 
 // parseRecording parses replay's or report's flags and opens the one FILE
 // argument, the recording.
-func parseRecording(fs *flagSet, args []string, stderr io.Writer) (*recording.Recording, error) {
+func parseRecording(ctx context.Context, fs *flagSet, args []string, stderr io.Writer) (*recording.Recording, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	switch a := fs.Args(); len(a) {
 	case 0:
-		return nil, fs.usageErr(errors.New("FILE is missing: the recording to read"))
+		return nil, fs.usageErr(errors.New("FILE is missing: the recording to read (a file, a --history directory, or a serve's http://HOST:PORT)"))
 	case 1:
-		return openRecording(a[0], stderr)
+		return openRecording(ctx, a[0], stderr)
 	default:
 		return nil, fs.usageErr(fmt.Errorf("unexpected argument %q", a[1]))
 	}
@@ -74,11 +74,11 @@ func stepAt(r *recording.Recording, flag, at, dflt string) (int, error) {
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("replay")
-	fs.args = "FILE"
+	fs.args = "FILE|DIR|URL"
 	at := fs.String("at", "", "open at this `TIME` (default: the start)")
 	asJSON := fs.Bool("json", false, "print the snapshot at --at as snapshot --json prints it, and exit")
 	advisory := fs.Bool("advisory", false, "with --json: seed 000's document, as snapshot --json --advisory")
-	r, err := parseRecording(fs, args, stderr)
+	r, err := parseRecording(ctx, fs, args, stderr)
 	if err != nil {
 		return err
 	}
@@ -112,11 +112,11 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("report")
-	fs.args = "FILE"
+	fs.args = "FILE|DIR|URL"
 	from := fs.String("from", "", "review from this `TIME` on (default: the start)")
 	to := fs.String("to", "", "review up to this `TIME` (default: the end)")
 	asJSON := fs.Bool("json", false, "print the review as JSON")
-	r, err := parseRecording(fs, args, stderr)
+	r, err := parseRecording(ctx, fs, args, stderr)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/poolstats"
+	"github.com/locktop/locktop/internal/record/history"
+	"github.com/locktop/locktop/internal/record/recording"
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/serve/metrics"
 	"github.com/locktop/locktop/internal/source"
@@ -32,6 +34,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addr := fs.String("http", httpapi.DefaultAddr, "address to serve on, host:port (loopback unless you say otherwise)")
 	interval := fs.Duration("interval", 2*time.Second, "how often to poll the lock table for the metrics")
 	record := fs.String("record", "", "also record every poll to this new `file` (locktop replay and report read it)")
+	hf := addHistoryFlags(fs)
 	lf := addSourceFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -63,14 +66,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer closeOthers()
 	mo := newMonitoring(mon, others, true, 2*(*interval), log)
 	info := mon.Info()
+	var recs []*recorder
 	if *record != "" {
 		w, err := createRecording(*record, newRedactor(dsn).target(), info, []string{primarySource}, *interval)
 		if err != nil {
 			return err
 		}
 		defer w.Close()
-		rec := &recorder{w: w, log: log}
-		mo.onPoll = func(s model.Snapshot) { rec.write(0, s) }
+		recs = append(recs, &recorder{w: w, log: log})
+	}
+	hist, err := hf.open(recording.Header{Server: newRedactor(dsn).target(), Info: info, Sources: []string{primarySource}, Start: time.Now(), Interval: *interval})
+	if err != nil {
+		return err
+	}
+	if hist != nil {
+		defer hist.Close()
+		mo.keep(hist)
+		recs = append(recs, &recorder{w: hist, log: log, what: "history"})
+	}
+	mo.onPoll = func(s model.Snapshot) {
+		for _, r := range recs {
+			r.write(0, s)
+		}
 	}
 	if info.Warning != "" {
 		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
@@ -80,7 +97,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, o := range others {
 		fmt.Fprintf(stdout, "also watching %s\n", o.Name())
 	}
-	fmt.Fprintf(stdout, "listening on http://%s (/api/locks, /api/advisory-locks, /metrics, /healthz)\n", ln.Addr())
+	fmt.Fprintf(stdout, "listening on http://%s (/api/locks, /api/advisory-locks, /metrics, /healthz%s)\n", ln.Addr(), pastEndpoints(hist))
 
 	var wg sync.WaitGroup
 	pctx, stopPolling := context.WithCancel(ctx)
@@ -93,6 +110,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintln(stdout, "locktop serve: stopped")
 	return nil
+}
+
+// pastEndpoints lists the endpoints of the kept past, when there is one.
+func pastEndpoints(h *history.History) string {
+	if h == nil {
+		return ""
+	}
+	return ", /api/locks?at=, /api/report, /api/history"
 }
 
 // listenHTTP opens the listener of --http. An address that cannot be
@@ -146,6 +171,37 @@ type monitoring struct {
 	pollOthers bool
 	mu         sync.Mutex
 	last       []model.Part
+	hist       *history.History // the kept past, set once it is open
+}
+
+// Recording is the kept past (httpapi.Past), or history.ErrEmpty before
+// the history is open.
+func (mo *monitoring) Recording() (*recording.Recording, error) {
+	mo.mu.Lock()
+	h := mo.hist
+	mo.mu.Unlock()
+	if h == nil {
+		return nil, history.ErrEmpty
+	}
+	return h.Recording()
+}
+
+// Bytes is the kept past as a recording file's bytes (httpapi.Past).
+func (mo *monitoring) Bytes() ([]byte, error) {
+	mo.mu.Lock()
+	h := mo.hist
+	mo.mu.Unlock()
+	if h == nil {
+		return nil, history.ErrEmpty
+	}
+	return h.Bytes()
+}
+
+// keep makes h the past the endpoints answer from.
+func (mo *monitoring) keep(h *history.History) {
+	mo.mu.Lock()
+	mo.hist = h
+	mo.mu.Unlock()
 }
 
 // newMonitoring wires metrics, a Latest that polls by itself once its
@@ -166,6 +222,7 @@ func newMonitoring(mon *pgsource.Monitor, others []source.Source, pollOthers boo
 		Info:    mon.Info,
 		Health:  mon.Probe,
 		Metrics: mo.met.Handler(),
+		Past:    mo,
 		Log:     log,
 	})
 	return mo

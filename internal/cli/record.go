@@ -38,35 +38,49 @@ func createRecording(path, server string, info model.ServerInfo, sources []strin
 // that fails is logged once, and the source goes on answering: the screen
 // or the endpoints matter more than the file.
 type recorder struct {
-	w      *recording.Writer
+	w      snapshotWriter
 	log    *slog.Logger
+	what   string // "recording" (the default) or "history", for the log
 	failed sync.Once
 }
 
 func (r *recorder) write(source int, s model.Snapshot) {
 	if err := r.w.Write(source, s); err != nil {
-		r.failed.Do(func() { r.log.Error("recording stopped", "err", err.Error()) })
+		what := r.what
+		if what == "" {
+			what = "recording"
+		}
+		r.failed.Do(func() { r.log.Error(what+" stopped", "err", err.Error()) })
 	}
 }
 
 // recordOptions makes every source of the dashboard's options write its
 // snapshots to path as they are polled; the returned func closes the file.
 func recordOptions(opts *ui.Options, path string, logger *slog.Logger) (func() error, error) {
+	w, err := createRecording(path, opts.Server, opts.Source.Info(), sourceNames(opts), opts.Interval)
+	if err != nil {
+		return nil, err
+	}
+	teeOptions(opts, &recorder{w: w, log: logger})
+	return w.Close, nil
+}
+
+// sourceNames are the dashboard's sources as a recording names them.
+func sourceNames(opts *ui.Options) []string {
 	names := []string{primarySource}
 	for _, s := range opts.Sources {
 		names = append(names, s.Name())
 	}
-	info := opts.Source.Info()
-	w, err := createRecording(path, opts.Server, info, names, opts.Interval)
-	if err != nil {
-		return nil, err
-	}
-	rec := &recorder{w: w, log: logger}
+	return names
+}
+
+// teeOptions makes every source of the dashboard's options hand its
+// snapshots to rec as they are polled.
+func teeOptions(opts *ui.Options, rec *recorder) {
 	opts.Source = recordedSource{opts.Source, rec}
 	for i, s := range opts.Sources {
 		opts.Sources[i] = recordedLockSource{s, rec, i + 1}
 	}
-	return w.Close, nil
 }
 
 // recordedSource is the dashboard's Source, recorded.
