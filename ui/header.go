@@ -126,7 +126,7 @@ func (h *header) line() string {
 		{"", 0}, // the server, below
 		{strings.TrimSpace("PostgreSQL " + version), 2},
 		{st.Dim.Render(h.mode), 3},
-		{"every " + fmtInterval(p.interval), 1},
+		{every(p), 1},
 		{live, 0},
 		{conn, 0},
 	}
@@ -198,4 +198,13 @@ func (h *header) replayLine(version string) string {
 		l = fitSegments(segs, st.Dim.Render(" · "), h.width)
 	}
 	return fitLine(l, h.width)
+}
+
+// every is the header's refresh interval: the fast one while locks are
+// waited for, said so.
+func every(p *poller) string {
+	if d := p.due(); d != p.interval {
+		return "every " + fmtInterval(d) + " (waits)"
+	}
+	return "every " + fmtInterval(p.interval)
 }

@@ -85,6 +85,7 @@ func New(ctx context.Context, opts Options) *Model {
 		feeds = append(feeds, &feed{name: s.Name(), poll: s.Poll})
 	}
 	m.poll = newPoller(ctx, opts.Interval, feeds)
+	m.poll.fast = opts.FastInterval
 	m.poll.beside = func(i int) tea.Cmd {
 		if i == 0 {
 			return m.readSim()

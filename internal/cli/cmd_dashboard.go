@@ -39,6 +39,7 @@ type dashboardFlags struct {
 	withSim        *bool
 	scenario       *string
 	interval       *time.Duration
+	waitInterval   *time.Duration
 	allowTerminate *bool
 	httpAddr       *string
 	logPath        *string
@@ -55,10 +56,10 @@ func newDashboardFlags() (*flagSet, *dashboardFlags) {
 	f.withSim = fs.Bool("sim", false, "also run the simulator against the named database (load tests in staging)")
 	f.scenario = fs.String("scenario", "steady", "the simulator's scenario `NAME` to start with (locktop sim --list names them; the demo runs \"all\" unless given)")
 	f.interval = fs.Duration("interval", ui.DefaultInterval, "refresh interval")
+	f.waitInterval = addWaitInterval(fs)
 	f.allowTerminate = fs.Bool("allow-terminate", false, "allow terminating a backend from the dashboard (asks for confirmation)")
 	f.httpAddr = fs.String("http", "", "also serve /api/locks, /api/advisory-locks, /metrics and /healthz on this `address` (e.g. "+httpapi.DefaultAddr+")")
 	f.record = fs.String("record", "", "also record every snapshot to this new `file` (locktop replay and report read it)")
-	f.history = addHistoryFlags(fs)
 	f.history = addHistoryFlags(fs)
 	f.logPath = fs.String("log", "", "log `file` (the dashboard owns the screen; default $XDG_CACHE_HOME/locktop/locktop.log)")
 	f.sources = addSourceFlags(fs)
@@ -81,6 +82,9 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if *interval < minInterval {
 		return usagef("--interval must be at least %v, not %v", minInterval, *interval)
+	}
+	if err := checkWaitInterval(*f.waitInterval); err != nil {
+		return err
 	}
 	if !slices.Contains(sim.Scenarios(), *scenario) {
 		return usagef("unknown scenario %q (have %s)", *scenario, strings.Join(sim.Scenarios(), ", "))
@@ -106,7 +110,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		defer ln.Close()
 	}
 
-	opts := ui.Options{Interval: *interval, Logger: logger}
+	opts := ui.Options{Interval: *interval, FastInterval: *f.waitInterval, Logger: logger}
 	if ln != nil {
 		if w := exposureWarning(ln.Addr()); w != "" {
 			opts.Warnings = append(opts.Warnings, "--http "+w)

@@ -34,6 +34,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addr := fs.String("http", httpapi.DefaultAddr, "address to serve on, host:port (loopback unless you say otherwise)")
 	interval := fs.Duration("interval", 2*time.Second, "how often to poll the lock table for the metrics")
 	record := fs.String("record", "", "also record every poll to this new `file` (locktop replay and report read it)")
+	waitInterval := addWaitInterval(fs)
 	hf := addHistoryFlags(fs)
 	lf := addSourceFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -41,6 +42,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *interval < minInterval {
 		return usagef("--interval %s is too short (at least %s)", *interval, minInterval)
+	}
+	if err := checkWaitInterval(*waitInterval); err != nil {
+		return err
 	}
 	dsn, given := conn.resolve()
 	if !given {
@@ -101,7 +105,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	var wg sync.WaitGroup
 	pctx, stopPolling := context.WithCancel(ctx)
-	wg.Go(func() { mo.loop(pctx, *interval) })
+	wg.Go(func() { mo.loop(pctx, *interval, *waitInterval) })
 	err = httpapi.ServeListener(ctx, ln, mo.handler)
 	stopPolling()
 	wg.Wait()
@@ -295,14 +299,21 @@ func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
 	return merged, nil
 }
 
-// loop polls every interval until ctx ends, keeping latest and the snapshot
-// gauges fresh. A failing poll is logged once, and again when it recovers.
-func (mo *monitoring) loop(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+// loop polls every interval (every fast while a lock is waited for, when
+// fast is shorter) until ctx ends, keeping latest and the snapshot gauges
+// fresh. A failing poll is logged once, and again when it recovers.
+func (mo *monitoring) loop(ctx context.Context, interval, fast time.Duration) {
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	failing := false
 	for {
+		begun := time.Now()
 		s, err := mo.poll(ctx)
+		next := interval
+		if _, waiting := s.Counts(); err == nil && waiting > 0 && fast > 0 && fast < interval {
+			next = fast
+		}
+		t.Reset(max(next-time.Since(begun), 0))
 		switch {
 		case err == nil:
 			mo.latest.Put(s)

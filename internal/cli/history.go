@@ -133,3 +133,18 @@ func download(ctx context.Context, url string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// defaultWaitInterval is the refresh interval while a lock is waited for.
+const defaultWaitInterval = 200 * time.Millisecond
+
+// addWaitInterval defines --wait-interval, the dashboard's and serve's.
+func addWaitInterval(fs *flagSet) *time.Duration {
+	return fs.Duration("wait-interval", defaultWaitInterval, "poll this often while any lock is waited for, so short waits are seen and kept (0: always --interval)")
+}
+
+func checkWaitInterval(d time.Duration) error {
+	if d != 0 && d < minInterval {
+		return usagef("--wait-interval %s is too short (at least %s, or 0 for never faster)", d, minInterval)
+	}
+	return nil
+}
