@@ -64,7 +64,7 @@ type poller struct {
 	// interval's.
 	fast   time.Duration
 	paused bool
-	feeds    []*feed
+	feeds  []*feed
 	// beside is run when feed i starts a poll: the simulator's status is
 	// read beside the server's poll.
 	beside func(i int) tea.Cmd
