@@ -25,6 +25,7 @@ type header struct {
 	server   string // user@host:port/database, never a password
 	mode     string
 	warnings []string
+	rewound  bool      // the replay is the live dashboard's own history
 	replay   *timeline // not nil in a replay: the line says so, and when
 }
 
@@ -170,10 +171,18 @@ func middle(s string, w int) string {
 // is a replay, and of when; the timeline under the table says where.
 func (h *header) replayLine(version string) string {
 	st, r := h.st, h.replay
+	label := " REPLAY "
+	if h.rewound {
+		// Plainly not the present: the live view is a key away.
+		label = " REWOUND · NOT LIVE "
+	}
 	when := ""
 	if n := r.rep.Len(); n > 0 {
 		first, last := r.rep.Time(0), r.rep.Time(n-1)
 		when = "recorded " + first.Format("2006-01-02 15:04:05") + " – "
+		if h.rewound {
+			when = "history " + first.Format("15:04:05") + " – "
+		}
 		if first.YearDay() == last.YearDay() && first.Year() == last.Year() {
 			when += last.Format("15:04:05")
 		} else {
@@ -184,7 +193,7 @@ func (h *header) replayLine(version string) string {
 		{st.App.Render("locktop"), 0},
 		{"", 0}, // the server, below
 		{strings.TrimSpace("PostgreSQL " + version), 2},
-		{st.Paused.Render(" REPLAY "), 0},
+		{st.Paused.Render(label), 0},
 		{st.Dim.Render(when), 0},
 	}
 	if n := r.rep.Len(); n > 0 {

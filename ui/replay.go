@@ -97,8 +97,10 @@ func (m *Model) show(snaps []model.Snapshot) {
 		if s >= len(m.snaps) || snap.Taken.IsZero() || (m.hasSnap[s] && m.snaps[s].Taken.Equal(snap.Taken)) {
 			continue
 		}
-		f := m.poll.feeds[s]
-		f.conn, f.taken, f.latency = connOK, snap.Taken, snap.Latency
+		if m.rewound == nil { // a rewound dashboard's feeds stay the live loop's
+			f := m.poll.feeds[s]
+			f.conn, f.taken, f.latency = connOK, snap.Taken, snap.Latency
+		}
 		m.apply(s, snap)
 	}
 }
