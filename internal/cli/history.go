@@ -29,8 +29,8 @@ type historyFlags struct {
 func addHistoryFlags(fs *flagSet) *historyFlags {
 	return &historyFlags{
 		dir:  fs.String("history", "", "keep the history in rotating files in this `DIR` (default: in memory); locktop replay and report read the directory as one recording"),
-		keep: fs.Duration("history-keep", history.DefaultKeep, "keep this much of the past, at least (0: no history)"),
-		max:  fs.String("history-max", "64MiB", "and at most this much of it, in bytes (64MiB, 500MB, …)"),
+		keep: fs.Duration("history-keep", history.DefaultKeep, "keep this much of the past, at least (0: no history; b rewinds the dashboard onto it)"),
+		max:  fs.String("history-max", "64MiB", "and at most this `SIZE` of it (64MiB, 500MB, …)"),
 	}
 }
 
