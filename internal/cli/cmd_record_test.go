@@ -171,8 +171,8 @@ func TestReplayDamagedFiles(t *testing.T) {
 	}
 	// Not a recording at all.
 	errb.Reset()
-	if code := run([]string{"replay", "go.mod", "--at", "start", "--json"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "not a locktop recording") {
-		t.Fatalf("go.mod: exit %d, %q", code, errb.String())
+	if code := run([]string{"replay", "doc.go", "--at", "start", "--json"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "not a locktop recording") {
+		t.Fatalf("doc.go: exit %d, %q", code, errb.String())
 	}
 }
 
