@@ -61,6 +61,9 @@ func (h *header) lines() []string {
 		}
 		// What to expect first, the cause after: a long cause is cut, not the rest.
 		msg := f.name + ": no connection · retry " + strconv.Itoa(f.failures) + " in " + fmtInterval(f.retryIn)
+		if h.replay != nil {
+			msg = f.name + ": no connection (recorded: " + strconv.Itoa(f.failures) + " failed polls)"
+		}
 		if !f.taken.IsZero() {
 			msg += " · showing " + f.taken.Format("15:04:05")
 		}

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,22 @@ func TestRewindWithoutHistory(t *testing.T) {
 	h.keys("b")
 	if h.m.rewound != nil || !strings.Contains(ansi.Strip(h.view()), "no history to rewind") {
 		t.Fatal("the rewind key without a history")
+	}
+}
+
+// A failed poll in a recording shows as the outage banner it was, and
+// the next answer clears it.
+func TestReplayShowsRecordedOutage(t *testing.T) {
+	rep := recorded()
+	rep.snaps[2] = model.Outage("PostgreSQL", errors.New("connection refused"), rep.snaps[2].Taken)
+	h := newHarness(t, Options{Replay: rep, Server: "monitor@db.internal:5432/app"})
+	h.start(120, 30)
+	h.keys("right", "right")
+	if v := ansi.Strip(h.view()); !strings.Contains(v, "no connection (recorded") || !strings.Contains(v, "connection refused") {
+		t.Fatalf("no outage banner at the failed poll:\n%s", v)
+	}
+	h.keys("right")
+	if v := ansi.Strip(h.view()); strings.Contains(v, "no connection") {
+		t.Fatalf("the banner stays after the source answered again:\n%s", v)
 	}
 }

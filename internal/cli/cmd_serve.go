@@ -326,9 +326,14 @@ func (mo *monitoring) loop(ctx context.Context, interval, fast time.Duration) {
 			}
 		case ctx.Err() != nil:
 			return
-		case !failing:
-			mo.log.Warn("polling the lock table failed; retrying every interval", "err", err.Error(), "interval", interval)
-			failing = true
+		default:
+			if mo.onPoll != nil {
+				mo.onPoll(model.Outage(pgSource, err, time.Now())) // the history keeps the outage
+			}
+			if !failing {
+				mo.log.Warn("polling the lock table failed; retrying every interval", "err", err.Error(), "interval", interval)
+				failing = true
+			}
 		}
 		select {
 		case <-ctx.Done():

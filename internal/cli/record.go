@@ -91,8 +91,11 @@ type recordedSource struct {
 
 func (s recordedSource) Poll(ctx context.Context) (model.Snapshot, error) {
 	snap, err := s.Source.Poll(ctx)
-	if err == nil {
+	switch {
+	case err == nil:
 		s.rec.write(0, snap)
+	case ctx.Err() == nil:
+		s.rec.write(0, model.Outage(primarySource, err, time.Now())) // replay shows the outage
 	}
 	return snap, err
 }
@@ -107,8 +110,11 @@ type recordedLockSource struct {
 
 func (s recordedLockSource) Poll(ctx context.Context) (model.Snapshot, error) {
 	snap, err := s.LockSource.Poll(ctx)
-	if err == nil {
+	switch {
+	case err == nil:
 		s.rec.write(s.i, snap)
+	case ctx.Err() == nil:
+		s.rec.write(s.i, model.Outage(s.Name(), err, time.Now()))
 	}
 	return snap, err
 }

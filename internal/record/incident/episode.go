@@ -87,8 +87,8 @@ type Hold struct {
 }
 
 // Outage is a span in which a source answered with an error instead of
-// its locks (its snapshots' Sources say so: serve's and merged
-// recordings).
+// its locks: a failed poll recorded as such (model.Outage), or a merged
+// snapshot whose Sources say that source failed.
 type Outage struct {
 	Source  string    `json:"source"`
 	From    time.Time `json:"from"`
@@ -154,6 +154,9 @@ func (r *Report) review(f Frames, lo, hi int) error {
 		t := f.Time(i)
 		last = t
 		r.outagesAt(s, t, outages)
+		if s.PollError() != "" {
+			continue // the outage is all it tells
+		}
 
 		// The wait graph: keys and sessions, joined by every waiting row.
 		uf := unionFind{}

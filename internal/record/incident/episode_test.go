@@ -1,6 +1,7 @@
 package incident
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -67,5 +68,32 @@ func TestEpisodesFollowChains(t *testing.T) {
 	}
 	if r.Holders[0].Holder != "1" || r.Holders[1].Holder != "2" {
 		t.Fatalf("holders by time waited on: %+v", r.Holders)
+	}
+}
+
+// A failed poll recorded in the middle of an episode ends neither the
+// episode nor its waits: it is an outage.
+func TestFailedPollIsAnOutage(t *testing.T) {
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	var f frames
+	for s := range 8 {
+		snap := model.Snapshot{Taken: at(s)}
+		if s >= 1 && s < 6 {
+			snap.Locks = []model.Lock{hold(1, 1, at(-10)), wait(2, 1, at(1), 1)}
+		}
+		if s == 3 {
+			snap = model.Outage("postgres", errors.New("connection refused"), at(s))
+		}
+		f = append(f, snap)
+	}
+	r, err := Build(f, "", time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Episodes) != 1 || !r.Episodes[0].End.Equal(at(6)) || len(r.Waits) != 1 || r.Waits[0].Outcome != "gone" {
+		t.Fatalf("episodes %+v, waits %+v: want one episode to 6s and one wait", r.Episodes, r.Waits)
+	}
+	if len(r.Outages) != 1 || !r.Outages[0].From.Equal(at(3)) || !r.Outages[0].To.Equal(at(4)) || r.Outages[0].Error != "connection refused" {
+		t.Fatalf("outages %+v", r.Outages)
 	}
 }

@@ -184,6 +184,9 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		if s.PollError() != "" {
+			continue // a failed poll ends no wait and no hold: an outage (episode.go)
+		}
 		t := f.Time(i)
 		waiting := map[model.KeyID][]waitID{}
 		holders := map[model.KeyID][]string{}
