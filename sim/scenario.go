@@ -386,7 +386,7 @@ var scenarios = []Scenario{
 	},
 	{
 		Name: "pool-exhaustion",
-		Description: "more blocked hooks than the seed's 25 connections: with the separate lock pool the holders still get work connections; " +
+		Description: "more blocked hooks than the hook service's original 25 connections: with the separate lock pool the holders still get work connections; " +
 			"with --shared-pool the waiters hold every connection and the holders starve until timeouts free some",
 		Agents: 6, Hot: 6, HotShare: 1,
 		LockTimeout: 3 * time.Second,
@@ -424,7 +424,7 @@ var scenarios = []Scenario{
 	},
 	{
 		Name: "acf",
-		Description: "seed 002's conversation turns under the Redis session mutex: pods with their own Lockers, multi-step turns " +
+		Description: "the ACF session mutex: conversation turns under the Redis mutex: pods with their own Lockers, multi-step turns " +
 			"resumed by token, long runs that extend (and some that forget: the fence refuses their commit), bursts, pod crashes, Redis outages",
 		Systems:       SystemTurns,
 		Conversations: 40, HotConversations: 4, HotConvShare: 0.5,
@@ -433,7 +433,7 @@ var scenarios = []Scenario{
 	},
 	{
 		Name: "fole",
-		Description: "seed 004's map, sketch and project jobs under lease locks: tile sets by the atomic write sequence, viewers, " +
+		Description: "the FOLE lease locks: map, sketch and project jobs under leases: tile sets by the atomic write sequence, viewers, " +
 			"exports, sketch edits, bulk jobs (AcquireAll), upgraders, job caps with project p1 flooding; dead and stalled workers recovered",
 		Systems:    SystemJobs,
 		JobTiming:  jobTiming,

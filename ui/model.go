@@ -370,10 +370,11 @@ func (m *Model) render() string {
 	if w < MinWidth || h < MinHeight {
 		return m.tooSmall()
 	}
-	base := m.header.View() + "\n" + m.gauges.View() + "\n" + m.body() + "\n" + m.footerView()
+	base := m.header.View() + "\n" + m.gauges.View() + "\n" + m.body() + "\n"
 	if m.replay != nil {
-		base = m.header.View() + "\n" + m.gauges.View() + "\n" + m.body() + "\n" + m.replay.View() + "\n" + m.footerView()
+		base += m.replay.View() + "\n" // the timeline, above the footer
 	}
+	base += m.footerView()
 	o := m.overlay
 	if o == nil || o.Place() == placeFooter {
 		return base

@@ -6,10 +6,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/model"
 )
 
-// Source is the server the dashboard watches; *monitor.Monitor satisfies
+// Source is the server the dashboard watches; *pgsource.Monitor satisfies
 // it. Poll is called from a command, never from Update, and at most one
 // poll runs at a time.
 type Source interface {
@@ -20,29 +21,17 @@ type Source interface {
 	Info() model.ServerInfo
 }
 
-// LockSource is one more place locks come from, beside Source: a Redis
-// holding session mutexes, a table of leases. Each is polled on its own
-// loop at the dashboard's interval, with its own timeout and backoff; its
-// locks join the one table, and its failure shows a banner of its own while
-// the other sources keep updating. Poll is called from a command, never
-// from Update, and at most one poll of a source runs at a time.
-type LockSource interface {
-	// Name names the source on its banner and in the log: "redis",
-	// "lease". Names are shown as they are.
-	Name() string
-	// Poll reads the source once: its locks with their Kind set, ordered
-	// as model.Snapshot orders them, and Taken by the source's own clock.
-	// Its error is shown as it is: one line, no password.
-	Poll(ctx context.Context) (model.Snapshot, error)
-}
-
 // Options are what the dashboard is given. Only Source is required.
 type Options struct {
 	// Source supplies the lock snapshots of the server.
 	Source Source
-	// Sources are more places locks come from (see LockSource), polled
-	// beside Source; their locks share the table.
-	Sources []LockSource
+	// Sources are more places locks come from beside Source: a Redis
+	// holding session mutexes, a table of leases. Each is polled on its
+	// own loop at the dashboard's interval, with its own timeout and
+	// backoff, never from Update and at most one poll of a source at a
+	// time; its locks join the one table, and its failure shows a banner
+	// of its own (under its Name) while the other sources keep updating.
+	Sources []source.Source
 	// Simulator, when not nil, adds the simulator panel and its controls;
 	// the gauges show the pools in its status.
 	Simulator Simulator

@@ -142,3 +142,20 @@ func TestReplaySeekAndBack(t *testing.T) {
 		t.Fatal("r in a replay says nothing")
 	}
 }
+
+// A replay frame is the live frame and the timeline, built once: the
+// screen is not built, thrown away and built again (footerView, which
+// sets the footer's keys, ran twice), so it costs about what a live frame
+// costs, not twice that.
+func TestReplayFrameBuiltOnce(t *testing.T) {
+	h := newReplay(t, 2)
+	replay := testing.AllocsPerRun(20, func() { h.m.render() })
+	timeline := testing.AllocsPerRun(20, func() { _ = h.m.replay.View() })
+	r := h.m.replay
+	h.m.replay = nil // the same screen, live
+	live := testing.AllocsPerRun(20, func() { h.m.render() })
+	h.m.replay = r
+	if replay > 1.5*(live+timeline) {
+		t.Errorf("a replay frame allocates %.0f times, a live one %.0f and the timeline %.0f: the frame is built more than once", replay, live, timeline)
+	}
+}

@@ -10,10 +10,11 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/model"
 )
 
-// fakeLockSource is a LockSource answering from a queue of results; the
+// fakeLockSource is a source.Source answering from a queue of results; the
 // last one repeats.
 type fakeLockSource struct {
 	name    string
@@ -51,7 +52,7 @@ func redisLocks() model.Snapshot {
 // both, with a KIND column once there are two kinds.
 func TestSourcesReportSeparately(t *testing.T) {
 	redis := &fakeLockSource{name: "redis", results: []SnapshotMsg{{Snapshot: redisLocks()}, {Err: errors.New("dial unix /tmp/redis.sock: connect: connection refused")}}}
-	h := newHarness(t, Options{Sources: []LockSource{redis}})
+	h := newHarness(t, Options{Sources: []source.Source{redis}})
 	h.start(120, 36)
 	v := ansi.Strip(h.view())
 	if !hasLine(v, "KIND") || !hasLine(v, "redis", "worker-7f3a", "ttl 12s") || !hasLine(v, "advisory", "AGENT 7", "4242") {

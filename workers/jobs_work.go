@@ -64,12 +64,10 @@ func release(ctx context.Context, locks []*lease.Lock) error {
 }
 
 // releaseAfter releases locks once the work under them ended with err,
-// and returns err, or the release's error when the work had none.
+// and returns both errors joined, as lockcore.With does: a lease lost
+// while the work failed (ErrLost) is still counted as lost.
 func releaseAfter(ctx context.Context, locks []*lease.Lock, err error) error {
-	if rerr := release(ctx, locks); err == nil {
-		return rerr
-	}
-	return err
+	return errors.Join(err, release(ctx, locks))
 }
 
 func lockOf(locks []*lease.Lock, r lease.Resource) *lease.Lock {

@@ -335,7 +335,7 @@ func (tu *turn) acquire(ctx context.Context, p *pod) error {
 		tu.attempt(model.OutcomeAcquired, nil, false)
 	case errors.Is(err, redislock.ErrUnavailable) && t.opts.FailOpen && ctx.Err() == nil:
 		t.stats.failOpen.Add(1)
-		t.env.Rec.Note(KindTurn, lockcore.Key{}, tu.label+": Redis unavailable, processing without the lock (FailOpen, the seed's risky fallback)")
+		t.env.Rec.Note(KindTurn, lockcore.Key{}, tu.label+": Redis unavailable, processing without the lock (FailOpen, the ACF session mutex's risky fallback)")
 		tu.attempt("", nil, false) // ran without a lock
 		return nil
 	default:

@@ -1,5 +1,5 @@
-// Command benchreport measures every performance budget of DESIGN.md against
-// its physical limit, on one throw-away PostgreSQL cluster in one run, and
+// Command benchreport measures every performance budget locktop holds
+// itself to (each figure's section below states it) against its physical limit, on one throw-away PostgreSQL cluster in one run, and
 // writes BENCHMARKS.md. `make bench` runs it.
 //
 // These machines are noisy, so each project figure is taken beside its
@@ -553,6 +553,6 @@ const reading = `
 - **Dashboard.** Almost all of a 10,000-lock refresh is the poll; the dashboard renders only
   the rows that fit on the screen.
 - **Simulator.** The scale scenario fires 1,000 hooks back to back onto its pools (a
-  lock pool of 200 and the seed's work pool of 25), so its lock waits are mostly queueing for a connection,
+  lock pool of 200 and the hook service's original work pool of 25), so its lock waits are mostly queueing for a connection,
   by design; what it must show is that no invariant breaks under that load.
 `

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/source"
+	"github.com/locktop/locktop/internal/source/leasesource"
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/source/redissource"
 	"github.com/locktop/locktop/internal/testenv/redisserver"
@@ -25,7 +26,7 @@ import (
 // PostgreSQL, 1,000 session mutexes on a throw-away Redis, 1,000 lease
 // rows), each source's poll beside its bare read in alternating rounds:
 //   - PostgreSQL: pgsource.Inspect against pgbench running the bare pg_locks
-//     query (pg_locks_poll.sql). Budget: 1.3× (DESIGN.md, every source).
+//     query (pg_locks_poll.sql). Budget: 1.3×, for every source.
 //   - Redis: the Redis source's poll against a bare go-redis SCAN loop over
 //     the same prefix (the listing alone: the source also reads each lock's
 //     hash, TTL and queue, in one pipeline).
@@ -56,7 +57,7 @@ func onePane(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 		return nil, err
 	}
 	defer leasePool.Close()
-	ls := source.LeasePostgres("lease", leasePool, "", false)
+	ls := leasesource.Postgres("lease", leasePool, "", false)
 	// Each source has a connection of its own, so PollAll's concurrent polls
 	// never queue behind one another on the client.
 	monAll, err := pgx.Connect(ctx, r.dsn)

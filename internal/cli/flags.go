@@ -6,6 +6,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -186,3 +187,6 @@ func newFlagLine(f *pflag.Flag) flagLine {
 	}
 	return flagLine{left, usage}
 }
+
+// minInterval keeps a mistyped --interval from hammering the server.
+const minInterval = 100 * time.Millisecond

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -34,9 +33,9 @@ func addHistoryFlags(fs *flagSet) *historyFlags {
 	}
 }
 
-// open starts the history the flags describe, or returns nil with
-// --history-keep 0. A bad size or an unusable directory is exit code 2.
-func (f *historyFlags) open(h recording.Header) (*history.History, error) {
+// config is the history the flags describe, for StackConfig.History: nil
+// with --history-keep 0. A bad size is exit code 2.
+func (f *historyFlags) config() (*history.Options, error) {
 	if *f.keep == 0 {
 		return nil, nil
 	}
@@ -47,25 +46,22 @@ func (f *historyFlags) open(h recording.Header) (*history.History, error) {
 	if err != nil || size < 1<<20 {
 		return nil, usagef("--history-max %q: a size of at least 1MiB (64MiB, 500MB)", *f.max)
 	}
-	h.Locktop = versionString()
-	hist, err := history.New(history.Options{Dir: *f.dir, Keep: *f.keep, MaxBytes: int64(size), Header: h})
-	if err != nil {
-		return nil, exitError{code: exitUsage, err: fmt.Errorf("--history: %w", err)}
-	}
-	return hist, nil
+	return &history.Options{Dir: *f.dir, Keep: *f.keep, MaxBytes: int64(size)}, nil
 }
 
-// historyOptions makes every source of the dashboard's options write its
-// snapshots to the history the flags describe as they are polled, and
-// gives the dashboard the history to rewind (nil with --history-keep 0).
-func historyOptions(opts *ui.Options, f *historyFlags, logger *slog.Logger) (*history.History, error) {
-	names := sourceNames(opts)
-	hist, err := f.open(recording.Header{Server: opts.Server, Info: opts.Source.Info(), Sources: names, Start: time.Now(), Interval: opts.Interval})
-	if err != nil || hist == nil {
-		return nil, err
+// rewindable is the dashboard's Options.History: the kept past, a copy
+// at each call (nil without a history).
+func rewindable(h *history.History) func() (ui.Replay, error) {
+	if h == nil {
+		return nil
 	}
-	teeOptions(opts, &recorder{w: hist, log: logger, what: "history"})
-	return hist, nil
+	return func() (ui.Replay, error) {
+		r, err := h.Recording()
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
 }
 
 // snapshotWriter is where a recorder writes: a recording file or a

@@ -2,119 +2,126 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/locktop/locktop/internal/record/recording"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/ui"
 )
 
-// primarySource is the name the dashboard gives Options.Source, and a
-// recording gives its source 0.
-const primarySource = "PostgreSQL"
+func init() {
+	register(command{name: "record", summary: "record every snapshot of the locks to a file, for replay and report (locktop record --out FILE)",
+		about: "Records until --duration has passed or it is interrupted (Ctrl-C, SIGTERM). The file survives a crash:\n" +
+			"a torn last record is skipped when it is read. Read it with locktop replay FILE and locktop report FILE.",
+		run: runRecord})
+}
 
-// createRecording creates the recording file path for the sources named,
-// or one line saying why it cannot (it exists, its directory does not):
-// exit code 2, the operator's to fix.
-func createRecording(path, server string, info model.ServerInfo, sources []string, interval time.Duration) (*recording.Writer, error) {
-	w, err := recording.Create(path, recording.Header{
-		Server: server, Info: info, Sources: sources, Start: time.Now(), Interval: interval, Locktop: versionString(),
-	})
+// namedPoll is one source of lock snapshots, as the dashboard polls it.
+type namedPoll struct {
+	name string
+	poll func(context.Context) (model.Snapshot, error)
+}
+
+func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("record")
+	conn := addConnFlags(fs)
+	out := fs.String("out", "", "the recording `FILE` to create (never overwritten)")
+	interval := fs.Duration("interval", ui.DefaultInterval, "how often to read every source")
+	duration := fs.Duration("duration", 0, "stop after this long (default: until interrupted)")
+	sf := addSourceFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return fs.usageErr(fmt.Errorf("--out FILE is required"))
+	}
+	if *interval < minInterval {
+		return usagef("--interval %s is too short (at least %s)", *interval, minInterval)
+	}
+	if *duration < 0 {
+		return usagef("--duration %s is negative", *duration)
+	}
+	dsn, given := conn.resolve()
+	if !given {
+		return usagef("record needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
+	}
+	srcs, err := sf.config()
 	if err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return nil, exitError{code: exitUsage, err: fmt.Errorf("--record/--out %s: the file exists; a recording is never overwritten", path)}
-		}
-		return nil, exitError{code: exitUsage, err: fmt.Errorf("--record/--out: %w", err)}
+		return err
 	}
-	return w, nil
-}
-
-// recorder writes every snapshot a source answers to a recording. A write
-// that fails is logged once, and the source goes on answering: the screen
-// or the endpoints matter more than the file.
-type recorder struct {
-	w      snapshotWriter
-	log    *slog.Logger
-	what   string // "recording" (the default) or "history", for the log
-	failed sync.Once
-}
-
-func (r *recorder) write(source int, s model.Snapshot) {
-	if err := r.w.Write(source, s); err != nil {
-		what := r.what
-		if what == "" {
-			what = "recording"
-		}
-		r.failed.Do(func() { r.log.Error(what+" stopped", "err", err.Error()) })
-	}
-}
-
-// recordOptions makes every source of the dashboard's options write its
-// snapshots to path as they are polled; the returned func closes the file.
-func recordOptions(opts *ui.Options, path string, logger *slog.Logger) (func() error, error) {
-	w, err := createRecording(path, opts.Server, opts.Source.Info(), sourceNames(opts), opts.Interval)
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	// The sources the dashboard polls: the server, and the others beside
+	// it; the Stack records every answer.
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Record: *out, Log: log})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	teeOptions(opts, &recorder{w: w, log: logger})
-	return w.Close, nil
-}
-
-// sourceNames are the dashboard's sources as a recording names them.
-func sourceNames(opts *ui.Options) []string {
-	names := []string{primarySource}
-	for _, s := range opts.Sources {
-		names = append(names, s.Name())
+	defer st.Close()
+	if w := st.Info().Warning; w != "" {
+		fmt.Fprintln(stderr, "locktop: warning:", w)
 	}
-	return names
-}
-
-// teeOptions makes every source of the dashboard's options hand its
-// snapshots to rec as they are polled.
-func teeOptions(opts *ui.Options, rec *recorder) {
-	opts.Source = recordedSource{opts.Source, rec}
-	for i, s := range opts.Sources {
-		opts.Sources[i] = recordedLockSource{s, rec, i + 1}
+	sources := []namedPoll{{primarySource, st.Server().Poll}}
+	for _, o := range st.Sources() {
+		sources = append(sources, namedPoll{o.Name(), o.Poll})
 	}
-}
-
-// recordedSource is the dashboard's Source, recorded.
-type recordedSource struct {
-	ui.Source
-	rec *recorder
-}
-
-func (s recordedSource) Poll(ctx context.Context) (model.Snapshot, error) {
-	snap, err := s.Source.Poll(ctx)
-	switch {
-	case err == nil:
-		s.rec.write(0, snap)
-	case ctx.Err() == nil:
-		s.rec.write(0, model.Outage(primarySource, err, time.Now())) // replay shows the outage
+	fmt.Fprintf(stdout, "locktop record: %s to %s every %s", st.Target(), *out, *interval)
+	if *duration > 0 {
+		fmt.Fprintf(stdout, " for %s", *duration)
 	}
-	return snap, err
-}
+	fmt.Fprintln(stdout, "; Ctrl-C stops")
 
-// recordedLockSource is one more source of the dashboard, recorded as
-// source i.
-type recordedLockSource struct {
-	ui.LockSource
-	rec *recorder
-	i   int
-}
-
-func (s recordedLockSource) Poll(ctx context.Context) (model.Snapshot, error) {
-	snap, err := s.LockSource.Poll(ctx)
-	switch {
-	case err == nil:
-		s.rec.write(s.i, snap)
-	case ctx.Err() == nil:
-		s.rec.write(s.i, model.Outage(s.Name(), err, time.Now()))
+	rctx, stopRec := ctx, func() {}
+	if *duration > 0 {
+		rctx, stopRec = context.WithTimeout(ctx, *duration)
 	}
-	return snap, err
+	defer stopRec()
+	var snaps atomic.Int64
+	var wg sync.WaitGroup
+	for _, s := range sources {
+		wg.Go(func() {
+			pollLoop(rctx, s, *interval, log, func(model.Snapshot) { snaps.Add(1) })
+		})
+	}
+	wg.Wait()
+	if err := st.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "locktop record: %d snapshots, %d bytes, in %s\n", snaps.Load(), st.RecordedBytes(), *out)
+	return nil
+}
+
+// pollLoop polls s every interval until ctx ends and hands each snapshot
+// to got. A failing poll is logged once, and again when it recovers; the
+// loop goes on.
+func pollLoop(ctx context.Context, s namedPoll, interval time.Duration, log *slog.Logger, got func(model.Snapshot)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	failing := false
+	for {
+		pctx, cancel := context.WithTimeout(ctx, max(interval, 10*time.Second))
+		snap, err := s.poll(pctx)
+		cancel()
+		switch {
+		case err == nil:
+			got(snap)
+			if failing {
+				log.Info("polling again", "source", s.name)
+				failing = false
+			}
+		case ctx.Err() != nil:
+			return
+		case !failing:
+			log.Warn("poll failed; retrying every interval", "source", s.name, "err", err.Error())
+			failing = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -14,8 +14,8 @@ import (
 // Source is one place locks come from. Poll reads it once: its locks with
 // their Kind set, ordered as model.Snapshot orders them, Taken by the
 // source's own clock. Its error is shown as it is: one line, no password.
-// A Source must be safe to poll from one goroutine at a time; ui.LockSource
-// is the same interface.
+// A Source must be safe to poll from one goroutine at a time; the
+// dashboard takes them as they are (ui.Options.Sources).
 type Source interface {
 	Name() string
 	Poll(ctx context.Context) (model.Snapshot, error)
@@ -25,7 +25,7 @@ type Source interface {
 // own (WithTimeout): a source that hangs must not hold back the others.
 const DefaultTimeout = 5 * time.Second
 
-// PollFunc is a poll, as *monitor.Monitor's Poll method is.
+// PollFunc is a poll, as *pgsource.Monitor's Poll method is.
 type PollFunc func(ctx context.Context) (model.Snapshot, error)
 
 type named struct {

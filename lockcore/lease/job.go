@@ -401,12 +401,4 @@ func (p jobPlan) after(jobs []jobRow) []jobRow {
 // changed reports whether the plan frees or starts anything.
 func (p jobPlan) changed() bool { return len(p.drop) > 0 || len(p.start) > 0 }
 
-// jobState is the stored form of a job's state.
-func jobState(running bool) string {
-	if running {
-		return "running"
-	}
-	return "queued"
-}
-
 func isRunning(state string) bool { return strings.EqualFold(state, "running") }

@@ -29,7 +29,7 @@ var entries = []Entry{
 	{
 		Name: "AGENT", Kind: Space, ID: int64(SpaceAgent),
 		Owner:    "hook routes, agent reaper, transcript reconciler, context poller, tmux watchdog, deferred stop, handoff executor, remote agent service",
-		Purpose:  "Serialise all state changes of one agent (seed 000)",
+		Purpose:  "Serialise all state changes of one agent (the agent hooks' advisory locking)",
 		Scope:    "Per agent",
 		LockType: "Session (pg_advisory_lock; background workers pg_try_advisory_lock)",
 		FileRef:  "workers/",
@@ -53,7 +53,7 @@ var entries = []Entry{
 	{
 		Name: "LOCKTOP_HEALTH", Kind: Fixed, ID: HealthProbeID,
 		Owner:    "locktop serve, locktop --http (GET /healthz)",
-		Purpose:  "Health probe: taken and released within 1s to prove the lock system works (seed 002)",
+		Purpose:  "Health probe: taken and released within 1s to prove the lock system works (the ACF session mutex)",
 		Scope:    "Global",
 		LockType: "Session (pg_advisory_lock, 1s timeout)",
 		FileRef:  "internal/source/pgsource/probe.go",
@@ -77,7 +77,7 @@ var entries = []Entry{
 	{
 		Name: "SESSION", Kind: RedisKey, Pattern: SessionPattern,
 		Owner:    "Agent Conversation Fabric (LogicalTurnWorkflow)",
-		Purpose:  "Single-writer rule: one brain execution per conversation stream (seed 002)",
+		Purpose:  "Single-writer rule: one brain execution per conversation stream (the ACF session mutex)",
 		Scope:    "Per tenant+agent+customer+channel",
 		LockType: "Redis SET NX PX with an owner token (30s TTL; 300s across workflow steps)",
 		FileRef:  "lockcore/redislock/",
@@ -85,7 +85,7 @@ var entries = []Entry{
 	{
 		Name: "PROJECT", Kind: LeaseLevel, ID: 1, Pattern: "project:{projectId}",
 		Owner:    "DAL (project metadata, bulk jobs, permissions, templates, imports)",
-		Purpose:  "Project-level read/write/upgradeable lease (seed 004 §4.1)",
+		Purpose:  "Project-level read/write/upgradeable lease (the FOLE lease locks)",
 		Scope:    "Per project",
 		LockType: "Lease row (dal_locks), heartbeat",
 		FileRef:  "lockcore/lease/",
@@ -93,7 +93,7 @@ var entries = []Entry{
 	{
 		Name: "MAP", Kind: LeaseLevel, ID: 2, Pattern: "map:{mapId}",
 		Owner:    "DAL (calibration, tile generation, imports, viewer, export)",
-		Purpose:  "Map-level read/write/upgradeable lease (seed 004 §4.2)",
+		Purpose:  "Map-level read/write/upgradeable lease (the FOLE lease locks)",
 		Scope:    "Per map",
 		LockType: "Lease row (dal_locks), heartbeat",
 		FileRef:  "lockcore/lease/",
@@ -101,7 +101,7 @@ var entries = []Entry{
 	{
 		Name: "SKETCH", Kind: LeaseLevel, ID: 3, Pattern: "sketch:{sketchId}",
 		Owner:    "DAL (sketch edits, hit-testing, measurement)",
-		Purpose:  "Sketch-level read/write/upgradeable lease (seed 004 §4.3)",
+		Purpose:  "Sketch-level read/write/upgradeable lease (the FOLE lease locks)",
 		Scope:    "Per sketch",
 		LockType: "Lease row (dal_locks), heartbeat",
 		FileRef:  "lockcore/lease/",

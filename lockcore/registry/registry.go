@@ -106,12 +106,6 @@ func Lookup(name string) (Entry, bool) {
 	return Entry{}, false
 }
 
-// SpaceOf returns the entry of a two-int advisory namespace.
-func SpaceOf(space int32) (Entry, bool) { e, ok := spaces[space]; return e, ok }
-
-// FixedOf returns the entry of a fixed one-bigint advisory key.
-func FixedOf(id int64) (Entry, bool) { e, ok := fixed[id]; return e, ok }
-
 // Check reports a duplicate or malformed entry in the table. Lookups use the
 // first of any duplicates.
 func Check() error { return checkErr }

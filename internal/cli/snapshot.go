@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/serve/httpapi"
-	"github.com/locktop/locktop/internal/source"
-	"github.com/locktop/locktop/internal/termsafe"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/ui"
 )
@@ -26,7 +23,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("snapshot")
 	conn := addConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print the JSON document GET /api/locks serves (every kind, every source)")
-	advisory := fs.Bool("advisory", false, "with --json: print seed 000's document, GET /api/advisory-locks (advisory locks only)")
+	advisory := fs.Bool("advisory", false, "with --json: print the advisory-locks document instead, GET /api/advisory-locks (advisory locks only)")
 	lf := addSourceFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -38,17 +35,16 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !given {
 		return usagef("snapshot needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
 	}
-	mon, err := openMonitor(ctx, dsn)
+	srcs, err := lf.config()
 	if err != nil {
 		return err
 	}
-	defer mon.Close()
-	others, closeOthers, err := otherSources(ctx, lf, dsn)
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs})
 	if err != nil {
 		return err
 	}
-	defer closeOthers()
-	parts := source.PollAll(ctx, append([]source.Source{source.Named(pgSource, mon.Poll)}, others...))
+	defer st.Close()
+	parts := st.PollAll(ctx)
 	if err := parts[0].Err; err != nil {
 		return errors.Unwrap(err) // the monitor's own error: its exit code
 	}
@@ -58,7 +54,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	snap := model.Merge(parts)
-	info := mon.Info()
+	info := st.Info()
 	if info.Warning != "" {
 		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
 	}
@@ -66,28 +62,6 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return printJSON(stdout, snapshotDocument(snap, info, *advisory))
 	}
 	return writeTable(stdout, httpapi.NewLocksDocument(snap, info))
-}
-
-// printJSON prints v as indented JSON. As the table sanitizes, the JSON
-// escapes what a terminal would act on (C1 controls, bidi overrides): it
-// is printed too.
-// snapshotDocument is the document snapshot --json prints (and replay
-// --json): GET /api/locks's, or with advisory seed 000's of
-// GET /api/advisory-locks.
-func snapshotDocument(snap model.Snapshot, info model.ServerInfo, advisory bool) any {
-	if advisory {
-		return httpapi.NewDocument(snap, info)
-	}
-	return httpapi.NewLocksDocument(snap, info)
-}
-
-func printJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(termsafe.EscapeJSON(b), '\n'))
-	return err
 }
 
 // writeTable prints the document for people: one line per holder or waiter.

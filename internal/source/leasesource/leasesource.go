@@ -1,4 +1,4 @@
-package source
+package leasesource
 
 import (
 	"context"
@@ -6,17 +6,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/lockcore/lease"
 	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
-// Lease is a source of seed 004's lease locks (lockcore/lease): every
-// holder and waiter with mode, lease left, heartbeat, stale flag and fence,
-// and the newest audit records, read by lease.InspectPostgres or
+// Source is a source of lease locks (lockcore/lease): every holder and
+// waiter with mode, lease left, heartbeat, stale flag and fence, and the
+// newest audit records, read by lease.InspectPostgres or
 // lease.InspectSQLite, timed by the database's clock. It is safe for
 // concurrent use.
-type Lease struct {
+type Source struct {
 	name    string
 	inspect func(ctx context.Context) (*lease.Snapshot, error)
 	// optional: a database that has no lease tables is an empty source, not
@@ -31,27 +32,27 @@ type Lease struct {
 // missing looks for them again: a poll costs nothing in between.
 const optionalRecheck = 30 * time.Second
 
-// LeasePostgres is the lease tables in schema (lease.DefaultSchema when
+// Postgres is the lease tables in schema (lease.DefaultSchema when
 // "") of the database q reaches. optional: a database without them is
 // an empty source (the watched database, which may hold none).
-func LeasePostgres(name string, q lease.Querier, schema string, optional bool) *Lease {
-	return &Lease{name: name, optional: optional, inspect: func(ctx context.Context) (*lease.Snapshot, error) {
+func Postgres(name string, q lease.Querier, schema string, optional bool) *Source {
+	return &Source{name: name, optional: optional, inspect: func(ctx context.Context) (*lease.Snapshot, error) {
 		return lease.InspectPostgres(ctx, q, schema)
 	}}
 }
 
-// LeaseSQLite is the lease tables of the SQLite file at path, read-only.
-func LeaseSQLite(name, path string) *Lease {
-	return &Lease{name: name, inspect: func(ctx context.Context) (*lease.Snapshot, error) {
+// SQLite is the lease tables of the SQLite file at path, read-only.
+func SQLite(name, path string) *Source {
+	return &Source{name: name, inspect: func(ctx context.Context) (*lease.Snapshot, error) {
 		return lease.InspectSQLite(ctx, path)
 	}}
 }
 
 // Name names the source: "lease", "lease-sqlite", …
-func (l *Lease) Name() string { return l.name }
+func (l *Source) Name() string { return l.name }
 
 // Poll lists the leases once.
-func (l *Lease) Poll(ctx context.Context) (model.Snapshot, error) {
+func (l *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 	start := time.Now()
 	if l.optional {
 		l.mu.Lock()
@@ -74,15 +75,15 @@ func (l *Lease) Poll(ctx context.Context) (model.Snapshot, error) {
 	l.mu.Lock()
 	l.absent = time.Time{}
 	l.mu.Unlock()
-	snap := LeaseSnapshot(s)
+	snap := modelOf(s)
 	snap.Latency = time.Since(start)
 	return snap, nil
 }
 
-// LeaseSnapshot turns a lease listing into model locks of kind lease: per
+// modelOf turns a lease listing into model locks of kind lease: per
 // resource its holders, then its waiters in queue order, each waiter
 // blocked by the holders whose mode conflicts with its own.
-func LeaseSnapshot(s *lease.Snapshot) model.Snapshot {
+func modelOf(s *lease.Snapshot) model.Snapshot {
 	out := model.Snapshot{Taken: s.Now, Locks: make([]model.Lock, 0, len(s.Locks))}
 	var holders []*lease.Info // of the current resource
 	for i := range s.Locks {
@@ -102,7 +103,7 @@ func LeaseSnapshot(s *lease.Snapshot) model.Snapshot {
 		} else {
 			l.WaitStart = in.Since
 			for _, h := range holders {
-				if h.Resource == in.Resource && leaseConflict(h.Mode, in.Mode) {
+				if h.Resource == in.Resource && conflicts(h.Mode, in.Mode) {
 					l.BlockedByOwners = append(l.BlockedByOwners, h.Owner)
 				}
 			}
@@ -118,10 +119,10 @@ func LeaseSnapshot(s *lease.Snapshot) model.Snapshot {
 	return out
 }
 
-// leaseConflict reports whether a holder in mode held keeps a waiter for
+// conflicts reports whether a holder in mode held keeps a waiter for
 // mode want out: readers share with readers and with one upgradeable
 // holder; everything else excludes.
-func leaseConflict(held, want lease.Mode) bool {
+func conflicts(held, want lease.Mode) bool {
 	switch {
 	case held == lease.Read && (want == lease.Read || want == lease.Upgradeable):
 		return false
@@ -130,3 +131,5 @@ func leaseConflict(held, want lease.Mode) bool {
 	}
 	return true
 }
+
+var _ source.Source = (*Source)(nil)

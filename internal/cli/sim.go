@@ -14,8 +14,6 @@ import (
 
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/testenv/pgcluster"
-	"github.com/locktop/locktop/lockcore"
-	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/sim"
 	"github.com/locktop/locktop/ui"
 	"github.com/locktop/locktop/workers"
@@ -43,7 +41,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	goroutines := fs.Int("goroutines", 0, "hook goroutines (0: the scenario's)")
 	hookRate := fs.Float64("hook-rate", 0, "hooks per second (0: the scenario's, -1: no limit)")
 	noLocks := fs.Bool("no-locks", false, "turn every lock off: the invariant checks must catch the races")
-	shared := fs.Bool("shared-pool", false, "take lock connections from the work pool, as the seed's single pool of 25 did")
+	shared := fs.Bool("shared-pool", false, "take lock connections from the work pool, as the hook service's original single pool of 25 did")
 	lockConns := fs.Int("lock-conns", 0, "size of the lock pool (0: 200, enough for every scenario)")
 	lockTimeout := fs.Duration("lock-timeout", 0, "timeout of blocking acquires (0: the scenario's, 15s by default)")
 	schema := fs.String("schema", "locktop_sim", "the simulator's schema (created if missing; no other table is touched)")
@@ -156,34 +154,6 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return exitError{code: exitFailure, err: fmt.Errorf("%d invariant violation(s) in scenario %s", n, rep.Scenario)}
 	}
 	return nil
-}
-
-// startEmbeddedSim starts the simulator for the dashboard: scenario (""
-// is "steady") on dsn, locks on, separate pools, warnings to log (nil
-// discards them). It returns the simulator, its pool source and a stop
-// function that stops it, runs the final checks and closes its pools. The
-// dashboard's embedded mode (locktop with no arguments) and --sim use it.
-func startEmbeddedSim(ctx context.Context, dsn, scenario string, log *slog.Logger, observers ...lockcore.Observer) (*sim.Sim, func() []model.PoolStats, func(), error) {
-	return startEmbeddedSimWith(ctx, sim.Options{DSN: dsn, Scenario: scenario, Logger: log, Observers: observers})
-}
-
-// startEmbeddedSimWith is startEmbeddedSim with every option: the demo
-// passes its throw-away Redis (RedisURL) so that scenario "all" runs the
-// turns too. Where the simulator's locks live (for the dashboard's
-// sources) is the returned simulator's Where().
-func startEmbeddedSimWith(ctx context.Context, opts sim.Options) (*sim.Sim, func() []model.PoolStats, func(), error) {
-	s, err := sim.New(ctx, opts)
-	if err != nil {
-		if errors.Is(err, sim.ErrUnusable) {
-			return nil, nil, nil, exitError{code: exitUsage, err: pgsource.Describe(err)}
-		}
-		return nil, nil, nil, err
-	}
-	if err := s.Start(); err != nil {
-		s.Close()
-		return nil, nil, nil, err
-	}
-	return s, s.Pools, func() { _ = s.Close() }, nil
 }
 
 func writeJSON(path string, stdout io.Writer, rep sim.Report) error {

@@ -10,8 +10,9 @@ import (
 	"github.com/locktop/locktop/sim"
 )
 
-// systemFlags are the simulator's flags for seeds 002 and 004: the Redis
-// of the conversation turns and the store of the jobs' leases.
+// systemFlags are the simulator's flags for the ACF session mutex and the
+// FOLE lease locks: the Redis of the conversation turns and the store of
+// the jobs' leases.
 type systemFlags struct {
 	redisURL      *string
 	failOpen      *bool
@@ -23,7 +24,7 @@ type systemFlags struct {
 func addSystemFlags(fs *flagSet) *systemFlags {
 	return &systemFlags{
 		redisURL:      fs.String("redis", "", "Redis of the conversation turns (acf, all), as a URL: redis://host:6379/0 or unix:///path (default $REDIS_URL, else a throw-away Redis)"),
-		failOpen:      fs.Bool("fail-open", false, "turns run without the lock while Redis is unreachable (seed 002's risky fallback); default: fail closed"),
+		failOpen:      fs.Bool("fail-open", false, "turns run without the lock while Redis is unreachable (the ACF session mutex's risky fallback); default: fail closed"),
 		conversations: fs.Int("conversations", 0, "number of conversations (0: the scenario's)"),
 		leaseStore:    fs.String("lease-store", sim.LeasePostgres, "where the jobs' lease locks live (fole, all): postgres (the same database, schema locktop_lease) or sqlite"),
 		leasePath:     fs.String("lease-path", "", "the SQLite file of --lease-store sqlite (default: a file of the simulator's own)"),
@@ -62,34 +63,4 @@ func (f *systemFlags) redis(ctx context.Context, scenario string, stderr io.Writ
 		return "", nil, err
 	}
 	return rs.URL(), func() { _ = rs.Stop() }, nil
-}
-
-// demoSystems is what the demo starts beside its throw-away PostgreSQL
-// for seeds 002 and 004: a throw-away Redis for the conversation turns
-// (the jobs' leases live in the PostgreSQL, schema locktop_lease). The
-// simulator's Where() says where every kind of lock lives, for the
-// dashboard's sources.
-type demoSystems struct {
-	redisURL string
-}
-
-// start starts the throw-away Redis and, when the scenario was not chosen
-// (pick), makes it "all": every lock system at once. It returns what stops
-// the Redis.
-func (d *demoSystems) start(ctx context.Context, stderr io.Writer, pick bool, scenario *string) (func(), error) {
-	if pick {
-		*scenario = "all"
-	}
-	fmt.Fprintln(stderr, "locktop: starting a throw-away Redis…")
-	rs, err := redisserver.Start(ctx, redisserver.Options{})
-	if err != nil {
-		return nil, err
-	}
-	d.redisURL = rs.URL()
-	return func() {
-		fmt.Fprintln(stderr, "locktop: removing the throw-away Redis…")
-		if err := rs.Stop(); err != nil {
-			fmt.Fprintln(stderr, "locktop:", err)
-		}
-	}, nil
 }

@@ -14,8 +14,8 @@ import (
 
 func init() {
 	register(command{name: "key", summary: "turn a string into its advisory lock key: the FNV-1a id, the SQL that takes it, its registry entry",
-		about: `STRING is hashed as seed 003's hashString does (FNV-1a over UTF-16, 32-bit signed), the
-one-bigint key its service takes with pg_advisory_xact_lock(hashString(s)). A key as the
+		about: `STRING is hashed as the MAIS lock registry's hashString does (FNV-1a over UTF-16, 32-bit
+signed), the one-bigint key MAIS takes with pg_advisory_xact_lock(hashString(s)). A key as the
 dashboard shows it ("AGENT 7", "IDEMPOTENCY_CLEANUP", "5 -3", "42424242") is that key;
 --hash hashes it as a string instead.`,
 		run: runKey})
@@ -45,7 +45,7 @@ func runKey(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	id := registry.FNV1a32(s)
 	fmt.Fprintf(tw, "string\t%s\n", strconv.Quote(s))
-	fmt.Fprintf(tw, "FNV-1a\t%d  (seed 003's hashString; lockcore.HashKey)\n", id)
+	fmt.Fprintf(tw, "FNV-1a\t%d  (the MAIS lock registry's hashString; lockcore.HashKey)\n", id)
 	xact := ""
 	if e, ok := registry.Match(registry.Hashed, s); ok {
 		fmt.Fprintf(tw, "registry\t%s %s  (%s: %s)\n", e.Name, e.Pattern, e.Owner, e.Purpose)

@@ -7,27 +7,17 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/x/term"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/testenv/pgcluster"
-	"github.com/locktop/locktop/lockcore"
-	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/sim"
 	"github.com/locktop/locktop/ui"
 )
-
-// isTerminal reports whether f is a terminal; tests replace it.
-var isTerminal = func(f *os.File) bool { return term.IsTerminal(f.Fd()) }
 
 // errNoTerminal is the one line a dashboard run without a terminal gets.
 var errNoTerminal = exitError{code: exitUsage, err: errors.New(
@@ -86,12 +76,20 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := checkWaitInterval(*f.waitInterval); err != nil {
 		return err
 	}
+	hcfg, err := f.history.config()
+	if err != nil {
+		return err
+	}
 	if !slices.Contains(sim.Scenarios(), *scenario) {
 		return usagef("unknown scenario %q (have %s)", *scenario, strings.Join(sim.Scenarios(), ", "))
 	}
 	dsn, given := f.conn.resolve()
 	if given && !*withSim && fs.Changed("scenario") {
 		return usagef("--scenario picks the simulator's scenario: with a database given, add --sim to run the simulator")
+	}
+	srcs, err := f.sources.config()
+	if err != nil {
+		return err
 	}
 	if !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
 		return errNoTerminal
@@ -107,7 +105,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if ln, err = listenHTTP(*httpAddr, stderr); err != nil {
 			return err
 		}
-		defer ln.Close()
+		defer ln.Close() // the Stack closes it too; this is for a return before there is one
 	}
 
 	opts := ui.Options{Interval: *interval, FastInterval: *f.waitInterval, Logger: logger}
@@ -116,11 +114,10 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			opts.Warnings = append(opts.Warnings, "--http "+w)
 		}
 	}
-	red := newRedactor(dsn)
 	runSim := *withSim
-	demo := demoSystems{redisURL: f.sources.redisURL()} // the Redis of the simulator's turns: --redis, else $REDIS_URL
+	demo := demoSystems{redisURL: srcs.Redis} // the Redis of the simulator's turns: --redis, else $REDIS_URL
 	if given {
-		logger.Info("dashboard starting", "server", red.target(), "sim", *withSim, "allow_terminate", *allowTerminate)
+		logger.Info("dashboard starting", "server", newRedactor(dsn).target(), "sim", *withSim, "allow_terminate", *allowTerminate)
 	} else {
 		fmt.Fprintln(stderr, "locktop: starting a throw-away PostgreSQL…")
 		c, err := pgcluster.Start(ctx, pgcluster.Options{})
@@ -133,7 +130,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				fmt.Fprintln(stderr, "locktop:", err)
 			}
 		}()
-		dsn, red, runSim = c.DSN("postgres"), newRedactor(""), true
+		dsn, runSim = c.DSN("postgres"), true
 		logger.Info("dashboard starting", "server", "throw-away cluster", "dir", c.Dir())
 		opts.ThrowAway = true
 		stopRedis, err := demo.start(ctx, stderr, !fs.Changed("scenario"), scenario)
@@ -141,79 +138,34 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		defer stopRedis()
-		*f.sources.redis = demo.redisURL // watched too; the leases are in the watched database
+		srcs.Redis = demo.redisURL // watched too; the leases are in the watched database
 	}
 
-	opts.Server = newRedactor(dsn).target() // the header names the server, never its password
-	mon, err := openMonitor(ctx, dsn)
-	if err != nil {
-		return red.err(err)
-	}
-	defer mon.Close()
-	others, closeOthers, err := otherSources(ctx, f.sources, dsn)
-	if err != nil {
-		return red.err(err)
-	}
-	defer closeOthers()
-	var src ui.Source = mon
-	var observers []lockcore.Observer
-	var mo *monitoring
-	if ln != nil {
-		// The endpoints serve the dashboard's own polls: no second poller.
-		mo = newMonitoring(mon, others, false, 2*(*interval), logger)
-		src = mo
-		observers = append(observers, mo.met.Observer())
-		srvCtx, stopServing := context.WithCancel(ctx)
-		served := make(chan error, 1)
-		go func() { served <- httpapi.ServeListener(srvCtx, ln, mo.handler) }()
-		defer func() {
-			stopServing()
-			if err := <-served; err != nil {
-				logger.Warn("http server", "err", err.Error())
-			}
-		}()
-		logger.Info("serving the monitoring endpoints", "addr", ln.Addr().String())
-	}
-	opts.Source = redactingSource{src, red}
-	opts.Sources = uiSources(mo, others)
-	if *allowTerminate {
-		opts.Terminate = red.terminate(mon.Terminate)
-	}
-	if runSim {
-		s, pools, stop, err := startEmbeddedSimWith(ctx, sim.Options{DSN: dsn, Scenario: *scenario, Logger: logger, Observers: observers, RedisURL: demo.redisURL})
-		if err != nil {
-			return red.err(fmt.Errorf("starting the simulator: %w", err))
-		}
-		defer stop()
-		opts.Simulator = s // its status carries its pools for the gauges
-		if mo != nil {
-			mo.met.AddPools(pools)
-		}
-	}
-	if *f.record != "" {
-		closeRec, err := recordOptions(&opts, *f.record, logger)
-		if err != nil {
-			return err
-		}
-		defer closeRec()
-	}
-	hist, err := historyOptions(&opts, f.history, logger)
+	// The endpoints of --http serve the dashboard's own polls: no second poller.
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Record: *f.record, History: hcfg, Log: logger})
 	if err != nil {
 		return err
 	}
-	if hist != nil {
-		defer hist.Close()
-		if mo != nil {
-			mo.keep(hist)
+	defer func() {
+		if err := st.Close(); err != nil {
+			logger.Warn("closing", "err", err.Error())
 		}
-		opts.History = func() (ui.Replay, error) {
-			r, err := hist.Recording()
-			if err != nil {
-				return nil, err
-			}
-			return r, nil
-		}
+	}()
+	opts.Server = st.Target() // the header names the server, never its password
+	opts.Source, opts.Sources = st.Server(), st.Sources()
+	if *allowTerminate {
+		opts.Terminate = st.Terminate
 	}
+	if runSim {
+		s, pools, stop, err := startEmbeddedSimWith(ctx, sim.Options{DSN: dsn, Scenario: *scenario, Logger: logger, Observers: st.Observers(), RedisURL: demo.redisURL})
+		if err != nil {
+			return st.Redact(fmt.Errorf("starting the simulator: %w", err))
+		}
+		defer stop()
+		opts.Simulator = s // its status carries its pools for the gauges
+		st.AddPools(pools)
+	}
+	opts.History = rewindable(st.History())
 	return ui.Run(ctx, opts)
 }
 
@@ -236,81 +188,4 @@ func openLog(path string) (*slog.Logger, func(), error) {
 		return nil, nil, err
 	}
 	return slog.New(slog.NewTextHandler(f, nil)), func() { f.Close() }, nil
-}
-
-// redactor keeps a DSN's password off the screen and out of the log: every
-// error text that reaches either passes through it.
-type redactor struct {
-	password string
-	dsn      string
-}
-
-var passwordKV = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
-
-// newRedactor finds the password dsn carries, whether in the DSN itself
-// or from PGPASSWORD or a password file.
-func newRedactor(dsn string) *redactor {
-	r := &redactor{dsn: dsn}
-	if cfg, err := pgconn.ParseConfig(dsn); err == nil {
-		r.password = cfg.Password
-	} else if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		r.password, _ = u.User.Password()
-	} else if m := passwordKV.FindStringSubmatch(dsn); m != nil {
-		r.password = strings.Trim(m[1], "'")
-	}
-	return r
-}
-
-// text removes the password from s.
-func (r *redactor) text(s string) string {
-	if r.password == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, r.password, "xxxxx")
-}
-
-// err returns err with the password removed from its text; errors.Is and
-// errors.As still see the original.
-func (r *redactor) err(err error) error {
-	if err == nil || r.password == "" || !strings.Contains(err.Error(), r.password) {
-		return err
-	}
-	var ee exitError
-	if errors.As(err, &ee) {
-		return exitError{code: ee.code, err: redactedError{r.text(err.Error()), err}}
-	}
-	return redactedError{r.text(err.Error()), err}
-}
-
-// target names the server for the log: user@host:port/database, no
-// password.
-func (r *redactor) target() string {
-	cfg, err := pgconn.ParseConfig(r.dsn)
-	if err != nil {
-		return "(unparsable DSN)"
-	}
-	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
-}
-
-func (r *redactor) terminate(fn func(context.Context, int32) error) func(context.Context, int32) error {
-	return func(ctx context.Context, pid int32) error { return r.err(fn(ctx, pid)) }
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e redactedError) Error() string { return e.msg }
-func (e redactedError) Unwrap() error { return e.err }
-
-// redactingSource is a ui.Source whose errors never carry the password.
-type redactingSource struct {
-	ui.Source
-	red *redactor
-}
-
-func (s redactingSource) Poll(ctx context.Context) (model.Snapshot, error) {
-	snap, err := s.Source.Poll(ctx)
-	return snap, s.red.err(err)
 }

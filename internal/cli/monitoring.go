@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"github.com/locktop/locktop/internal/record/history"
+	"github.com/locktop/locktop/internal/record/recording"
+
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/locktop/locktop/internal/poolstats"
+	"github.com/locktop/locktop/internal/serve/httpapi"
+	"github.com/locktop/locktop/internal/serve/metrics"
+	"github.com/locktop/locktop/internal/source"
+	"github.com/locktop/locktop/internal/source/pgsource"
+	"github.com/locktop/locktop/model"
+)
+
+// monitoring is the HTTP surface over one monitor and the other lock
+// sources (a Redis, a lease table): its metrics, the newest snapshot of
+// every source merged, and the handler serving both. `locktop serve`
+// builds one that polls every source itself; the dashboard's --http builds
+// one whose other sources are polled by the dashboard (tee), and calls
+// Poll from its own poll loop.
+type monitoring struct {
+	mon     *pgsource.Monitor
+	met     *metrics.Metrics
+	latest  *httpapi.Latest
+	handler http.Handler
+	log     *slog.Logger
+	// server polls the monitor: through the Stack's redactor and recorder.
+	server source.PollFunc
+
+	// others are the sources beside the pgsource. pollOthers: poll them
+	// beside the monitor (serve); else their newest answers, put by tee,
+	// are merged in (the dashboard).
+	others     []source.Source
+	pollOthers bool
+	mu         sync.Mutex
+	last       []model.Part
+	hist       *history.History // the kept past, once set (keep)
+}
+
+// Poll reads the lock table once for the dashboard and publishes it, with
+// the other sources' newest answers, to the metrics and the endpoints, so
+// --http serves the dashboard's own polls. It returns the server's
+// snapshot alone: the dashboard shows the other sources from their own
+// polls.
+func (mo *monitoring) Poll(ctx context.Context) (model.Snapshot, error) {
+	s, err := mo.server(ctx)
+	if err != nil {
+		mo.met.PollFailed()
+		return s, err
+	}
+	mo.mu.Lock()
+	parts := append([]model.Part{{Name: pgSource, Snapshot: s}}, mo.last...)
+	mo.mu.Unlock()
+	merged := model.Merge(parts)
+	mo.met.Snapshot(merged)
+	mo.latest.Put(merged)
+	return s, nil
+}
+
+// tee wraps other source i so that its answers, polled by the dashboard,
+// are merged into what the endpoints serve.
+func (mo *monitoring) tee(i int) source.Source {
+	src := mo.others[i]
+	return source.Named(src.Name(), func(ctx context.Context) (model.Snapshot, error) {
+		s, err := src.Poll(ctx)
+		mo.mu.Lock()
+		mo.last[i] = model.Part{Name: src.Name(), Snapshot: s, Err: err}
+		mo.mu.Unlock()
+		return s, err
+	})
+}
+
+// Info describes the server.
+func (mo *monitoring) Info() model.ServerInfo { return mo.mon.Info() }
+
+// poll reads every source once (the others beside the monitor, or their
+// newest answers) and publishes the merged snapshot to the metrics. It
+// fails when the monitor's poll fails; another source's failure is in the
+// snapshot's Sources.
+func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
+	var parts []model.Part
+	if mo.pollOthers && len(mo.others) > 0 {
+		all := append([]source.Source{source.Named(pgSource, mo.server)}, mo.others...)
+		parts = source.PollAll(ctx, all)
+	} else {
+		s, err := mo.server(ctx)
+		parts = []model.Part{{Name: pgSource, Snapshot: s, Err: err}}
+		mo.mu.Lock()
+		parts = append(parts, mo.last...)
+		mo.mu.Unlock()
+	}
+	if err := parts[0].Err; err != nil {
+		mo.met.PollFailed()
+		return model.Snapshot{}, err
+	}
+	merged := model.Merge(parts)
+	if len(mo.others) == 0 {
+		merged.Sources = nil // one source: the snapshot is the server's, as before
+	}
+	mo.met.Snapshot(merged)
+	return merged, nil
+}
+
+// loop polls every interval (every fast while a lock is waited for, when
+// fast is shorter) until ctx ends, keeping latest and the snapshot gauges
+// fresh. A failing poll is logged once, and again when it recovers.
+func (mo *monitoring) loop(ctx context.Context, interval, fast time.Duration) {
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	failing := false
+	for {
+		begun := time.Now()
+		s, err := mo.poll(ctx)
+		next := interval
+		if _, waiting := s.Counts(); err == nil && waiting > 0 && fast > 0 && fast < interval {
+			next = fast
+		}
+		t.Reset(max(next-time.Since(begun), 0))
+		switch {
+		case err == nil:
+			mo.latest.Put(s)
+			if failing {
+				mo.log.Info("polling the lock table again")
+				failing = false
+			}
+		case ctx.Err() != nil:
+			return
+		case !failing:
+			mo.log.Warn("polling the lock table failed; retrying every interval", "err", err.Error(), "interval", interval)
+			failing = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// newMonitoring wires metrics, a Latest that polls by itself once its
+// snapshot is older than maxAge, and the handler. The monitor's pool is
+// registered for the pool metrics as "monitor"; add more with met.AddPools.
+func newMonitoring(mon *pgsource.Monitor, server source.PollFunc, others []source.Source, pollOthers bool, maxAge time.Duration, log *slog.Logger) *monitoring {
+	mo := &monitoring{mon: mon, server: server, met: metrics.New(), log: log, others: others, pollOthers: pollOthers}
+	mo.last = make([]model.Part, len(others))
+	for i, o := range others {
+		mo.last[i] = model.Part{Name: o.Name(), Err: errors.New("not polled yet")}
+	}
+	mo.met.AddPools(func() []model.PoolStats {
+		return []model.PoolStats{poolstats.Of("monitor", mon.Pool(), 0)}
+	})
+	mo.latest = httpapi.NewLatest(mo.poll, maxAge)
+	mo.handler = httpapi.New(httpapi.Deps{
+		Latest:  mo.latest,
+		Info:    mon.Info,
+		Health:  mon.Probe,
+		Metrics: mo.met.Handler(),
+		Past:    mo,
+		Log:     log,
+	})
+	return mo
+}
+
+// Recording is the kept past (httpapi.Past), or history.ErrEmpty before
+// the history is set.
+func (mo *monitoring) Recording() (*recording.Recording, error) {
+	mo.mu.Lock()
+	h := mo.hist
+	mo.mu.Unlock()
+	if h == nil {
+		return nil, history.ErrEmpty
+	}
+	return h.Recording()
+}
+
+// Bytes is the kept past as a recording file's bytes (httpapi.Past).
+func (mo *monitoring) Bytes() ([]byte, error) {
+	mo.mu.Lock()
+	h := mo.hist
+	mo.mu.Unlock()
+	if h == nil {
+		return nil, history.ErrEmpty
+	}
+	return h.Bytes()
+}
+
+// keep makes h the past the endpoints answer from.
+func (mo *monitoring) keep(h *history.History) {
+	mo.mu.Lock()
+	mo.hist = h
+	mo.mu.Unlock()
+}
+
+// pgSource names the PostgreSQL monitor among the source.
+const pgSource = "postgres"

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/locktop/locktop/internal/record/history"
+	"github.com/locktop/locktop/internal/serve/httpapi"
+)
+
+func init() {
+	register(command{name: "serve", summary: "serve /api/locks, /api/advisory-locks, /metrics and /healthz for a database, without a terminal", run: runServe})
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve")
+	conn := addConnFlags(fs)
+	addr := fs.String("http", httpapi.DefaultAddr, "address to serve on, host:port (loopback unless you say otherwise)")
+	interval := fs.Duration("interval", 2*time.Second, "how often to poll the lock table for the metrics")
+	record := fs.String("record", "", "also record every poll to this new `file` (locktop replay and report read it)")
+	waitInterval := addWaitInterval(fs)
+	hf := addHistoryFlags(fs)
+	lf := addSourceFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *interval < minInterval {
+		return usagef("--interval %s is too short (at least %s)", *interval, minInterval)
+	}
+	if err := checkWaitInterval(*waitInterval); err != nil {
+		return err
+	}
+	hcfg, err := hf.config()
+	if err != nil {
+		return err
+	}
+	dsn, given := conn.resolve()
+	if !given {
+		return usagef("serve needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
+	}
+	srcs, err := lf.config()
+	if err != nil {
+		return err
+	}
+	// Listen first: a bad or busy address fails before any connection is made.
+	ln, err := listenHTTP(*addr, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Poll: true, Record: *record, History: hcfg, WaitInterval: *waitInterval, Log: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	info := st.Info()
+	if info.Warning != "" {
+		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
+	}
+	fmt.Fprintf(stdout, "locktop serve: watching database %q as %q (PostgreSQL %s), polling every %s\n",
+		info.Database, info.User, info.Version, *interval)
+	for _, o := range st.Sources() {
+		fmt.Fprintf(stdout, "also watching %s\n", o.Name())
+	}
+	fmt.Fprintf(stdout, "listening on http://%s (/api/locks, /api/advisory-locks, /metrics, /healthz%s)\n", ln.Addr(), pastEndpoints(st.History()))
+
+	err = st.Run(ctx)
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "locktop serve: stopped")
+	return nil
+}
+
+// pastEndpoints lists the endpoints of the kept past, when there is one.
+func pastEndpoints(h *history.History) string {
+	if h == nil {
+		return ""
+	}
+	return ", /api/locks?at=, /api/report, /api/history"
+}

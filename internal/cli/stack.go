@@ -1,0 +1,399 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/internal/record/history"
+	"github.com/locktop/locktop/internal/record/recording"
+	"github.com/locktop/locktop/internal/serve/httpapi"
+	"github.com/locktop/locktop/internal/source"
+	"github.com/locktop/locktop/internal/source/leasesource"
+	"github.com/locktop/locktop/internal/source/pgsource"
+	"github.com/locktop/locktop/internal/source/redissource"
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/ui"
+)
+
+// A Stack is everything locktop opens to watch one PostgreSQL server: the
+// monitor (package pgsource), the lock sources beside it (a Redis of
+// session mutexes, lease tables), the redactor that keeps the DSN's
+// password out of every error, and, when asked, the monitoring endpoints
+// (/api/locks, /metrics, …) and a recording of every snapshot. OpenStack
+// opens them in order and Close closes them in the reverse order, in one
+// place; a command opens one Stack and polls what it gives:
+//
+//	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: time.Second})
+//	if err != nil {
+//		return err // one line, no password, exit code 2 when the server cannot be used
+//	}
+//	defer st.Close()
+//	opts := ui.Options{Source: st.Server(), Sources: st.Sources(), Server: st.Target()}
+//
+// Who polls: by default the command does, through Server and Sources
+// (the dashboard's loops, record's loops, snapshot's one PollAll); each
+// answer is recorded and, with a Listener, published to the endpoints as
+// it passes. With StackConfig.Poll the Stack polls every source itself in
+// Run, for the endpoints and the recording (serve).
+//
+// A Stack holds no global state: several side by side, one per watched
+// server, each with its own config, share nothing but the process. Its
+// methods are safe for concurrent use once OpenStack has returned.
+type Stack struct {
+	cfg    StackConfig
+	red    *redactor
+	mon    *pgsource.Monitor
+	server ui.Source       // what Server returns
+	others []source.Source // what Sources returns
+	mo     *monitoring     // the endpoints; nil without a Listener
+	w      *recording.Writer
+	hist   *history.History // the kept past; nil with no History
+
+	stopServing context.CancelFunc
+	served      chan error // the HTTP server's result, once stopped
+	closers     []func()   // in opening order; Close runs them backwards
+	closeOnce   sync.Once
+	closeErr    error
+}
+
+// StackConfig says what one Stack opens. Only DSN names something to
+// connect to; the zero value of every other field leaves its part out.
+type StackConfig struct {
+	// DSN is the PostgreSQL server to watch, as connFlags.resolve returns
+	// it: a URL or key=value string, or "" for what the PG* variables say.
+	DSN string
+	// Sources are the lock sources beside the server. Its zero value
+	// watches the server's own lease schema when it has one, nothing else.
+	Sources SourceConfig
+	// Interval is how often the sources are polled: the recording's header
+	// says it, the endpoints poll by themselves once their snapshot is
+	// older than twice it, and Run polls at it. Required with Poll,
+	// Listener or Record.
+	Interval time.Duration
+	// Listener, when not nil, serves the monitoring endpoints on it from
+	// OpenStack on (listenHTTP opens one and warns when it is reachable
+	// from other machines). The Stack owns it: Close closes it, and so
+	// does OpenStack when it fails.
+	Listener net.Listener
+	// Poll makes the Stack poll every source itself, every Interval, in
+	// Run, feeding the endpoints and the recording (serve). Without it
+	// the owner polls through Server and Sources. Requires Listener.
+	Poll bool
+	// Record, when not "", records every snapshot of every source to this
+	// new file (never overwritten): source 0 is the server, source i the
+	// i-th of Sources. locktop replay and report read it.
+	Record string
+	// History, when not nil, keeps the recent past of every source, as
+	// Record does, in memory or in rotating files (package history): the
+	// endpoints answer ?at=, /api/report and /api/history from it, and the
+	// dashboard rewinds onto it. Its Header is filled in here.
+	History *history.Options
+	// WaitInterval, when shorter than Interval, is Run's interval while
+	// any lock is waited for (serve's --wait-interval).
+	WaitInterval time.Duration
+	// Log receives what happens beside the owner's own output (a failing
+	// poll, a recording that stopped, the HTTP server's errors); nil
+	// discards it.
+	Log *slog.Logger
+}
+
+// SourceConfig names the lock sources beside the PostgreSQL server. The
+// flags --redis, --lease-dsn, --lease-sqlite and --source-timeout fill one
+// in (sourceFlags.config); a fleet can build one per server.
+type SourceConfig struct {
+	// Redis is the URL of a Redis holding session mutexes
+	// (redis://host:port/db or unix:///path); "" watches none.
+	Redis string
+	// LeaseDSN is a PostgreSQL database holding lease tables; "" watches
+	// the watched server's own lease schema, when it has one.
+	LeaseDSN string
+	// LeaseSQLite is a SQLite file holding lease tables; "" watches none.
+	LeaseSQLite string
+	// Timeout bounds each poll of every one of these sources; 0 is
+	// defaultSourceTimeout.
+	Timeout time.Duration
+}
+
+// defaultSourceTimeout is SourceConfig.Timeout's default, and the flag's.
+const defaultSourceTimeout = 2 * time.Second
+
+// OpenStack connects to cfg.DSN and opens what cfg asks for. A server that
+// cannot be used (bad DSN, unreachable, wrong password), a source that
+// cannot be set up (a bad URL) or a recording that cannot be created is
+// the operator's to fix: one line, exit code 2. Its errors never carry the
+// DSN's password. On failure everything it opened is closed again.
+func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Sources.Timeout == 0 {
+		cfg.Sources.Timeout = defaultSourceTimeout
+	}
+	s := &Stack{cfg: cfg, red: newRedactor(cfg.DSN)}
+	if cfg.Listener != nil {
+		s.closers = append(s.closers, func() { cfg.Listener.Close() })
+	}
+	defer func() {
+		if err != nil {
+			s.Close()
+			err = s.red.err(err)
+		}
+	}()
+	switch {
+	case cfg.Sources.Timeout < 0:
+		return nil, usagef("--source-timeout must be positive, not %v", cfg.Sources.Timeout)
+	case (cfg.Poll || cfg.Listener != nil || cfg.Record != "") && cfg.Interval <= 0:
+		return nil, errors.New("stack: an Interval is required with Poll, Listener or Record")
+	case cfg.Poll && cfg.Listener == nil:
+		return nil, errors.New("stack: Poll feeds the endpoints: it requires a Listener")
+	}
+
+	if s.mon, err = openMonitor(ctx, cfg.DSN); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, s.mon.Close)
+	others, err := s.openOthers(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	// Every answer passes the redactor, then the recorder: what the owner
+	// and the endpoints see is what the file holds.
+	var pg ui.Source = redactingSource{s.mon, s.red}
+	if cfg.Record != "" {
+		names := []string{primarySource}
+		for _, o := range others {
+			names = append(names, o.Name())
+		}
+		if s.w, err = createRecording(cfg.Record, s.Target(), s.mon.Info(), names, cfg.Interval); err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, func() {
+			if err := s.w.Close(); err != nil {
+				s.closeErr = errors.Join(s.closeErr, fmt.Errorf("%s: %w", cfg.Record, err))
+			}
+		})
+		rec := &recorder{w: s.w, log: cfg.Log}
+		pg = recordedSource{pg, rec}
+		for i, o := range others {
+			others[i] = recordedLockSource{o, rec, i + 1}
+		}
+	}
+	if cfg.History != nil {
+		names := []string{primarySource}
+		for _, o := range others {
+			names = append(names, o.Name())
+		}
+		o := *cfg.History
+		o.Header = recording.Header{Server: s.Target(), Info: s.mon.Info(), Sources: names, Start: time.Now(), Interval: cfg.Interval, Locktop: versionString()}
+		if s.hist, err = history.New(o); err != nil {
+			return nil, exitError{code: exitUsage, err: fmt.Errorf("--history: %w", err)}
+		}
+		s.closers = append(s.closers, func() { _ = s.hist.Close() })
+		rec := &recorder{w: s.hist, log: cfg.Log, what: "history"}
+		pg = recordedSource{pg, rec}
+		for i, o := range others {
+			others[i] = recordedLockSource{o, rec, i + 1}
+		}
+	}
+	s.server, s.others = pg, others
+
+	if cfg.Listener != nil {
+		// The endpoints serve the owner's own polls (tee), or the Stack's
+		// (Poll): never a second poller.
+		s.mo = newMonitoring(s.mon, pg.Poll, others, cfg.Poll, 2*cfg.Interval, cfg.Log)
+		if s.hist != nil {
+			s.mo.keep(s.hist)
+		}
+		s.server = s.mo
+		if !cfg.Poll {
+			s.others = make([]source.Source, len(others))
+			for i := range others {
+				s.others[i] = s.mo.tee(i)
+			}
+		}
+		srvCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		s.stopServing, s.served = stop, make(chan error, 1)
+		go func() { s.served <- httpapi.ServeListener(srvCtx, cfg.Listener, s.mo.handler) }()
+		cfg.Log.Info("serving the monitoring endpoints", "addr", cfg.Listener.Addr().String())
+	}
+	return s, nil
+}
+
+// openMonitor connects the read-only pgsource. A server that cannot be used
+// (bad DSN, unreachable, wrong password, no such database) is the caller's
+// problem to fix: one line and exit code 2.
+func openMonitor(ctx context.Context, dsn string) (*pgsource.Monitor, error) {
+	m, err := pgsource.Connect(ctx, dsn, pgsource.Options{})
+	if err != nil {
+		var ce *pgsource.ConnectError
+		if errors.As(err, &ce) {
+			return nil, exitError{code: exitUsage, err: err}
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+// openOthers opens the sources cfg.Sources names, each bounded by its
+// Timeout: the Redis, the lease tables of LeaseDSN or else of the watched
+// database (when it has them; its own small pool, so the monitor's poll
+// and health probe never wait for it), and the SQLite file. A source that
+// cannot be set up (a bad URL or DSN) is bad usage (exit 2); one that
+// fails later shows as that source's error only.
+func (s *Stack) openOthers(ctx context.Context) ([]source.Source, error) {
+	c := s.cfg.Sources
+	var out []source.Source
+	add := func(src source.Source, close func()) {
+		out = append(out, source.WithTimeout(src, c.Timeout))
+		if close != nil {
+			s.closers = append(s.closers, close)
+		}
+	}
+	if c.Redis != "" {
+		r, err := redissource.Open(c.Redis, redissource.Options{})
+		if err != nil {
+			return nil, usagef("--redis: %v", err)
+		}
+		add(r, r.Close)
+	}
+	leaseDSN, optional := c.LeaseDSN, false
+	if leaseDSN == "" {
+		leaseDSN, optional = s.cfg.DSN, true
+	}
+	pc, err := pgsource.Config(leaseDSN, pgsource.Options{})
+	if err != nil {
+		return nil, usagef("--lease-dsn: %v", err)
+	}
+	pc.MaxConns = 1
+	pc.ConnConfig.RuntimeParams["application_name"] = pgsource.ApplicationName + ".lease"
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, usagef("--lease-dsn: %v", err)
+	}
+	add(leasesource.Postgres("lease", pool, "", optional), pool.Close)
+	if c.LeaseSQLite != "" {
+		add(leasesource.SQLite("lease-sqlite", c.LeaseSQLite), nil)
+	}
+	return out, nil
+}
+
+// Server is the watched server as the owner polls it: its errors carry no
+// password, and each answer is recorded and published to the endpoints
+// when the Stack has them. The dashboard's Options.Source.
+func (s *Stack) Server() ui.Source { return s.server }
+
+// Sources are the other lock sources as the owner polls them, in the
+// order SourceConfig lists them (Redis, lease tables, SQLite), each
+// bounded by its timeout, recorded and published as Server is. The
+// dashboard's Options.Sources.
+func (s *Stack) Sources() []source.Source { return s.others }
+
+// PollAll polls the server and every other source once, at once, for
+// model.Merge: the server's part first, named "postgres".
+func (s *Stack) PollAll(ctx context.Context) []model.Part {
+	return source.PollAll(ctx, append([]source.Source{source.Named(pgSource, s.server.Poll)}, s.others...))
+}
+
+// Info describes the watched server, as the monitor found it on connecting.
+func (s *Stack) Info() model.ServerInfo { return s.mon.Info() }
+
+// Target names the watched server for people and logs:
+// user@host:port/database, never the password.
+func (s *Stack) Target() string { return s.red.target() }
+
+// Redact returns err with the DSN's password removed from its text.
+func (s *Stack) Redact(err error) error { return s.red.err(err) }
+
+// Terminate ends backend pid on the watched server (the dashboard's
+// --allow-terminate), its error redacted.
+func (s *Stack) Terminate(ctx context.Context, pid int32) error {
+	return s.red.err(s.mon.Terminate(ctx, pid))
+}
+
+// Observers are what lock users in this process report to, so that the
+// endpoints' metrics count their acquires (the embedded simulator): none
+// without a Listener.
+func (s *Stack) Observers() []lockcore.Observer {
+	if s.mo == nil {
+		return nil
+	}
+	return []lockcore.Observer{s.mo.met.Observer()}
+}
+
+// AddPools adds connection pools to the endpoints' pool metrics (the
+// monitor's own is there from the start); without a Listener it does
+// nothing.
+func (s *Stack) AddPools(pools func() []model.PoolStats) {
+	if s.mo != nil {
+		s.mo.met.AddPools(pools)
+	}
+}
+
+// History is the kept past (nil without StackConfig.History).
+func (s *Stack) History() *history.History { return s.hist }
+
+// RecordedBytes is the size of the recording so far (0 without one).
+func (s *Stack) RecordedBytes() int64 {
+	if s.w == nil {
+		return 0
+	}
+	return s.w.Size()
+}
+
+// Run polls every source each Interval until ctx ends, keeping the
+// endpoints fresh and the recording written (StackConfig.Poll). It
+// returns early with the HTTP server's error when serving fails. Without
+// Poll it only waits for ctx or the server's failure.
+func (s *Stack) Run(ctx context.Context) error {
+	if s.mo == nil {
+		<-ctx.Done()
+		return nil
+	}
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	if s.cfg.Poll {
+		wg.Go(func() { s.mo.loop(pctx, s.cfg.Interval, s.cfg.WaitInterval) })
+	}
+	defer wg.Wait()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-s.served:
+		s.served <- err // for Close
+		if err == nil {
+			err = errors.New("the HTTP server stopped")
+		}
+		return err
+	}
+}
+
+// Close stops serving (letting running requests finish, within
+// httpapi.ShutdownTimeout) and closes the recording, the sources and the
+// monitor, in the reverse order of opening. It returns what went wrong
+// on the way out (the HTTP server's error, a recording that could not be
+// completed); calling it again returns the same.
+func (s *Stack) Close() error {
+	s.closeOnce.Do(func() {
+		if s.stopServing != nil {
+			s.stopServing()
+			if err := <-s.served; err != nil {
+				s.closeErr = errors.Join(s.closeErr, err)
+			}
+		}
+		for i := len(s.closers) - 1; i >= 0; i-- {
+			s.closers[i]()
+		}
+	})
+	return s.closeErr
+}
