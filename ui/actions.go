@@ -45,6 +45,7 @@ func (m *Model) bindings() []binding {
 		{key: &k.WorkersUp, do: func() tea.Cmd { return scaleWorkers(m.sim, 1.25) }, off: noSim},
 		{key: &k.WorkersDown, do: func() tea.Cmd { return scaleWorkers(m.sim, 0.8) }, off: noSim},
 		{key: &k.Locks, do: func() tea.Cmd { return toggleLocks(m.sim) }, off: noSim},
+		{key: &k.Rewind, do: m.rewind, off: "no history to rewind (--history-keep 0)"},
 	}
 }
 
@@ -57,6 +58,7 @@ func (m *Model) replayBindings() []binding {
 		{key: &k.Quit, do: m.quit},
 		{key: &k.Help, do: func() tea.Cmd { m.open(newHelpOverlay(m.st, k, m.screen)); return nil }},
 		{key: &k.Pause, do: m.replayPlay},
+		{key: &k.Live, do: m.backToLive},
 		{key: &k.StepBack, do: func() tea.Cmd { return m.replayStep(-1) }},
 		{key: &k.StepForward, do: func() tea.Cmd { return m.replayStep(+1) }},
 		{key: &k.Seek, do: m.openSeek},
@@ -65,12 +67,20 @@ func (m *Model) replayBindings() []binding {
 		{key: &k.Details, do: m.openDetails},
 		{key: &k.Forest, do: m.openForest},
 		{key: &k.Filter, do: m.openFilter},
-		{key: &k.Terminate, do: nothing, off: "a replay cannot terminate a backend"},
-		{key: &k.Refresh, do: nothing, off: "a replay does not refresh: " + hint(k.StepForward) + " steps forward"},
+		{key: &k.Terminate, do: nothing, off: "a replay cannot terminate a backend" + m.liveHint()},
+		{key: &k.Refresh, do: nothing, off: "a replay does not refresh: " + hint(k.StepForward) + " steps forward" + m.liveHint()},
 		{key: &k.Scenario, do: nothing, off: noSim},
 		{key: &k.Fault, do: nothing, off: noSim},
 		{key: &k.Locks, do: nothing, off: noSim},
 	}
+}
+
+// liveHint tells a rewound dashboard's operator the way back.
+func (m *Model) liveHint() string {
+	if m.rewound == nil {
+		return ""
+	}
+	return "; " + hint(m.keys.Live) + " returns to live"
 }
 
 func (m *Model) togglePause() tea.Cmd {

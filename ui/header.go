@@ -26,6 +26,7 @@ type header struct {
 	server   string // user@host:port/database, never a password
 	mode     string
 	warnings []string
+	rewound  bool      // the replay is the live dashboard's own history
 	replay   *timeline // not nil in a replay: the line says so, and when
 	// locksOff: the simulator runs without its locks (the races allowed),
 	// said on the top line until they are back on.
@@ -64,6 +65,9 @@ func (h *header) lines() []string {
 		}
 		// What to expect first, the cause after: a long cause is cut, not the rest.
 		msg := f.name + ": no connection · retry " + strconv.Itoa(f.failures) + " in " + fmtInterval(f.retryIn)
+		if h.replay != nil {
+			msg = f.name + ": no connection (recorded: " + strconv.Itoa(f.failures) + " failed polls)"
+		}
 		if !f.taken.IsZero() {
 			msg += " · showing " + f.taken.Format("15:04:05")
 		}
@@ -143,7 +147,7 @@ func (h *header) line() string {
 		{"", 0}, // the server, below
 		{strings.TrimSpace("PostgreSQL " + version), 2},
 		{st.Dim.Render(h.mode), 3},
-		{"every " + fmtInterval(p.interval), 1},
+		{every(p), 1},
 		{live, 0},
 		{conn, 0},
 	}
@@ -190,10 +194,18 @@ func middle(s string, w int) string {
 // is a replay, and of when; the timeline under the table says where.
 func (h *header) replayLine(version string) string {
 	st, r := h.st, h.replay
+	label := " REPLAY "
+	if h.rewound {
+		// Plainly not the present: the live view is a key away.
+		label = " REWOUND · NOT LIVE "
+	}
 	when := ""
 	if n := r.rep.Len(); n > 0 {
 		first, last := r.rep.Time(0), r.rep.Time(n-1)
 		when = "recorded " + first.Format("2006-01-02 15:04:05") + " – "
+		if h.rewound {
+			when = "history " + first.Format("15:04:05") + " – "
+		}
 		if first.YearDay() == last.YearDay() && first.Year() == last.Year() {
 			when += last.Format("15:04:05")
 		} else {
@@ -204,7 +216,7 @@ func (h *header) replayLine(version string) string {
 		{st.App.Render("locktop"), 0},
 		{"", 0}, // the server, below
 		{strings.TrimSpace("PostgreSQL " + version), 2},
-		{st.Paused.Render(" REPLAY "), 0},
+		{st.Paused.Render(label), 0},
 		{st.Dim.Render(when), 0},
 	}
 	if n := r.rep.Len(); n > 0 {
@@ -218,4 +230,13 @@ func (h *header) replayLine(version string) string {
 		l = fitSegments(segs, st.Dim.Render(" · "), h.width)
 	}
 	return fitLine(l, h.width)
+}
+
+// every is the header's refresh interval: the fast one while locks are
+// waited for, said so.
+func every(p *poller) string {
+	if d := p.due(); d != p.interval {
+		return "every " + fmtInterval(d) + " (waits)"
+	}
+	return "every " + fmtInterval(p.interval)
 }

@@ -52,6 +52,12 @@ type KeyMap struct {
 	// --allow-terminate, and always asks first.
 	Terminate key.Binding
 
+	// Rewind takes the live dashboard onto the timeline of the history it
+	// keeps (Options.History); Live returns to the live view. Enabled only
+	// with a history.
+	Rewind key.Binding
+	Live   key.Binding
+
 	// Keys of the overlays: close one (on the table: clear the filter),
 	// answer the confirmation, pick from a list, keep or clear the filter
 	// being typed.
@@ -99,6 +105,9 @@ func DefaultKeyMap() KeyMap {
 
 		Terminate: b("T", "terminate backend", "T"),
 
+		Rewind: b("b", "rewind", "b"),
+		Live:   b("L", "back to live", "L"),
+
 		StepBack:    b("←", "step back", "left"),
 		StepForward: b("→", "step forward", "right"),
 		Seek:        b("t", "seek to a time", "t"),
@@ -119,6 +128,8 @@ func (k *KeyMap) setAvailable(sim, terminate bool) {
 	}
 	k.Terminate.SetEnabled(terminate)
 	k.setReplay(false)
+	k.Rewind.SetEnabled(false)
+	k.Live.SetEnabled(false)
 }
 
 // setReplay turns the refresh loop's keys into the timeline's: pause
@@ -143,7 +154,7 @@ func (k *KeyMap) simKeys() []*key.Binding {
 // ShortHelp is the footer of the main screen: the keys most needed, in
 // order.
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Quit, k.Help, k.Pause, k.StepBack, k.StepForward, k.Seek, k.Filter, k.Sort, k.Details, k.Forest, k.Scenario, k.Locks, k.Faster, k.Slower}
+	return []key.Binding{k.Quit, k.Help, k.Live, k.Pause, k.StepBack, k.StepForward, k.Seek, k.Filter, k.Sort, k.Details, k.Forest, k.Rewind, k.Scenario, k.Locks, k.Faster, k.Slower}
 }
 
 // FullHelp is the keys of the screen itself; the components add theirs

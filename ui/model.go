@@ -59,7 +59,8 @@ type Model struct {
 	laidH     int
 	hadEvents bool      // the event log had events at the last layout
 	bind      []binding // the main screen's keys
-	replay    *timeline // nil unless replaying a recording
+	replay    *timeline // nil unless replaying a recording, or rewound
+	rewound   *rewound  // not nil while the live dashboard shows its history
 }
 
 // New returns the dashboard for opts. ctx bounds every command it runs.
@@ -91,6 +92,7 @@ func New(ctx context.Context, opts Options) *Model {
 		feeds = append(feeds, &feed{name: s.Name(), poll: s.Poll})
 	}
 	m.poll = newPoller(ctx, opts.Interval, feeds)
+	m.poll.fast = opts.FastInterval
 	m.poll.beside = func(i int) tea.Cmd {
 		if i == 0 {
 			return m.readSim()
@@ -111,6 +113,9 @@ func New(ctx context.Context, opts Options) *Model {
 		m.header.info = info
 		m.gauges.maxConns = info.MaxConnections
 		m.table.db = info.Database
+	}
+	if opts.History != nil && opts.Replay == nil {
+		m.keys.Rewind.SetEnabled(true)
 	}
 	if opts.Replay != nil {
 		info := opts.Replay.Info()
@@ -188,12 +193,16 @@ func (m *Model) onSnapshot(msg SnapshotMsg) tea.Cmd {
 	switch {
 	case a.lost != "":
 		m.log.Warn("poll failed", "source", f.name, "err", a.lost, "attempt", f.failures, "retry_in", f.retryIn)
-		m.note(outcomeInfo, f.name+": connection lost: "+a.lost)
+		m.liveNote(outcomeInfo, f.name+": connection lost: "+a.lost)
 	case a.back > 0:
 		m.log.Info("reconnected", "source", f.name, "failed_attempts", a.back)
-		m.note(outcomeInfo, f.name+": reconnected after "+strconv.Itoa(a.back)+" failed attempts")
+		m.liveNote(outcomeInfo, f.name+": reconnected after "+strconv.Itoa(a.back)+" failed attempts")
 	}
 	if a.show {
+		if m.rewound != nil {
+			m.rewound.newer[msg.Source] = msg.Snapshot // shown on the return to live
+			return cmd
+		}
 		m.apply(msg.Source, msg.Snapshot)
 	}
 	return cmd
@@ -260,7 +269,7 @@ func (m *Model) onSim(msg simMsg) {
 }
 
 func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
-	if m.poll.paused {
+	if m.poll.paused || m.rewound != nil {
 		m.held = append(m.held, msg.events...)
 		if over := len(m.held) - heldCapacity; over > 0 {
 			m.held = m.held[over:]

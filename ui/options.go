@@ -62,6 +62,13 @@ type Options struct {
 	// in it (locktop replay). ReplayAt is the step it opens at.
 	Replay   Replay
 	ReplayAt int
+	// History, when not nil, is the past the live dashboard keeps: the
+	// rewind key shows it on a timeline as replay does, while polling
+	// goes on underneath. Each call returns a copy as of then.
+	History func() (Replay, error)
+	// FastInterval, when not zero, is the refresh interval while any lock
+	// is waited for, so that short waits are seen; Interval at rest.
+	FastInterval time.Duration
 }
 
 // mode is the header's words for how locktop runs, derived from the

@@ -48,6 +48,7 @@ type feed struct {
 	// parts of the source that did not answer) and Truncated.
 	partial   []string
 	truncated bool
+	waiting   bool // its last answer had a waiter
 }
 
 // poller is the refresh loop of every source: a re-armed tea.Tick per
@@ -61,8 +62,13 @@ type poller struct {
 	ctx      context.Context
 	after    func(time.Duration, tea.Msg) tea.Cmd // tea.Tick; tests replace it
 	interval time.Duration
-	paused   bool
-	feeds    []*feed
+	// fast, when not zero, is the interval while any source's last
+	// answer had a waiter: a wait of a few hundred milliseconds is seen
+	// (and kept in the history), and at rest the load stays the
+	// interval's.
+	fast   time.Duration
+	paused bool
+	feeds  []*feed
 	// beside is run when feed i starts a poll: the simulator's status is
 	// read beside the server's poll.
 	beside func(i int) tea.Cmd
@@ -182,10 +188,26 @@ func (p *poller) onResult(msg SnapshotMsg) (arrival, tea.Cmd) {
 		a.show = true
 		f.taken, f.latency = msg.Snapshot.Taken, msg.Snapshot.Latency
 	}
+	_, waiting := msg.Snapshot.Counts()
+	f.waiting = waiting > 0
 	if ours && !p.paused {
-		return a, p.arm(msg.Source, p.interval)
+		return a, p.arm(msg.Source, p.due())
 	}
 	return a, nil
+}
+
+// due is the interval to the next poll: fast while any source has a
+// waiter, else the interval.
+func (p *poller) due() time.Duration {
+	if p.fast <= 0 || p.fast >= p.interval {
+		return p.interval
+	}
+	for _, f := range p.feeds {
+		if f.waiting && f.conn == connOK {
+			return p.fast
+		}
+	}
+	return p.interval
 }
 
 // togglePause pauses every loop, or resumes them with a poll at once.
@@ -229,7 +251,7 @@ func (p *poller) step(dir int) tea.Cmd {
 	var cmds []tea.Cmd
 	for i, f := range p.feeds {
 		if f.phase == phaseWaiting && f.conn != connLost {
-			cmds = append(cmds, p.arm(i, p.interval))
+			cmds = append(cmds, p.arm(i, p.due()))
 		}
 	}
 	return tea.Batch(cmds...)

@@ -97,8 +97,18 @@ func (m *Model) show(snaps []model.Snapshot) {
 		if s >= len(m.snaps) || snap.Taken.IsZero() || (m.hasSnap[s] && m.snaps[s].Taken.Equal(snap.Taken)) {
 			continue
 		}
-		f := m.poll.feeds[s]
-		f.conn, f.taken, f.latency = connOK, snap.Taken, snap.Latency
+		if m.rewound == nil { // a rewound dashboard's feeds stay the live loop's
+			f := m.poll.feeds[s]
+			if e := snap.PollError(); e != "" {
+				// A recorded failed poll: the banner as it was, the locks
+				// of the last answer still on screen.
+				f.conn, f.lastErr, f.failures = connLost, Sanitize(e), f.failures+1
+				continue
+			}
+			f.conn, f.taken, f.latency, f.failures = connOK, snap.Taken, snap.Latency, 0
+		} else if snap.PollError() != "" {
+			continue
+		}
 		m.apply(s, snap)
 	}
 }

@@ -746,3 +746,29 @@ func TestViolationEventReadsTheSimulatorStatus(t *testing.T) {
 		t.Errorf("the panel shows %d invariants broken after the event, want the simulator's 3", broken)
 	}
 }
+
+// While a lock is waited for, the loop polls at the fast interval, and
+// the header says so; at rest it goes back to the interval.
+func TestPollingFasterWhileWaiting(t *testing.T) {
+	waiting := model.Snapshot{Taken: t0, Locks: []model.Lock{
+		{Kind: model.KindAdvisory, PID: 1, Granted: true, Mode: model.ModeExclusive, EntityID: 5, Pair: true},
+		{Kind: model.KindAdvisory, PID: 2, Granted: false, Mode: model.ModeExclusive, EntityID: 5, Pair: true, BlockedBy: []int32{1}},
+	}}
+	rest := model.Snapshot{Taken: t0.Add(time.Second), Locks: waiting.Locks[:1]}
+	src := &fakeSource{info: info, results: []SnapshotMsg{{Snapshot: rest}, {Snapshot: waiting}, {Snapshot: waiting}, {Snapshot: rest}}}
+	h := newHarness(t, Options{Source: src, Interval: 2 * time.Second, FastInterval: 200 * time.Millisecond})
+	h.start(100, 30)
+	h.step(h.tick())
+	if !strings.Contains(ansi.Strip(h.view()), "every 200ms (waits)") {
+		t.Errorf("the header does not say the loop polls faster:\n%s", ansi.Strip(h.view()))
+	}
+	h.step(h.tick())
+	h.step(h.tick())
+	want := []time.Duration{2 * time.Second, 200 * time.Millisecond, 200 * time.Millisecond, 2 * time.Second}
+	if !slices.Equal(h.armed, want) {
+		t.Fatalf("armed %v, want %v", h.armed, want)
+	}
+	if !strings.Contains(ansi.Strip(h.view()), "every 2s") {
+		t.Error("the header does not show the interval at rest")
+	}
+}

@@ -29,11 +29,13 @@ type dashboardFlags struct {
 	withSim        *bool
 	scenario       *string
 	interval       *time.Duration
+	waitInterval   *time.Duration
 	allowTerminate *bool
 	httpAddr       *string
 	logPath        *string
 	record         *string
 	exposure       *exposureFlags
+	history        *historyFlags
 	sources        *sourceFlags
 }
 
@@ -45,9 +47,11 @@ func newDashboardFlags() (*flagSet, *dashboardFlags) {
 	f.withSim = fs.Bool("sim", false, "also run the simulator against the named database (load tests in staging)")
 	f.scenario = fs.String("scenario", "steady", "the simulator's scenario `NAME` to start with (locktop sim --list names them; the demo runs \"all\" unless given)")
 	f.interval = fs.Duration("interval", ui.DefaultInterval, "refresh interval")
+	f.waitInterval = addWaitInterval(fs)
 	f.allowTerminate = fs.Bool("allow-terminate", false, "allow terminating a backend from the dashboard (asks for confirmation)")
 	f.httpAddr = fs.String("http", "", "also serve /api/locks, /api/advisory-locks, /metrics and /healthz on this `address` (e.g. "+httpapi.DefaultAddr+")")
 	f.record = fs.String("record", "", "also record every snapshot to this new `file` (locktop replay and report read it)")
+	f.history = addHistoryFlags(fs)
 	f.logPath = fs.String("log", "", "log `file` (the dashboard owns the screen; default $XDG_CACHE_HOME/locktop/locktop.log)")
 	f.sources = addSourceFlags(fs)
 	f.exposure = addExposureFlags(fs, true)
@@ -70,6 +74,13 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if *interval < minInterval {
 		return usagef("--interval must be at least %v, not %v", minInterval, *interval)
+	}
+	if err := checkWaitInterval(*f.waitInterval); err != nil {
+		return err
+	}
+	hcfg, err := f.history.config()
+	if err != nil {
+		return err
 	}
 	if !slices.Contains(sim.Scenarios(), *scenario) {
 		return usagef("unknown scenario %q (have %s)", *scenario, strings.Join(sim.Scenarios(), ", "))
@@ -103,7 +114,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	opts := ui.Options{Interval: *interval, Logger: logger}
+	opts := ui.Options{Interval: *interval, FastInterval: *f.waitInterval, Logger: logger}
 	if exp.warning != "" {
 		opts.Warnings = append(opts.Warnings, "--http "+exp.warning)
 	}
@@ -135,7 +146,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 
 	// The endpoints of --http serve the dashboard's own polls: no second poller.
-	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Record: *f.record,
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Record: *f.record, History: hcfg,
 		Web: exp.web, QueryText: exp.queryText, Log: logger})
 	if err != nil {
 		return err
@@ -159,6 +170,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		opts.Simulator = s // its status carries its pools for the gauges
 		st.AddPools(pools)
 	}
+	opts.History = rewindable(st.History())
 	return ui.Run(ctx, opts)
 }
 

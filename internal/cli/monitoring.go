@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"github.com/locktop/locktop/internal/record/history"
+	"github.com/locktop/locktop/internal/record/recording"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -39,6 +42,7 @@ type monitoring struct {
 	pollOthers bool
 	mu         sync.Mutex
 	last       []model.Part
+	hist       *history.History // the kept past, once set (keep)
 }
 
 // Poll reads the lock table once for the dashboard and publishes it, with
@@ -128,13 +132,15 @@ func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
 	return merged, nil
 }
 
-// loop polls every interval until ctx ends, keeping latest and the snapshot
-// gauges fresh. A failing poll is logged once, and again when it recovers.
-func (mo *monitoring) loop(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+// loop polls every interval (every fast while a lock is waited for, when
+// fast is shorter) until ctx ends, keeping latest and the snapshot gauges
+// fresh. A failing poll is logged once, and again when it recovers.
+func (mo *monitoring) loop(ctx context.Context, interval, fast time.Duration) {
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	failing := false
 	for {
+		begun := time.Now()
 		s, err := mo.poll(ctx)
 		if err == nil && len(s.Sources) > 0 && s.Sources[0].Err != "" {
 			// PostgreSQL failed, the other sources answered: serve them, and
@@ -142,6 +148,11 @@ func (mo *monitoring) loop(ctx context.Context, interval time.Duration) {
 			mo.latest.Put(s)
 			err = errors.New(s.Sources[0].Err)
 		}
+		next := interval
+		if _, waiting := s.Counts(); err == nil && waiting > 0 && fast > 0 && fast < interval {
+			next = fast
+		}
+		t.Reset(max(next-time.Since(begun), 0))
 		switch {
 		case err == nil:
 			mo.latest.Put(s)
@@ -181,10 +192,41 @@ func newMonitoring(mon *pgsource.Monitor, server source.PollFunc, others []sourc
 		Info:      mon.Info,
 		Health:    mon.Probe,
 		Metrics:   mo.met.Handler(),
+		Past:      mo,
 		Log:       log,
 		QueryText: qt,
 	})
 	return mo
+}
+
+// Recording is the kept past (httpapi.Past), or history.ErrEmpty before
+// the history is set.
+func (mo *monitoring) Recording() (*recording.Recording, error) {
+	mo.mu.Lock()
+	h := mo.hist
+	mo.mu.Unlock()
+	if h == nil {
+		return nil, history.ErrEmpty
+	}
+	return h.Recording()
+}
+
+// Bytes is the kept past as a recording file's bytes (httpapi.Past).
+func (mo *monitoring) Bytes() ([]byte, error) {
+	mo.mu.Lock()
+	h := mo.hist
+	mo.mu.Unlock()
+	if h == nil {
+		return nil, history.ErrEmpty
+	}
+	return h.Bytes()
+}
+
+// keep makes h the past the endpoints answer from.
+func (mo *monitoring) keep(h *history.History) {
+	mo.mu.Lock()
+	mo.hist = h
+	mo.mu.Unlock()
 }
 
 // pgSource names the PostgreSQL monitor among the source.

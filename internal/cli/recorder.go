@@ -41,14 +41,19 @@ func createRecording(path, server string, info model.ServerInfo, sources []strin
 // that fails is logged once, and the source goes on answering: the screen
 // or the endpoints matter more than the file.
 type recorder struct {
-	w      *recording.Writer
+	w      snapshotWriter
+	what   string // "recording" (the default) or "history", for the log
 	log    *slog.Logger
 	failed sync.Once
 }
 
 func (r *recorder) write(source int, s model.Snapshot) {
 	if err := r.w.Write(source, s); err != nil {
-		r.failed.Do(func() { r.log.Error("recording stopped", "err", err.Error()) })
+		what := r.what
+		if what == "" {
+			what = "recording"
+		}
+		r.failed.Do(func() { r.log.Error(what+" stopped", "err", err.Error()) })
 	}
 }
 
@@ -60,8 +65,11 @@ type recordedSource struct {
 
 func (s recordedSource) Poll(ctx context.Context) (model.Snapshot, error) {
 	snap, err := s.Source.Poll(ctx)
-	if err == nil {
+	switch {
+	case err == nil:
 		s.rec.write(0, snap)
+	case ctx.Err() == nil:
+		s.rec.write(0, model.Outage(primarySource, err, time.Now())) // replay shows the outage
 	}
 	return snap, err
 }
@@ -76,8 +84,11 @@ type recordedOther struct {
 
 func (s recordedOther) Poll(ctx context.Context) (model.Snapshot, error) {
 	snap, err := s.Source.Poll(ctx)
-	if err == nil {
+	switch {
+	case err == nil:
 		s.rec.write(s.i, snap)
+	case ctx.Err() == nil:
+		s.rec.write(s.i, model.Outage(s.Name(), err, time.Now()))
 	}
 	return snap, err
 }

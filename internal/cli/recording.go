@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +13,8 @@ import (
 // openRecording opens the recording a command names, or says in one line
 // why it cannot be read (exit code 2). Damaged records are skipped: a
 // warning on stderr says how many.
-func openRecording(path string, stderr io.Writer) (*recording.Recording, error) {
-	r, err := recording.Open(path)
+func openRecording(ctx context.Context, path string, stderr io.Writer) (*recording.Recording, error) {
+	r, err := readRecording(ctx, path, stderr)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -33,15 +34,15 @@ func openRecording(path string, stderr io.Writer) (*recording.Recording, error) 
 
 // parseRecording parses replay's or report's flags and opens the one FILE
 // argument, the recording.
-func parseRecording(fs *flagSet, args []string, stderr io.Writer) (*recording.Recording, error) {
+func parseRecording(ctx context.Context, fs *flagSet, args []string, stderr io.Writer) (*recording.Recording, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	switch a := fs.Args(); len(a) {
 	case 0:
-		return nil, fs.usageErr(errors.New("FILE is missing: the recording to read"))
+		return nil, fs.usageErr(errors.New("FILE is missing: the recording to read (a file, a --history directory, or a serve's http://HOST:PORT)"))
 	case 1:
-		return openRecording(a[0], stderr)
+		return openRecording(ctx, a[0], stderr)
 	default:
 		return nil, fs.usageErr(fmt.Errorf("unexpected argument %q", a[1]))
 	}

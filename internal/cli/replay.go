@@ -31,11 +31,11 @@ func stepAt(r *recording.Recording, flag, at, dflt string) (int, error) {
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("replay")
-	fs.args = "FILE"
+	fs.args = "FILE|DIR|URL"
 	at := fs.String("at", "", "open at this `TIME` (default: the start)")
 	asJSON := fs.Bool("json", false, "print the snapshot at --at as snapshot --json prints it, and exit")
 	advisory := fs.Bool("advisory", false, "with --json: the advisory-locks document, as snapshot --json --advisory")
-	r, err := parseRecording(fs, args, stderr)
+	r, err := parseRecording(ctx, fs, args, stderr)
 	if err != nil {
 		return err
 	}

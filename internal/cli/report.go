@@ -17,11 +17,11 @@ func init() {
 
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("report")
-	fs.args = "FILE"
+	fs.args = "FILE|DIR|URL"
 	from := fs.String("from", "", "review from this `TIME` on (default: the start)")
 	to := fs.String("to", "", "review up to this `TIME` (default: the end)")
 	asJSON := fs.Bool("json", false, "print the review as JSON")
-	r, err := parseRecording(fs, args, stderr)
+	r, err := parseRecording(ctx, fs, args, stderr)
 	if err != nil {
 		return err
 	}

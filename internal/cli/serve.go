@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/locktop/locktop/internal/record/history"
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/source"
 )
@@ -21,6 +22,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addr := fs.String("http", httpapi.DefaultAddr, "address to serve on, host:port (loopback unless you say otherwise)")
 	interval := fs.Duration("interval", 2*time.Second, "how often to poll the lock table for the metrics")
 	record := fs.String("record", "", "also record every poll to this new `file` (locktop replay and report read it)")
+	waitInterval := addWaitInterval(fs)
+	hf := addHistoryFlags(fs)
 	lf := addSourceFlags(fs)
 	ef := addExposureFlags(fs, true)
 	if err := parseFlags(fs, args); err != nil {
@@ -28,6 +31,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *interval < minInterval {
 		return usagef("--interval %s is too short (at least %s)", *interval, minInterval)
+	}
+	if err := checkWaitInterval(*waitInterval); err != nil {
+		return err
+	}
+	hcfg, err := hf.config()
+	if err != nil {
+		return err
 	}
 	dsn, given := conn.resolve()
 	if !given {
@@ -52,7 +62,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Poll: true, Record: *record,
-		Web: exp.web, QueryText: exp.queryText, Log: log})
+		History: hcfg, WaitInterval: *waitInterval, Web: exp.web, QueryText: exp.queryText, Log: log})
 	if err != nil {
 		return err
 	}
@@ -70,7 +80,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "also watching %s\n", o.Name())
 	}
-	fmt.Fprintf(stdout, "listening on %s://%s (/api/locks, /api/advisory-locks, /metrics, /healthz)\n", exp.web.Scheme(), ln.Addr())
+	fmt.Fprintf(stdout, "listening on %s://%s (/api/locks, /api/advisory-locks, /metrics, /healthz%s)\n", exp.web.Scheme(), ln.Addr(), pastEndpoints(st.History()))
 
 	err = st.Run(ctx)
 	if cerr := st.Close(); err == nil {
@@ -81,4 +91,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintln(stdout, "locktop serve: stopped")
 	return nil
+}
+
+// pastEndpoints lists the endpoints of the kept past, when there is one.
+func pastEndpoints(h *history.History) string {
+	if h == nil {
+		return ""
+	}
+	return ", /api/locks?at=, /api/report, /api/history"
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locktop/locktop/internal/querytext"
+	"github.com/locktop/locktop/internal/record/history"
 	"github.com/locktop/locktop/internal/record/recording"
 	"github.com/locktop/locktop/internal/redislog"
 	"github.com/locktop/locktop/internal/serve/httpapi"
@@ -57,6 +58,7 @@ type Stack struct {
 	others []source.Source // what Sources returns
 	mo     *monitoring     // the endpoints; nil without a Listener
 	w      *recording.Writer
+	hist   *history.History // the kept past; nil with no History
 
 	stopServing context.CancelFunc
 	served      chan error // the HTTP server's result, once stopped
@@ -99,6 +101,14 @@ type StackConfig struct {
 	// and the recording carry (--query-text); the owner's own polls (the
 	// screen) keep it all.
 	QueryText querytext.Mode
+	// History, when not nil, keeps the recent past of every source, as
+	// Record does, in memory or in rotating files (package history): the
+	// endpoints answer ?at=, /api/report and /api/history from it, and the
+	// dashboard rewinds onto it. Its Header is filled in here.
+	History *history.Options
+	// WaitInterval, when shorter than Interval, is Run's interval while
+	// any lock is waited for (serve's --wait-interval).
+	WaitInterval time.Duration
 	// Log receives what happens beside the owner's own output (a failing
 	// poll, a recording that stopped, the HTTP server's errors); nil
 	// discards it.
@@ -189,12 +199,32 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 			others[i] = recordedOther{o, rec, i + 1}
 		}
 	}
+	if cfg.History != nil {
+		names := []string{primarySource}
+		for _, o := range others {
+			names = append(names, o.Name())
+		}
+		o := *cfg.History
+		o.Header = recording.Header{Server: s.Target(), Info: s.mon.Info(), Sources: names, Start: time.Now(), Interval: cfg.Interval, Locktop: versionString(), QueryText: cfg.QueryText.String()}
+		if s.hist, err = history.New(o); err != nil {
+			return nil, exitError{code: exitUsage, err: fmt.Errorf("--history: %w", err)}
+		}
+		s.closers = append(s.closers, func() { _ = s.hist.Close() })
+		rec := &recorder{w: s.hist, log: cfg.Log, what: "history"}
+		pg = recordedSource{pg, rec}
+		for i, o := range others {
+			others[i] = recordedOther{o, rec, i + 1}
+		}
+	}
 	s.server, s.others = pg, others
 
 	if cfg.Listener != nil {
 		// The endpoints serve the owner's own polls (tee), or the Stack's
 		// (Poll): never a second poller.
 		s.mo = newMonitoring(s.mon, pg.Poll, others, cfg.Poll, 2*cfg.Interval, cfg.QueryText, cfg.Log)
+		if s.hist != nil {
+			s.mo.keep(s.hist)
+		}
 		s.server = s.mo
 		if !cfg.Poll {
 			s.others = make([]source.Source, len(others))
@@ -320,6 +350,9 @@ func (s *Stack) AddPools(pools func() []model.PoolStats) {
 	}
 }
 
+// History is the kept past (nil without StackConfig.History).
+func (s *Stack) History() *history.History { return s.hist }
+
 // RecordedBytes is the size of the recording so far (0 without one).
 func (s *Stack) RecordedBytes() int64 {
 	if s.w == nil {
@@ -341,7 +374,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	defer stop()
 	var wg sync.WaitGroup
 	if s.cfg.Poll {
-		wg.Go(func() { s.mo.loop(pctx, s.cfg.Interval) })
+		wg.Go(func() { s.mo.loop(pctx, s.cfg.Interval, s.cfg.WaitInterval) })
 	}
 	defer wg.Wait()
 	select {

@@ -35,6 +35,15 @@ type Report struct {
 	Blockers []Blocker    `json:"blockers"`
 	Queue    Queue        `json:"queue"`
 	Leases   []LeaseEvent `json:"lease_events"`
+
+	// Episodes are the contention episodes, in order of their start
+	// (episode.go); Holders the holders others waited on longest in
+	// total; LongestHolds the longest holds, with or without waiters;
+	// Outages the spans a source answered with an error.
+	Episodes     []Episode    `json:"episodes"`
+	Holders      []HolderWait `json:"holders_by_time_waited_on"`
+	LongestHolds []Hold       `json:"longest_holds"`
+	Outages      []Outage     `json:"outages"`
 }
 
 // KeyWait is the waiting on one key.
@@ -174,6 +183,9 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 		s, err := f.Merged(i)
 		if err != nil {
 			return nil, err
+		}
+		if s.PollError() != "" {
+			continue // a failed poll ends no wait and no hold: an outage (episode.go)
 		}
 		t := f.Time(i)
 		waiting := map[model.KeyID][]waitID{}
@@ -331,6 +343,10 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 	slices.SortFunc(r.Leases, func(a, b LeaseEvent) int {
 		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Holder, b.Holder))
 	})
+
+	if err := r.review(f, lo, hi); err != nil {
+		return nil, err
+	}
 
 	// The queue, bucketed over the span.
 	if len(queue) > 0 {

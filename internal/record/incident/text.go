@@ -49,6 +49,21 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 		each(tw)
 		tw.Flush()
 	}
+	section("Contention episodes (first wait on connected keys to none waiting)", "none", len(r.Episodes),
+		"FROM\tTO\tLASTED\tKEYS\tKINDS\tPEAK QUEUE\tWAITS\tWAITED\tROOT BLOCKERS (HELD)", func(tw io.Writer) {
+			for _, e := range r.Episodes {
+				to := clock(e.End)
+				if e.Ongoing {
+					to = "ongoing"
+				}
+				var roots []string
+				for _, x := range e.Roots {
+					roots = append(roots, fmt.Sprintf("%s %s ≥%s", clean(x.Holder), orDash(clean(x.Application)), dur(time.Duration(x.Held))))
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", clock(e.Start), to, dur(time.Duration(e.Duration)),
+					clean(listed(e.Keys, 3)), strings.Join(e.Kinds, ","), e.PeakQueue, e.Waits, dur(time.Duration(e.Waited)), orDash(strings.Join(roots, "; ")))
+			}
+		})
 	section("Keys with the most total wait", "no waits", len(r.Keys),
 		"KEY\tKIND\tWAITS\tTOTAL\tLONGEST\tMAX QUEUE\tFIRST\tLAST", func(tw io.Writer) {
 			for _, k := range r.Keys {
@@ -85,8 +100,39 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 					e.Event, orDash(clean(e.By)), clock(e.HeldFrom))
 			}
 		})
+	section("Holders others waited on longest, in total", "no holder had a waiter", len(r.Holders),
+		"HOLDER\tAPPLICATION\tKEYS\tWAITS\tWAITED ON IT", func(tw io.Writer) {
+			for _, x := range r.Holders {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", clean(x.Holder), orDash(clean(x.Application)), clean(listed(x.Keys, 3)), x.Waits, dur(time.Duration(x.Waited)))
+			}
+		})
+	section("Longest holds (with or without waiters)", "no lock held", len(r.LongestHolds),
+		"KEY\tKIND\tHOLDER\tAPPLICATION\tHELD\tFROM\tTO\tWAITERS", func(tw io.Writer) {
+			for _, x := range r.LongestHolds {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t≥%s\t%s\t%s\t%d\n", clean(x.Key), clean(x.Kind), clean(x.Holder), orDash(clean(x.Application)),
+					dur(time.Duration(x.Held)), clock(x.Since), clock(x.Until), x.Waiters)
+			}
+		})
+	section("Sources' outages", "none", len(r.Outages),
+		"SOURCE\tFROM\tTO\tERROR", func(tw io.Writer) {
+			for _, o := range r.Outages {
+				to := clock(o.To)
+				if o.Ongoing {
+					to = "ongoing"
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", clean(o.Source), clock(o.From), to, clean(o.Error))
+			}
+		})
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// listed is the first n of items, and how many more.
+func listed(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s +%d", strings.Join(items[:n], ", "), len(items)-n)
 }
 
 // Sparkline draws counts as block characters scaled to the largest; a

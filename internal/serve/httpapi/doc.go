@@ -1,6 +1,10 @@
 // Package httpapi is locktop's monitoring surface over HTTP:
 //
 //	GET /api/advisory-locks  the lock table as JSON (Document)
+//	GET /api/locks           every kind of lock from every source (LocksDocument);
+//	                         ?at=TIME: as it was then, from the kept history
+//	GET /api/report          locktop report's JSON over the kept history (?from=&to=)
+//	GET /api/history         the kept history as one recording file
 //	GET /metrics             Prometheus metrics (internal/metrics)
 //	GET /healthz             200 when a probe lock can be taken and released
 //	                         within a second, else 503 with the reason

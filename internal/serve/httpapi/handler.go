@@ -36,6 +36,9 @@ type Deps struct {
 	HealthMaxAge time.Duration
 	// Metrics serves /metrics (Metrics.Handler).
 	Metrics http.Handler
+	// Past, when set, answers /api/locks?at=, /api/report and
+	// /api/history from the history the process keeps (past.go).
+	Past Past
 	// Log receives failed requests; nil means slog.Default().
 	Log *slog.Logger
 	// QueryText is how much of each session's query text the documents
@@ -64,6 +67,8 @@ func New(d Deps) http.Handler {
 	mux.HandleFunc("GET /{$}", h.index)
 	mux.HandleFunc("GET /api/advisory-locks", h.locks)
 	mux.HandleFunc("GET /api/locks", h.allLocks)
+	mux.HandleFunc("GET /api/report", h.report)
+	mux.HandleFunc("GET /api/history", h.historyFile)
 	if d.Health != nil {
 		mux.HandleFunc("GET /healthz", h.healthz)
 	}
@@ -83,6 +88,11 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	var b strings.Builder
 	b.WriteString("locktop\n\n/api/advisory-locks  advisory locks held and waited for, as JSON\n")
 	b.WriteString("/api/locks           every kind of lock from every source (advisory, row, relation, Redis, lease), as JSON\n")
+	if h.d.Past != nil {
+		b.WriteString("/api/locks?at=TIME   the same as it was at TIME (RFC 3339, a time of day today, -5m), from the kept history\n")
+		b.WriteString("/api/report          the incident review of the kept history as JSON (?from=TIME&to=TIME)\n")
+		b.WriteString("/api/history         the kept history as a recording (locktop replay/report http://HOST:PORT)\n")
+	}
 	if h.d.Metrics != nil {
 		b.WriteString("/metrics             Prometheus metrics\n")
 	}

@@ -29,7 +29,12 @@ type LocksDocument struct {
 	// Locks are grouped by key, holders first, then waiters in queue
 	// order; PostgreSQL's first, then each other source's.
 	Locks []LockDoc `json:"locks"`
-	// Age, Stale and StaleReason are as in Document.
+	// At is the moment asked for with ?at= (the locks are the history's
+	// newest snapshot at or before it, taken at Taken); absent for the
+	// live document.
+	At *time.Time `json:"at,omitempty"`
+	// Age, Stale and StaleReason are as in Document; with ?at=, Age is At
+	// less Taken.
 	Age         float64 `json:"age"`
 	Stale       bool    `json:"stale"`
 	StaleReason string  `json:"stale_reason,omitempty"`
@@ -218,6 +223,10 @@ func secondsPtr(d time.Duration) *float64 {
 // allLocks serves GET /api/locks from the same snapshots as
 // /api/advisory-locks.
 func (h *handler) allLocks(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Has("at") {
+		h.locksAt(w, r)
+		return
+	}
 	served, ok := h.serve(w, r, "/api/locks")
 	if !ok {
 		return

@@ -1,0 +1,146 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/locktop/locktop/internal/record/history"
+	"github.com/locktop/locktop/internal/record/incident"
+	"github.com/locktop/locktop/internal/record/recording"
+)
+
+// Past is the recent past a handler answers questions about: a
+// *history.History.
+type Past interface {
+	// Recording is the past kept so far, as one recording.
+	Recording() (*recording.Recording, error)
+	// Bytes is the same as the bytes of a recording file.
+	Bytes() ([]byte, error)
+}
+
+// The past's endpoints, all answered from the history the process keeps
+// (never a query to the server):
+//
+//	GET /api/locks?at=TIME         the /api/locks document as it was at TIME
+//	GET /api/report?from=T&to=T    locktop report's JSON over that span (default: all kept)
+//	GET /api/history               the kept past as one recording file
+//	                               (locktop replay and report read it from http://HOST:PORT)
+//
+// TIME is RFC 3339, a time of day today (server's local time) or -5m; a
+// time outside the kept past is a 400 whose error names the kept range.
+
+// pastError is the body of a 400 or 503 of the past's endpoints.
+type pastError struct {
+	Error string `json:"error"`
+	// First and Last are the kept range, when there is one.
+	First *time.Time `json:"first,omitempty"`
+	Last  *time.Time `json:"last,omitempty"`
+}
+
+// recording returns the kept past, or answers why there is none.
+func (h *handler) recording(w http.ResponseWriter) (*recording.Recording, bool) {
+	if h.d.Past == nil {
+		writeJSON(w, http.StatusNotFound, pastError{Error: "this locktop keeps no history (--history-keep 0)"})
+		return nil, false
+	}
+	r, err := h.d.Past.Recording()
+	if errors.Is(err, history.ErrEmpty) || (err == nil && r.Len() == 0) {
+		writeJSON(w, http.StatusServiceUnavailable, pastError{Error: "the history holds nothing yet"})
+		return nil, false
+	}
+	if err != nil {
+		h.d.Log.Warn("reading the history", "err", err.Error())
+		writeJSON(w, http.StatusInternalServerError, pastError{Error: "reading the history: " + oneLine(err.Error())})
+		return nil, false
+	}
+	return r, true
+}
+
+// moment reads query parameter name as a moment within r's span, or
+// answers 400 naming the span.
+func (h *handler) moment(w http.ResponseWriter, req *http.Request, r *recording.Recording, name string, dflt time.Time) (time.Time, bool) {
+	text := req.URL.Query().Get(name)
+	if text == "" {
+		return dflt, true
+	}
+	first, last := r.Span()
+	t, err := history.ParseTime(text, time.Now())
+	if err == nil {
+		err = history.InRange(t, first, last, 2*r.Header.Interval)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, pastError{Error: name + "=" + oneLine(err.Error()), First: timePtr(first), Last: timePtr(last)})
+		return t, false
+	}
+	return t, true
+}
+
+// locksAt serves GET /api/locks?at=TIME.
+func (h *handler) locksAt(w http.ResponseWriter, req *http.Request) {
+	r, ok := h.recording(w)
+	if !ok {
+		return
+	}
+	at, ok := h.moment(w, req, r, "at", time.Time{})
+	if !ok {
+		return
+	}
+	snap, err := r.Merged(r.Index(at))
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, pastError{Error: "reading the history: " + oneLine(err.Error())})
+		return
+	}
+	doc := NewLocksDocument(snap, r.Info())
+	doc.At = &at
+	doc.Age = seconds(max(at.Sub(snap.Taken), 0))
+	writeJSON(w, http.StatusOK, doc)
+}
+
+// report serves GET /api/report?from=&to=.
+func (h *handler) report(w http.ResponseWriter, req *http.Request) {
+	r, ok := h.recording(w)
+	if !ok {
+		return
+	}
+	first, last := r.Span()
+	from, ok := h.moment(w, req, r, "from", first)
+	if !ok {
+		return
+	}
+	to, ok := h.moment(w, req, r, "to", last)
+	if !ok {
+		return
+	}
+	if to.Before(from) {
+		writeJSON(w, http.StatusBadRequest, pastError{Error: "to is before from"})
+		return
+	}
+	rep, err := incident.Build(r, r.Header.Server, from, to)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, pastError{Error: "reading the history: " + oneLine(err.Error())})
+		return
+	}
+	rep.Damaged = len(r.Damage)
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// historyFile serves GET /api/history: the kept past as one recording.
+func (h *handler) historyFile(w http.ResponseWriter, req *http.Request) {
+	if h.d.Past == nil {
+		writeJSON(w, http.StatusNotFound, pastError{Error: "this locktop keeps no history (--history-keep 0)"})
+		return
+	}
+	data, err := h.d.Past.Bytes()
+	if errors.Is(err, history.ErrEmpty) {
+		writeJSON(w, http.StatusServiceUnavailable, pastError{Error: "the history holds nothing yet"})
+		return
+	}
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, pastError{Error: "reading the history: " + oneLine(err.Error())})
+		return
+	}
+	w.Header().Set("Content-Type", "application/vnd.locktop.recording")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(data)
+}
