@@ -59,7 +59,7 @@ func New(d Deps) http.Handler {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	h := &handler{d: d}
+	h := &handler{d: d, past: make(pastSlots, MaxPastRequests)}
 	if d.Health != nil {
 		h.health = newHealthCache(d.Health, d.HealthMaxAge, d.Log)
 	}
@@ -80,6 +80,7 @@ func New(d Deps) http.Handler {
 
 type handler struct {
 	d      Deps
+	past   pastSlots // the past's requests running
 	health *healthCache
 }
 

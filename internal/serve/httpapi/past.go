@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/locktop/locktop/internal/record/history"
@@ -29,6 +31,33 @@ type Past interface {
 //
 // TIME is RFC 3339, a time of day today (server's local time) or -5m; a
 // time outside the kept past is a 400 whose error names the kept range.
+
+// Bounds of the work one request of the past may ask for, whatever it asks:
+// a report spans at most MaxReportSpan (a wider from/to is a 400 naming the
+// cap), and at most MaxPastRequests of the past's requests run at once
+// (more get 503 at once, with Retry-After): each reads the kept history,
+// so a flood of them must not take the process's CPU from its polls.
+const (
+	MaxReportSpan   = time.Hour
+	MaxPastRequests = 2
+)
+
+// pastSlots admits the past's requests, MaxPastRequests at a time.
+type pastSlots chan struct{}
+
+// enter takes a slot, or answers 503 and reports false.
+func (p pastSlots) enter(w http.ResponseWriter) bool {
+	select {
+	case p <- struct{}{}:
+		return true
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, pastError{Error: "busy: at most " + strconv.Itoa(MaxPastRequests) + " requests of the history are answered at once"})
+		return false
+	}
+}
+
+func (p pastSlots) leave() { <-p }
 
 // pastError is the body of a 400 or 503 of the past's endpoints.
 type pastError struct {
@@ -78,6 +107,10 @@ func (h *handler) moment(w http.ResponseWriter, req *http.Request, r *recording.
 
 // locksAt serves GET /api/locks?at=TIME.
 func (h *handler) locksAt(w http.ResponseWriter, req *http.Request) {
+	if !h.past.enter(w) {
+		return
+	}
+	defer h.past.leave()
 	r, ok := h.recording(w)
 	if !ok {
 		return
@@ -99,6 +132,10 @@ func (h *handler) locksAt(w http.ResponseWriter, req *http.Request) {
 
 // report serves GET /api/report?from=&to=.
 func (h *handler) report(w http.ResponseWriter, req *http.Request) {
+	if !h.past.enter(w) {
+		return
+	}
+	defer h.past.leave()
 	r, ok := h.recording(w)
 	if !ok {
 		return
@@ -116,6 +153,11 @@ func (h *handler) report(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusBadRequest, pastError{Error: "to is before from"})
 		return
 	}
+	if to.Sub(from) > MaxReportSpan {
+		writeJSON(w, http.StatusBadRequest, pastError{Error: fmt.Sprintf("from %s to %s spans %s: a report spans at most %s; ask for a narrower range",
+			from.Format(time.RFC3339), to.Format(time.RFC3339), to.Sub(from).Round(time.Second), MaxReportSpan), First: timePtr(first), Last: timePtr(last)})
+		return
+	}
 	rep, err := incident.Build(r, r.Header.Server, from, to)
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, pastError{Error: "reading the history: " + oneLine(err.Error())})
@@ -127,6 +169,10 @@ func (h *handler) report(w http.ResponseWriter, req *http.Request) {
 
 // historyFile serves GET /api/history: the kept past as one recording.
 func (h *handler) historyFile(w http.ResponseWriter, req *http.Request) {
+	if !h.past.enter(w) {
+		return
+	}
+	defer h.past.leave()
 	if h.d.Past == nil {
 		writeJSON(w, http.StatusNotFound, pastError{Error: "this locktop keeps no history (--history-keep 0)"})
 		return
