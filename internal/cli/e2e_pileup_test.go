@@ -63,18 +63,16 @@ func TestDashboardPileupAt80x24(t *testing.T) {
 	// block runs sql on a session of its own, which waits; the test's end
 	// cancels it.
 	bctx, cancel := context.WithCancel(ctx)
-	var done []chan struct{}
-	t.Cleanup(func() {
-		cancel()
-		for _, d := range done {
-			<-d
-		}
-	})
 	block := func(app string, sqls ...string) {
 		t.Helper()
 		cn := conn(app)
 		d := make(chan struct{})
-		done = append(done, d)
+		// Registered after the connection's own clean-up, so it runs
+		// first: the statement ends before its connection is closed.
+		t.Cleanup(func() {
+			cancel()
+			<-d
+		})
 		go func() {
 			defer close(d)
 			for _, s := range sqls {

@@ -82,6 +82,10 @@ type recordedOther struct {
 	i   int
 }
 
+// Present is the wrapped source's (source.Present): recording a source
+// does not change whether it is there.
+func (s recordedOther) Present(ctx context.Context) bool { return source.Present(ctx, s.Source) }
+
 func (s recordedOther) Poll(ctx context.Context) (model.Snapshot, error) {
 	snap, err := s.Source.Poll(ctx)
 	switch {
