@@ -22,7 +22,7 @@ type fakePast struct {
 	entered chan struct{} // a request began reading the history
 }
 
-func newFakePast(t *testing.T) *fakePast {
+func newFakePast(t testing.TB) *fakePast {
 	t.Helper()
 	var buf bytes.Buffer
 	t0 := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
