@@ -87,8 +87,8 @@
 // # Seeds 002 and 004
 //
 // Each scenario runs one or more lock systems (Scenario.Systems, SystemsOf):
-// seed 001's agents on advisory locks, seed 002's conversation turns on the
-// Redis session mutex (workers.Turns; scenario "acf"), seed 004's map,
+// the hook service's agents on advisory locks, the ACF conversation turns on
+// the Redis session mutex (workers.Turns; scenario "acf"), the FOLE map,
 // sketch and project jobs on lease locks (workers.Jobs; scenario "fole");
 // "all" runs the three at once and is the demo's. A system is set up the
 // first time a scenario needs it and kept until Close: turns need

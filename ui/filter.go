@@ -21,7 +21,7 @@ import (
 //
 // Matching ignores case. A TEXT given as it is (no field, or key:) also
 // finds the one-bigint key it hashes to with FNV-1a (registry.FNV1a32), so
-// "tenant-a:2025-01-15" finds the lock seed 003's booking service takes for
+// "tenant-a:2025-01-15" finds the lock the MAIS booking service takes for
 // it; the hash is of the text as typed, case kept.
 type filter struct {
 	raw   string

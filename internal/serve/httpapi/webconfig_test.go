@@ -154,11 +154,11 @@ func TestLoadWebConfigErrors(t *testing.T) {
 	}
 }
 
-// The README's example, deploy/web-config.yml, is a file the toolkit
+// The README's example, examples/web-config.yml, is a file the toolkit
 // takes (with real certificate paths), and its user's password is the one
 // it says.
 func TestExampleWebConfig(t *testing.T) {
-	raw, err := os.ReadFile("../../../deploy/web-config.yml")
+	raw, err := os.ReadFile("../../../examples/web-config.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
