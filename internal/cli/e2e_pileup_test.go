@@ -40,20 +40,7 @@ func TestDashboardPileupAt80x24(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop() })
-	conn := func(app string) *pgx.Conn {
-		t.Helper()
-		cfg, err := pgx.ParseConfig(c.DSN("postgres"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.RuntimeParams["application_name"] = app
-		cn, err := pgx.ConnectConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cn.Close(context.Background()) })
-		return cn
-	}
+	conn := func(app string) *pgx.Conn { return appConn(t, c, app) }
 	exec := func(cn *pgx.Conn, sql string) {
 		t.Helper()
 		if _, err := cn.Exec(ctx, sql); err != nil {

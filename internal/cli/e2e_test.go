@@ -676,20 +676,7 @@ func TestDashboardAtCommonSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop() })
-	conn := func(app string) *pgx.Conn {
-		t.Helper()
-		cfg, err := pgx.ParseConfig(c.DSN("postgres"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.RuntimeParams["application_name"] = app
-		cn, err := pgx.ConnectConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cn.Close(context.Background()) })
-		return cn
-	}
+	conn := func(app string) *pgx.Conn { return appConn(t, c, app) }
 	idle := conn("e2e.idle")
 	tx, err := idle.Begin(ctx)
 	if err != nil {
@@ -765,4 +752,21 @@ func TestDashboardAtCommonSizes(t *testing.T) {
 	if code := term.AwaitExit(60 * time.Second); code != 0 {
 		t.Fatalf("locktop exited with %d", code)
 	}
+}
+
+// appConn connects to the cluster's postgres database as application app,
+// closed when the test ends.
+func appConn(t *testing.T, c *pgcluster.Cluster, app string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = app
+	cn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cn.Close(context.Background()) })
+	return cn
 }

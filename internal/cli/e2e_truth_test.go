@@ -31,16 +31,7 @@ func TestDashboardDDLPileUpAndUpgrade(t *testing.T) {
 	t.Cleanup(func() { _ = c.Stop() })
 	conn := func(app string) (*pgx.Conn, string) {
 		t.Helper()
-		cfg, err := pgx.ParseConfig(c.DSN("postgres"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.RuntimeParams["application_name"] = app
-		cn, err := pgx.ConnectConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cn.Close(context.Background()) })
+		cn := appConn(t, c, app)
 		var pid int32
 		if err := cn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 			t.Fatal(err)
