@@ -51,14 +51,36 @@ func helperMain() int {
 		return 2
 	}
 	run := work
-	if w.Task == "job-hold" {
+	switch w.Task {
+	case "job-hold":
 		run = holdForJob
+	case "hold":
+		run = holdPlain
 	}
 	if err := run(w); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 1
 	}
 	return 0
+}
+
+// holdPlain takes w.Resource for writing (no job), says "held" and then
+// holds it until the process is killed.
+func holdPlain(w helperWhere) error {
+	ctx := context.Background()
+	m, _, err := openWhere(ctx, w, Options{Owner: w.Owner, Lease: w.Lease})
+	if err != nil {
+		return err
+	}
+	r, err := ParseResource(w.Resource)
+	if err != nil {
+		return err
+	}
+	if _, err := m.Acquire(ctx, r, Write); err != nil {
+		return err
+	}
+	fmt.Println("held")
+	select {}
 }
 
 // holdForJob starts job w.JobID, takes w.Resource for writing with the
@@ -283,5 +305,59 @@ func testJobIDReused(t *testing.T, e *env) {
 	defer l.Release(context.Background())
 	if recs, _ := m.Audit(ctxT(t)); len(recs) != 1 || recs[0].VictimOwner != "job:tiles-1" || recs[0].Actor != "job:tiles-1" {
 		t.Errorf("audit: %+v", recs)
+	}
+}
+
+// A holder's process killed with SIGKILL while it holds a lock: the lock
+// is recoverable once its lease and Grace have passed, the recovery is
+// audited with the dead holder as victim, and the next holder's fence is
+// higher than the dead holder's.
+func testHolderKilled(t *testing.T, e *env) {
+	r := Map("killed")
+	w := e.where
+	w.Task, w.Owner, w.Resource, w.Lease = "hold", "doomed", r.String(), time.Second
+	cmd := startHelper(t, w)
+	m := e.open(Options{Owner: "next", Grace: 100 * time.Millisecond, Wait: 10 * time.Second})
+	s, err := m.Inspect(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dead int64
+	for _, i := range s.Locks {
+		if i.Granted && i.Resource == r && i.Owner == "doomed" {
+			dead = i.Fence
+		}
+	}
+	if dead == 0 {
+		t.Fatalf("the helper's grant is not listed: %+v", s.Locks)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	killed := time.Now()
+	l, err := m.Acquire(ctxT(t), r, Write)
+	if err != nil {
+		t.Fatalf("acquire after the holder was killed: %v", err)
+	}
+	defer l.Release(context.Background())
+	if took := time.Since(killed); took > 8*time.Second {
+		t.Errorf("recovery took %s, lease 1s", took)
+	}
+	if l.Fence() <= dead {
+		t.Errorf("next holder's fence %d, not above the killed holder's %d", l.Fence(), dead)
+	}
+	recs, err := m.Audit(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, a := range recs {
+		if a.VictimOwner == "doomed" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no audit record names the killed holder: %+v", recs)
 	}
 }

@@ -50,6 +50,7 @@ var suite = []struct {
 	{"AtomicWriteStalledKeepsNewerVersion", testAtomicWriteStalled},
 	{"TwoProcesses", testTwoProcesses},
 	{"JobIDReusedAfterKill", testJobIDReused},
+	{"HolderKilledWhileHolding", testHolderKilled},
 }
 
 func TestPostgres(t *testing.T) { runSuite(t, postgresEnv) }

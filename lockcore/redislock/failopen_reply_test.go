@@ -1,0 +1,93 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktop/locktop/internal/testenv/redistest"
+)
+
+// The package doc promises that BUSY and READONLY replies, like OOM, fail
+// closed even with FailOpen: a Redis that answers is up, and another holder
+// may hold the key. These check it against a real server.
+
+// BUSY: a long read-only script runs past busy-reply-threshold, so every
+// other command is answered BUSY until SCRIPT KILL.
+func TestFailOpenNotOnBusyReply(t *testing.T) {
+	srv := redistest.Private(t)
+	rdb := redistest.ClientOf(t, srv)
+	admin := redistest.ClientOf(t, srv)
+	holder := lockerOn(t, rdb, Options{Owner: "holder"})
+	open := lockerOn(t, rdb, Options{Owner: "open", FailOpen: true, Wait: 300 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := holder.Acquire(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ConfigSet(ctx, "lua-time-limit", "10").Err(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Read-only, so SCRIPT KILL can stop it.
+		admin.Eval(context.Background(), "local i = 0 while true do i = i + 1 end", nil)
+	}()
+	// Wait for the server to answer BUSY.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := rdb.Ping(ctx).Err()
+		if err != nil && strings.HasPrefix(err.Error(), "BUSY") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server never answered BUSY (last %v)", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	defer func() {
+		k := redistest.ClientOf(t, srv)
+		for i := 0; i < 100; i++ {
+			if k.ScriptKill(context.Background()).Err() == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		<-done
+	}()
+	ran := false
+	err := open.With(ctx, "k", func(context.Context) error { ran = true; return nil })
+	if ran || err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "BUSY") {
+		t.Errorf("With (FailOpen) while another holds the key and Redis answers BUSY: ran %v, err %v; want the BUSY reply, fn not run", ran, err)
+	}
+	if n := open.Stats().FailOpen; n != 0 {
+		t.Errorf("FailOpen counted %d", n)
+	}
+}
+
+// READONLY: the server is demoted to a replica (of a master that cannot be
+// reached, so it keeps its dataset and the holder's key) and refuses writes.
+func TestFailOpenNotOnReadOnlyReply(t *testing.T) {
+	srv := redistest.Private(t)
+	rdb := redistest.ClientOf(t, srv)
+	holder := lockerOn(t, rdb, Options{Owner: "holder"})
+	open := lockerOn(t, rdb, Options{Owner: "open", FailOpen: true, Wait: 300 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := holder.Acquire(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Do(ctx, "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Do(context.Background(), "REPLICAOF", "NO", "ONE")
+	ran := false
+	err := open.With(ctx, "k", func(context.Context) error { ran = true; return nil })
+	if ran || err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "READONLY") {
+		t.Errorf("With (FailOpen) while another holds the key and Redis answers READONLY: ran %v, err %v; want the READONLY reply, fn not run", ran, err)
+	}
+	if n := open.Stats().FailOpen; n != 0 {
+		t.Errorf("FailOpen counted %d", n)
+	}
+}
