@@ -150,10 +150,13 @@ type Lock struct {
 	// WaitStart; 0 for holders.
 	QueuePos int
 
-	// Redis and lease locks: the owner (holder or waiter), the first
-	// characters of its token (never the whole token), the grant's fencing
-	// token, and whether a lease is stale (passed, heartbeat older than its
-	// grace, no active job: recoverable).
+	// Owner is the holder's or waiter's owner id: of every Redis and lease
+	// lock, and of a PostgreSQL backend whose application_name carries one
+	// (see AppWithOwner); the same id across kinds is the same holder.
+	// Redis and lease locks also carry the first characters of the token
+	// (never the whole token), the grant's fencing token, and whether a lease
+	// is stale (passed, heartbeat older than its grace, no active job:
+	// recoverable).
 	Owner string
 	Token string
 	Fence int64

@@ -64,7 +64,7 @@ func read(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 		*l = model.Lock{
 			Kind: model.KindAdvisory, PID: r.PID, Database: r.Database,
 			User: b.User, ApplicationName: b.Application, ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
-			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart,
+			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart, Owner: ownerOf(b.Application),
 			Mode: mode, Granted: r.Granted, Namespace: ns, EntityID: k.EntityID(), Pair: k.IsPair(),
 		}
 		if !r.Granted {
@@ -162,4 +162,10 @@ func compareBool(a, b bool) int {
 		return -1
 	}
 	return 1
+}
+
+// ownerOf is the owner id a backend's application_name carries, if any.
+func ownerOf(app string) string {
+	_, owner, _ := model.OwnerFromApp(app)
+	return owner
 }

@@ -75,7 +75,7 @@ func others(t *lockcore.LockTable, out []model.Lock) []model.Lock {
 		l := model.Lock{
 			Kind: id.Kind, PID: r.PID, Database: id.Database,
 			User: b.User, ApplicationName: b.Application, ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
-			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart,
+			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart, Owner: ownerOf(b.Application),
 			Mode: r.Mode, Granted: r.Granted, LockType: r.LockType,
 			Relation: id.Relation, Row: id.Row, Object: id.Object,
 		}
