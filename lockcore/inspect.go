@@ -105,11 +105,11 @@ type OtherRow struct {
 	// DatabaseOID and RelationOID are pg_locks.database and .relation (0
 	// when null): a relation's identity, named or not.
 	DatabaseOID, RelationOID uint32
-	Tuple    string // "(page,tuple)" of a tuple lock
-	Object   string // what else identifies it: a transaction id, a virtual xid, a page
-	PID      int32
-	Mode     string // as pg_locks spells it
-	Granted  bool
+	Tuple                    string // "(page,tuple)" of a tuple lock
+	Object                   string // what else identifies it: a transaction id, a virtual xid, a page
+	PID                      int32
+	Mode                     string // as pg_locks spells it
+	Granted                  bool
 	// WaitStart is when a waiter started waiting (or Taken while the
 	// server has not recorded it yet); zero for a granted row.
 	WaitStart time.Time
