@@ -158,10 +158,11 @@ func (m *Monitor) Pool() *pgxpool.Pool { return m.pool }
 func (m *Monitor) SetLog(log *slog.Logger) { m.names.log = log }
 
 // Named returns once the lookups of relation names that earlier polls
-// started have ended (named, not found, or failed), or ctx ends: a Poll
-// after it shows every name that can be known. A one-shot reader
-// (snapshot) uses it; a dashboard simply polls again.
-func (m *Monitor) Named(ctx context.Context) error { return m.names.wait(ctx) }
+// started have ended (named, not found, or failed), or ctx ends, and
+// reports whether there were any: a Poll after it shows every name that
+// can be known. A one-shot reader (snapshot) uses it; a dashboard simply
+// polls again.
+func (m *Monitor) Named(ctx context.Context) (bool, error) { return m.names.wait(ctx) }
 
 // Close ends the lookups of relation names and closes every connection.
 func (m *Monitor) Close() {

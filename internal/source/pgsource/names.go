@@ -269,8 +269,10 @@ func (n *namer) lookup(d *dbNamer, conn *pgx.Conn, batch []uint32) *pgx.Conn {
 	return conn
 }
 
-// wait returns once no lookup is queued or in flight, or ctx ends.
-func (n *namer) wait(ctx context.Context) error {
+// wait returns once no lookup is queued or in flight, or ctx ends, and
+// reports whether there was one to wait for.
+func (n *namer) wait(ctx context.Context) (bool, error) {
+	waited := false
 	for {
 		n.mu.Lock()
 		busy := false
@@ -280,14 +282,15 @@ func (n *namer) wait(ctx context.Context) error {
 		changed := n.changed
 		n.mu.Unlock()
 		if !busy {
-			return nil
+			return waited, nil
 		}
+		waited = true
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return ctx.Err()
+			return waited, ctx.Err()
 		case <-n.done:
-			return nil
+			return waited, nil
 		}
 	}
 }

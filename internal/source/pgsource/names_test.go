@@ -16,37 +16,16 @@ import (
 	"github.com/locktop/locktop/model"
 )
 
-// database creates a database of its own for t with a table table
-// ("schema.name") of 3 rows, dropped (its sessions ended) when t ends, and
-// returns its name and a superuser DSN on it.
+// database creates a database of its own for t (pgtest.Database) with a
+// table table ("schema.name") of 3 rows, and returns its name and a
+// superuser DSN on it.
 func database(t *testing.T, tag, table string) (name, dsn string) {
 	t.Helper()
-	ctx := context.Background()
 	name = fmt.Sprintf("lt_%s_%d", tag, os.Getpid())
-	admin, err := pgx.Connect(ctx, pgtest.AdminDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	ident := pgx.Identifier{name}.Sanitize()
-	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if c, err := pgx.Connect(ctx, pgtest.AdminDSN(t)); err == nil {
-			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)")
-			c.Close(ctx)
-		}
-	})
-	if dsn, err = pgtest.WithDatabase(pgtest.AdminDSN(t), name); err != nil {
-		t.Fatal(err)
-	}
+	dsn = pgtest.Database(t, name)
 	c := dbConn(t, dsn)
 	schema, _, _ := strings.Cut(table, ".")
-	if _, err := c.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+schema+"; CREATE TABLE "+table+" (id int PRIMARY KEY, v int); INSERT INTO "+table+" SELECT g, 0 FROM generate_series(1, 3) g"); err != nil {
+	if _, err := c.Exec(context.Background(), "CREATE SCHEMA IF NOT EXISTS "+schema+"; CREATE TABLE "+table+" (id int PRIMARY KEY, v int); INSERT INTO "+table+" SELECT g, 0 FROM generate_series(1, 3) g"); err != nil {
 		t.Fatal(err)
 	}
 	return name, dsn
