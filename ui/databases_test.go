@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -52,6 +53,12 @@ func TestGoldenManyDatabases(t *testing.T) {
 	if g.Height() != 3 {
 		t.Errorf("gauges with a row per database: %d lines, want 3", g.Height())
 	}
+	k2 := DefaultKeyMap()
+	p := newPoller(context.Background(), time.Second, []*feed{{name: "PostgreSQL", conn: connOK, latency: 3 * time.Millisecond, taken: t0, partial: snap.Partial}})
+	opts := Options{}
+	h := header{st: &st, keys: &k2, poll: &p, width: 100, info: info, mode: opts.mode()}
+	golden(t, "databases_header_100", h.View())
+
 	one := manyDatabases()
 	one.Locks = one.Locks[:1]
 	if g.dbs = countDatabases(one.Locks); g.byDatabase() {
