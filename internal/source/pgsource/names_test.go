@@ -208,3 +208,48 @@ func TestNamesConnectionClosesWhenIdle(t *testing.T) {
 		t.Errorf("%d monitor sessions in %s after polls with every name cached, want 0", n, db)
 	}
 }
+
+// Databases made from one template share its relations' oids: a relation
+// of another database is named there, never by the monitor's own relation
+// of the same oid.
+func TestPollNamesSameOidInTwoDatabases(t *testing.T) {
+	tpl, _ := database(t, "tpl", "public.orders")
+	// A template must have no sessions while it is copied.
+	c := pgtest.Conn(t)
+	if _, err := c.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", tpl); err != nil {
+		t.Fatal(err)
+	}
+	admin := dbConn(t, pgtest.AdminDSN(t))
+	var own, other string
+	for _, tag := range []string{"own", "other"} {
+		name := fmt.Sprintf("lt_%s_%d", tag, os.Getpid())
+		ident := pgx.Identifier{name}.Sanitize()
+		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)")
+		if _, err := admin.Exec(context.Background(), "CREATE DATABASE "+ident+" TEMPLATE "+pgx.Identifier{tpl}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if c, err := pgx.Connect(context.Background(), pgtest.AdminDSN(t)); err == nil {
+				_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)")
+				c.Close(context.Background())
+			}
+		})
+		if tag == "own" {
+			own = name
+		} else {
+			other = name
+		}
+	}
+	ownDSN, _ := pgtest.WithDatabase(pgtest.AdminDSN(t), own)
+	otherDSN, _ := pgtest.WithDatabase(pgtest.AdminDSN(t), other)
+	if _, err := dbConn(t, ownDSN).Exec(context.Background(), "ALTER TABLE public.orders RENAME TO own_orders"); err != nil {
+		t.Fatal(err)
+	}
+	pileUp(t, ownDSN, "public.own_orders")
+	pileUp(t, otherDSN, "public.orders")
+	m := connect(t, ownDSN)
+	pollUntil(t, m, "each database's relation named as it is named there", func(s model.Snapshot) bool {
+		return slices.Equal(labels(s, own), []string{"public.own_orders", "public.own_orders row (0,1)"}) &&
+			slices.Equal(labels(s, other), []string{"public.orders", "public.orders row (0,1)"})
+	})
+}
