@@ -27,10 +27,7 @@ type snapshotCollector struct {
 	// ever had (bounded like the gauges'), unlike the rows they come from.
 	waited    map[snapKey]float64
 	recovered map[string]float64 // by namespace
-	// auditMark is the newest audit record counted; records up to it are
-	// history (the first snapshot's Taken marks where counting starts).
-	auditMark   time.Time
-	auditPrimed bool
+	audit     auditMark
 }
 
 type snapKey struct{ kind, database, namespace string }
@@ -96,41 +93,54 @@ func (c *snapshotCollector) set(s model.Snapshot, l *labeler) {
 	c.have, c.rows, c.last = true, rows, s
 }
 
-// countRecoveries counts the audit records newer than any counted before.
-// The audit trail is history: what it held when this process first looked
-// is not counted, so the counter says "recovered while watched". Callers
-// hold c.mu.
+// countRecoveries counts the audit records the trail did not hold before.
+// The first snapshot starts every namespace a recovery can have at 0, so
+// that the first recovery is an increase (rate, increase) and not the birth
+// of a series. Callers hold c.mu.
 func (c *snapshotCollector) countRecoveries(s model.Snapshot) {
-	if !c.auditPrimed {
-		c.auditPrimed, c.auditMark = true, s.Taken
-		// Every namespace a recovery can have starts at 0, so that the
-		// first recovery is an increase (rate, increase) and not the
-		// birth of a series.
+	if !c.audit.set {
 		for _, e := range registry.Of(registry.LeaseLevel) {
 			c.recovered[e.Name] += 0
 		}
 		c.recovered[LabelOther] += 0
 	}
-	mark := c.auditMark
-	for _, a := range s.Audit {
-		if !a.At.After(c.auditMark) {
-			continue
-		}
+	for _, a := range c.audit.fresh(s) {
 		ns := registry.NameOf(registry.LeaseLevel, a.Name)
 		if ns == "" {
 			ns = LabelOther // as the lease gauges label an unregistered resource
 		}
 		c.recovered[ns]++
-		mark = maxTime(mark, a.At)
 	}
-	c.auditMark = mark
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
+// auditMark tells the new records of one audit trail (the lease sources of
+// one watched server) from those already counted: it is the newest record
+// counted, or the first snapshot's time. What the trail held when the
+// process first looked is history, not counted, so the counter says
+// "recovered while watched".
+type auditMark struct {
+	at  time.Time
+	set bool
+}
+
+// fresh returns the records of s newer than the mark, and moves the mark
+// past them.
+func (m *auditMark) fresh(s model.Snapshot) []model.Audit {
+	if !m.set {
+		m.at, m.set = s.Taken, true
 	}
-	return a
+	var out []model.Audit
+	newest := m.at
+	for _, a := range s.Audit {
+		if a.At.After(m.at) {
+			out = append(out, a)
+			if a.At.After(newest) {
+				newest = a.At
+			}
+		}
+	}
+	m.at = newest
+	return out
 }
 
 // Describe implements prometheus.Collector.
