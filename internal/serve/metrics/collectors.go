@@ -33,8 +33,8 @@ type snapshotCollector struct {
 type snapKey struct{ kind, database, namespace string }
 
 type snapRow struct {
-	held, waiting int
-	longest       time.Duration
+	held, waiting   int
+	longest, waited time.Duration // waited: since the poll before, summed
 }
 
 func newSnapshotCollector() *snapshotCollector {
@@ -58,7 +58,6 @@ func newSnapshotCollector() *snapshotCollector {
 
 func (c *snapshotCollector) set(s model.Snapshot, l *labeler) {
 	rows := make(map[snapKey]snapRow)
-	waited := make(map[snapKey]time.Duration)
 	for i := range s.Locks {
 		lk := &s.Locks[i]
 		kind := string(lk.Kind)
@@ -77,17 +76,17 @@ func (c *snapshotCollector) set(s model.Snapshot, l *labeler) {
 			// for a waiter that was already waiting then, the wait itself
 			// for one that began since. The first poll (Interval 0) adds
 			// nothing, so a restart does not count old waits twice.
-			waited[k] += min(w, s.Interval)
+			r.waited += min(w, s.Interval)
 		}
 		rows[k] = r
 	}
 	s.Locks = nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range rows {
+	for k, r := range rows {
 		// A label set is born at 0 (when first seen held, usually), so
 		// that its first wait is an increase, not the birth of a series.
-		c.waited[k] += waited[k].Seconds()
+		c.waited[k] += r.waited.Seconds()
 	}
 	c.countRecoveries(s)
 	c.have, c.rows, c.last = true, rows, s
