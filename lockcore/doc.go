@@ -38,7 +38,7 @@
 // The rules every call follows:
 //
 //   - A blocking acquire waits at most its timeout (the Timeout option,
-//     DefaultTimeout by default; a timeout <= 0 given to WithTimeout or
+//     DefaultWait by default; a timeout <= 0 given to WithTimeout or
 //     Acquire means that one) or until shortly before ctx's deadline,
 //     whichever is sooner, and the wait for a pooled connection counts
 //     against it: an exhausted pool ends in ErrTimeout, never a hang. The

@@ -226,14 +226,14 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 	}
 
 	observers := append([]lockcore.Observer{s.rec.observe}, opts.Observers...)
-	lopts := []lockcore.Option{lockcore.WithLogger(log)}
+	lopts := []lockcore.Option{lockcore.Logger(log)}
 	for _, o := range observers {
-		lopts = append(lopts, lockcore.WithObserver(o))
+		lopts = append(lopts, lockcore.Observe(o))
 	}
 	if opts.SharedPool {
 		// The seed's single pool: keep its own name, and leave no session
 		// lock_timeout behind for the work statements that share it.
-		lopts = append(lopts, lockcore.WithApplicationName(""), lockcore.WithSharedPool())
+		lopts = append(lopts, lockcore.ApplicationName(""), lockcore.SharedPool())
 	}
 	s.locks = lockcore.New(s.lockPool, lopts...)
 	s.db = workers.NewDB(s.workPool)
