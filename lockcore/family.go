@@ -31,7 +31,7 @@ type Entry struct {
 
 // siteDepth is how many frames an acquisition site keeps: enough to get past
 // the lock family's own frames to the caller's.
-const siteDepth = 6
+const siteDepth = 5
 
 // Next returns the entry held before e in the same context, or nil.
 func (e *Entry) Next() *Entry { return e.next }
@@ -73,7 +73,11 @@ func Carry(ctx context.Context, e *Entry) context.Context {
 func Check(ctx context.Context, kind, name, class string) (*Entry, error) {
 	e := &Entry{Kind: kind, Name: name, Class: class}
 	runtime.Callers(2, e.site[:])
-	return e, order.check(ctx, e)
+	h := Held(ctx)
+	if h == nil {
+		return e, nil // nothing held: no order to check
+	}
+	return e, orderOf(ctx).check(h, e)
 }
 
 // siteOf renders the first frame of pcs outside the lock family.

@@ -77,11 +77,49 @@ type OrderGraph struct {
 
 var order = newOrderGraph()
 
-// Order returns the process's lock-order graph.
+// inversions counts the inversions of every graph of the process.
+var inversions atomic.Int64
+
+// Order returns the process's lock-order graph: the one acquires use unless
+// their context carries another (WithOrder).
 func Order() *OrderGraph { return order }
+
+// InversionsTotal returns how many inversions every graph of the process
+// has reported, cumulative: the counter
+// locktop_lock_order_inversions_total.
+func InversionsTotal() int64 { return inversions.Load() }
 
 func newOrderGraph() *OrderGraph {
 	return &OrderGraph{edges: map[[2]string]*Edge{}, out: map[string][]string{}, seen: map[[2]string]bool{}, hooks: map[int]func(Inversion){}}
+}
+
+// NewOrderGraph returns a graph of its own, with the orders declared on the
+// process's (DeclareOrder), for code that wants its inversions apart (the
+// simulator, per run): give it to acquires with WithOrder.
+func NewOrderGraph() *OrderGraph {
+	g := newOrderGraph()
+	for _, e := range order.Edges() {
+		if e.Declared {
+			g.add(&Edge{From: e.From, To: e.To, Site: "declared", First: e.First, Declared: true})
+		}
+	}
+	return g
+}
+
+type orderKey struct{}
+
+// WithOrder returns a context whose acquires (of every kind) record their
+// order in g instead of the process's graph.
+func WithOrder(ctx context.Context, g *OrderGraph) context.Context {
+	return context.WithValue(ctx, orderKey{}, g)
+}
+
+// orderOf is the graph ctx's acquires use.
+func orderOf(ctx context.Context) *OrderGraph {
+	if g, ok := ctx.Value(orderKey{}).(*OrderGraph); ok {
+		return g
+	}
+	return order
 }
 
 // DeclareOrder declares that classes are taken in the order given (each
@@ -202,15 +240,11 @@ func (g *OrderGraph) add(e *Edge) {
 	g.out[e.From] = append(g.out[e.From], e.To)
 }
 
-// check records the edges from what ctx holds to e's class and reports an
+// check records the edges from the classes held in h to e's class and reports an
 // inversion. The usual case, every edge known already, takes the read lock
 // once and allocates nothing.
-func (g *OrderGraph) check(ctx context.Context, e *Entry) error {
+func (g *OrderGraph) check(h *Entry, e *Entry) error {
 	if g.off.Load() {
-		return nil
-	}
-	h := Held(ctx)
-	if h == nil {
 		return nil
 	}
 	known := true
@@ -276,6 +310,7 @@ func (g *OrderGraph) learn(h *Entry, e *Entry) error {
 	}
 	for _, v := range found {
 		g.count.Add(1)
+		inversions.Add(1)
 		log.Error("lock order inversion", "held", v.From, "held_lock", v.HeldName, "held_at", v.HeldSite,
 			"acquired", v.To, "lock", v.Name, "acquired_at", v.Site, "order", v.Path, "order_seen_at", v.PathSite)
 		for _, fn := range hooks {
