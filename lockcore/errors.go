@@ -49,7 +49,7 @@ type Op string
 // The operations. A Lock's loss while it is held is OpHold; the error of a
 // Release after that loss is OpRelease.
 const (
-	OpAcquire Op = "acquire"  // With, WithTimeout, Acquire
+	OpAcquire Op = "acquire"  // With, Acquire
 	OpTry     Op = "try"      // TryWith, TryAcquire
 	OpHold    Op = "hold"     // the lock was lost while held (Lock.Err, the cause of Lock.Context)
 	OpRelease Op = "release"  // Lock.Release, and the release at the end of With
