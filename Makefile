@@ -6,14 +6,18 @@ BIN      := bin/locktop
 GOFLAGS  ?=
 export GOFLAGS
 
-.PHONY: demo test build deps vet fmt-check bench clean
+# staticcheck runs in `make test`; this version (2026.2.2) is installed into GOPATH/bin when missing.
+STATICCHECK_VERSION := 0.8.2
+STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
+
+.PHONY: demo test build deps vet staticcheck fmt-check bench clean
 
 ## demo: build and open the dashboard on a throw-away PostgreSQL and Redis with the simulator
 demo: deps build
 	./$(BIN)
 
-## test: vet, formatting, and every test (real PostgreSQL, Redis and SQLite) with -race
-test: deps fmt-check vet
+## test: vet, staticcheck, formatting, and every test (real PostgreSQL, Redis and SQLite) with -race
+test: deps fmt-check vet staticcheck
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # VERSION names the build in `locktop --version`: the commit, as git describes it.
@@ -24,6 +28,13 @@ build:
 
 vet:
 	$(GO) vet ./...
+
+staticcheck:
+	@if ! [ -x "$(STATICCHECK)" ] || ! "$(STATICCHECK)" -version 2>/dev/null | grep -q "$(STATICCHECK_VERSION)"; then \
+		echo "installing staticcheck $(STATICCHECK_VERSION)"; \
+		$(GO) install honnef.co/go/tools/cmd/staticcheck@v$(STATICCHECK_VERSION); \
+	fi
+	"$(STATICCHECK)" ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

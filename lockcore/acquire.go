@@ -12,21 +12,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// With runs fn while holding key, waiting up to the Service's timeout for
-// it. fn gets a context that carries the key (for reentrancy detection) and
-// its fence (Service.FenceOf), and is cancelled when fn returns or, with
-// cause an error wrapping ErrLost, as soon as the lock is lost. With returns fn's
-// error, or the acquire's *AdvisoryLockError, joined with the release's
-// error if the lock was lost (ErrLost). A panic in fn releases the lock and
-// resumes.
-func (s *Service) With(ctx context.Context, key Key, fn func(ctx context.Context) error) error {
-	return s.WithTimeout(ctx, key, s.timeout, fn)
-}
-
-// WithTimeout is With with its own timeout; a timeout <= 0 means the
-// Service's timeout.
-func (s *Service) WithTimeout(ctx context.Context, key Key, timeout time.Duration, fn func(ctx context.Context) error) error {
-	l, err := s.acquire(ctx, key, timeout, false)
+// With runs fn while holding key, waiting up to the Service's Wait (or
+// the Wait given) for it. fn gets a context that carries the key (for
+// reentrancy detection) and its fence (Service.FenceOf), and is cancelled
+// when fn returns or, with cause an error wrapping ErrLost, as soon as the
+// lock is lost. With returns fn's error, or the acquire's
+// *AdvisoryLockError, joined with the release's error if the lock was lost
+// (ErrLost). A panic in fn releases the lock and resumes.
+func (s *Service) With(ctx context.Context, key Key, fn func(ctx context.Context) error, opts ...AcquireOption) error {
+	l, err := s.Acquire(ctx, key, opts...)
 	if err != nil {
 		return err
 	}
@@ -36,7 +30,7 @@ func (s *Service) WithTimeout(ctx context.Context, key Key, timeout time.Duratio
 // TryWith runs fn only if key can be taken without waiting for another
 // holder, as With does. It reports acquired=false with a nil error when the
 // key is held elsewhere or already held in ctx. Waiting for a pooled
-// connection still counts against the Service's timeout; running out of it
+// connection still counts against the Service's Wait; running out of it
 // is an error.
 func (s *Service) TryWith(ctx context.Context, key Key, fn func(ctx context.Context) error) (acquired bool, err error) {
 	l, err := s.acquire(ctx, key, s.timeout, true)
@@ -50,10 +44,10 @@ func (s *Service) TryWith(ctx context.Context, key Key, fn func(ctx context.Cont
 }
 
 // Acquire takes key and returns the held Lock, for holds that span several
-// steps. The caller must call Release. A timeout <= 0 means the Service's
-// timeout.
-func (s *Service) Acquire(ctx context.Context, key Key, timeout time.Duration) (*Lock, error) {
-	return s.acquire(ctx, key, timeout, false)
+// steps, waiting up to the Service's Wait (or the Wait given). The caller
+// must call Release.
+func (s *Service) Acquire(ctx context.Context, key Key, opts ...AcquireOption) (*Lock, error) {
+	return s.acquire(ctx, key, Resolve(opts...).Wait, false)
 }
 
 // TryAcquire takes key if no other session holds it. It never returns a nil
@@ -78,6 +72,11 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 	if s.holds(ctx, key) != nil { // else, if s knows no database yet, lock checks once it does
 		return nil, a.reentrant()
 	}
+	e, err := Check(ctx, KindAdvisory, key.String(), key.class())
+	if err != nil {
+		return nil, a.error(err)
+	}
+	a.entry = e
 	deadline := a.deadline(ctx, timeout)
 	s.emit(Event{Kind: EventAttempt, Key: key, Blocking: !try})
 	if try || s.local == nil {
@@ -112,7 +111,7 @@ func (s *Service) grant(ctx context.Context, a *attempt, deadline time.Time) (*L
 		fence, granted, err := s.lock(ctx, conn, key, deadline, try)
 		switch {
 		case err == nil && granted:
-			l := s.newLock(ctx, conn, key, fence, try)
+			l := s.newLock(ctx, a.entry, conn, key, fence, try)
 			s.held.Add(1)
 			s.emit(Event{Kind: EventAcquired, Key: key, Blocking: !try, Wait: time.Since(a.start), PID: pid})
 			return l, nil
@@ -147,6 +146,9 @@ func (s *Service) connect(ctx context.Context, deadline time.Time) (*pgxpool.Con
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != context.Canceled {
 			return nil, fmt.Errorf("%w (waiting for a connection from the lock pool)", ErrTimeout)
+		}
+		if ctx.Err() == nil { // the pool could not connect: the server is out of reach
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return nil, ctxErr(ctx, err)
 	}
@@ -244,6 +246,7 @@ func ctxErr(ctx context.Context, err error) error {
 // reported.
 type attempt struct {
 	s     *Service
+	entry *Entry // the lock's entry in the held set, once granted
 	key   Key
 	try   bool
 	start time.Time

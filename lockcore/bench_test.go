@@ -11,6 +11,7 @@ import (
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 )
 
 func noop(context.Context) error { return nil }
@@ -21,13 +22,13 @@ func BenchmarkWithUncontended(b *testing.B) {
 	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	s := lockcore.New(pool)
 	ctx := context.Background()
-	if err := s.With(ctx, lockcore.AgentKey(1), noop); err != nil { // warm: prepare statements
+	if err := s.With(ctx, lockcore.Pair(registry.SpaceAgent, 1), noop); err != nil { // warm: prepare statements
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := s.With(ctx, lockcore.AgentKey(rand.Int32N(1_000_000)+1), noop); err != nil {
+		if err := s.With(ctx, lockcore.Pair(registry.SpaceAgent, rand.Int32N(1_000_000)+1), noop); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -68,13 +69,13 @@ func BenchmarkWithUncontendedNoFencing(b *testing.B) {
 	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	s := lockcore.New(pool, lockcore.NoFencing())
 	ctx := context.Background()
-	if err := s.With(ctx, lockcore.AgentKey(1), noop); err != nil {
+	if err := s.With(ctx, lockcore.Pair(registry.SpaceAgent, 1), noop); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := s.With(ctx, lockcore.AgentKey(rand.Int32N(1_000_000)+1), noop); err != nil {
+		if err := s.With(ctx, lockcore.Pair(registry.SpaceAgent, rand.Int32N(1_000_000)+1), noop); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -99,7 +100,7 @@ func benchContended(b *testing.B, opts ...lockcore.Option) {
 	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = workers; c.MinConns = workers })
 	s := lockcore.New(pool, opts...)
 	ctx := context.Background()
-	key := lockcore.AgentKey(42)
+	key := lockcore.Pair(registry.SpaceAgent, 42)
 	var warm sync.WaitGroup
 	for range workers { // open and prepare all connections before timing
 		warm.Go(func() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 )
 
 // Concurrency test 1: two goroutines, same key, serialise; the second waits
@@ -222,10 +223,10 @@ func TestPoolExhaustionTimesOut(t *testing.T) {
 	var timeouts atomic.Int32
 	for range 15 {
 		wg.Go(func() {
-			err := s.WithTimeout(context.Background(), freshAgent(), 200*time.Millisecond, func(context.Context) error {
+			err := s.With(context.Background(), freshAgent(), func(context.Context) error {
 				t.Error("a body ran with the pool exhausted")
 				return nil
-			})
+			}, lockcore.Wait(200*time.Millisecond))
 			if errors.Is(err, lockcore.ErrTimeout) {
 				timeouts.Add(1)
 			} else {
@@ -240,7 +241,7 @@ func TestPoolExhaustionTimesOut(t *testing.T) {
 		t.Errorf("%d of 15 attempts timed out", timeouts.Load())
 	}
 	// TryWith also counts the connection wait against the timeout.
-	s2, _ := newService(t, 1, lockcore.WithDefaultTimeout(200*time.Millisecond))
+	s2, _ := newService(t, 1, lockcore.Wait(200*time.Millisecond))
 	err := s2.With(context.Background(), freshAgent(), func(context.Context) error {
 		acquired, err := s2.TryWith(context.Background(), freshAgent(), func(context.Context) error { return nil })
 		if acquired || !errors.Is(err, lockcore.ErrTimeout) {
@@ -269,7 +270,7 @@ func TestReaperPerIterationCommit(t *testing.T) {
 	}
 	peak := int32(0)
 	for id := int32(1); id <= 10; id++ {
-		acquired, err := s.TryWith(ctx, lockcore.AgentKey(500000+id), func(ctx context.Context) error {
+		acquired, err := s.TryWith(ctx, lockcore.Pair(registry.SpaceAgent, 500000+id), func(ctx context.Context) error {
 			return pgx.BeginFunc(ctx, work, func(tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, "UPDATE "+table+" SET reaped = true WHERE id = $1", id); err != nil {
 					return err

@@ -109,7 +109,7 @@ func TestFencesIncreaseAcrossCrash(t *testing.T) {
 				if tc.try {
 					l, err = s.TryAcquire(ctx, key)
 				} else {
-					l, err = s.Acquire(ctx, key, 0)
+					l, err = s.Acquire(ctx, key)
 				}
 				if err != nil {
 					return 0, err

@@ -1,6 +1,44 @@
 // Package lockcore takes PostgreSQL advisory locks for critical sections
 // that span several transactions, and tells the holder at once when a lock
-// is lost.
+// is lost. It also writes down the contract of the whole lock family, which
+// its other kinds (lockcore/redislock: Redis session locks; lockcore/lease:
+// lease rows on PostgreSQL or SQLite) follow too.
+//
+// # The family's contract
+//
+// Every kind has the same verbs: Acquire and TryAcquire return a held lock
+// (a Hold: Context, Done, Err, Fence, Release, Owner), With and TryWith run
+// a function under the lock and release it. A blocking acquire waits up to
+// the kind's default wait (its Service's, Locker's or Manager's Wait) or the
+// Wait(d) given to the call; TTL(d) sets a Redis grant's TTL. Failures match
+// the same sentinels with errors.Is, whatever the kind: ErrLocked (a try
+// found the lock held: TryWith reports false, nil), ErrTimeout (held for the
+// whole wait, or the caller's deadline), ErrUnavailable (the store could not
+// be reached), ErrLost (the lock ended while held: the holder's context is
+// cancelled with it as the cause, Done closes, Release returns it),
+// ErrReleased (Err after Release), ErrNotHeld (an extend or release found
+// the lock gone) and ErrReentrant (the caller's context holds the lock
+// already, or, with a strict Order, one that must come after it). A
+// cancelled acquire returns the context's error. Every grant has a fence
+// strictly greater than every earlier grant's of the same lock. The suite
+// in lockcore/locktest checks all of this on every kind.
+//
+// One owner id per process (Owner: host:pid:rand) is stamped on every lock
+// of every kind: the application_name of advisory lock connections
+// (model.AppWithOwner), the owner of a Redis hold, the owner of a lease. A
+// monitor then knows a PostgreSQL backend and a Redis or lease holder with
+// the same id are one holder.
+//
+// The locks a goroutine holds, of every kind, travel in its context (Held):
+// each kind reads them for its reentrancy check, and the order check
+// (Order) records, for each acquire made while holding others, that the
+// held locks' classes (registry names: AGENT, SESSION, MAP) come before the
+// new one's. The first acquire that closes a cycle (two classes taken in
+// both orders, across kinds too) is reported at once, before any deadlock:
+// to OnInversion functions, to the log with both acquisition sites, and in
+// the counter locktop_lock_order_inversions_total. Orders may also be
+// declared (DeclareOrder; lockcore/lease declares PROJECT, MAP, SKETCH).
+// OrderGraph.Handler serves the observed graph for monitors to merge.
 //
 // An advisory lock is a lock on a number, not on a row: every process that
 // agrees on the number for a thing (an agent, a tenant's day) serialises
@@ -27,7 +65,7 @@
 // own, apart from the pool the critical sections work on: a body waiting
 // for a work connection then never starves a lock holder. The calls:
 //
-//   - With and WithTimeout wait for the key, run a function, and release.
+//   - With waits for the key, runs a function, and releases.
 //     TryWith runs it only if no other session holds the key, and reports
 //     acquired=false with a nil error otherwise (also when the caller's
 //     context already holds the key).
@@ -37,9 +75,9 @@
 //
 // The rules every call follows:
 //
-//   - A blocking acquire waits at most its timeout (the Timeout option,
-//     DefaultTimeout by default; a timeout <= 0 given to WithTimeout or
-//     Acquire means that one) or until shortly before ctx's deadline,
+//   - A blocking acquire waits at most its wait (the Wait option of New,
+//     DefaultWait by default, or the Wait given to With or Acquire) or
+//     until shortly before ctx's deadline,
 //     whichever is sooner, and the wait for a pooled connection counts
 //     against it: an exhausted pool ends in ErrTimeout, never a hang. The
 //     server ends the wait itself (lock_timeout), so the connection stays

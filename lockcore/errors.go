@@ -7,23 +7,36 @@ import (
 	"time"
 )
 
+// The lock family's sentinels: every kind (advisory locks here, Redis
+// session locks in lockcore/redislock, lease locks in lockcore/lease)
+// returns errors that match these with errors.Is, whatever its own
+// sentinels are called, so code above the locks needs one table of
+// outcomes.
 var (
-	// ErrTimeout means the lock, or a connection to take it on, did not come
-	// within the timeout (or before the context's deadline).
-	ErrTimeout = errors.New("timed out waiting for the lock")
-	// ErrReentrant means the key is already held in the caller's context;
-	// waiting would deadlock against the caller's own connection.
-	ErrReentrant = errors.New("lock already held in this context (reentrant acquire refused)")
-	// ErrLocked means a try found the key held by another session.
+	// ErrLocked means a try found the lock held by another holder.
 	ErrLocked = errors.New("lock held by another session")
-	// ErrLost means the lock's session ended while the lock was held (the
-	// backend was terminated, the server restarted or crashed, or the
-	// connection broke), so the critical section may not have been
-	// exclusive to the end.
+	// ErrTimeout means the lock, or a connection to take it on, did not come
+	// within the wait (or before the context's deadline).
+	ErrTimeout = errors.New("timed out waiting for the lock")
+	// ErrUnavailable means the lock's store (the database, Redis) could not
+	// be reached, so whether the lock is free is unknown.
+	ErrUnavailable = errors.New("lock store unavailable")
+	// ErrLost means the lock ended while it was held (for an advisory lock:
+	// its session ended: the backend was terminated, the server restarted or
+	// crashed, or the connection broke), so the critical section may not
+	// have been exclusive to the end.
 	ErrLost = errors.New("lock lost: its database session ended while it was held")
 	// ErrReleased is what Lock.Err reports, and the cause of Lock.Context,
 	// once the lock has been released.
 	ErrReleased = errors.New("lock released")
+	// ErrNotHeld means an operation on a held lock (release, extend) found
+	// it no longer held by its holder.
+	ErrNotHeld = errors.New("lock not held")
+	// ErrReentrant means the acquire was refused because of what the
+	// caller's context holds already: the same key (waiting would deadlock
+	// against the caller's own hold), or a lock that must come after it in a
+	// declared order.
+	ErrReentrant = errors.New("lock already held in this context (reentrant acquire refused)")
 	// ErrFencing means the fencing sequence could not be created or used
 	// (missing privileges, a read-only connection). The error says how to
 	// fix it, or to turn fencing off with NoFencing.
@@ -36,7 +49,7 @@ type Op string
 // The operations. A Lock's loss while it is held is OpHold; the error of a
 // Release after that loss is OpRelease.
 const (
-	OpAcquire Op = "acquire"  // With, WithTimeout, Acquire
+	OpAcquire Op = "acquire"  // With, Acquire
 	OpTry     Op = "try"      // TryWith, TryAcquire
 	OpHold    Op = "hold"     // the lock was lost while held (Lock.Err, the cause of Lock.Context)
 	OpRelease Op = "release"  // Lock.Release, and the release at the end of With
@@ -86,16 +99,6 @@ func Classify(err error) EventKind {
 	}
 	return EventFailed
 }
-
-// IsTimeout reports whether err is or wraps ErrTimeout.
-//
-// Deprecated: use errors.Is(err, ErrTimeout).
-func IsTimeout(err error) bool { return errors.Is(err, ErrTimeout) }
-
-// IsReentrant reports whether err is or wraps ErrReentrant.
-//
-// Deprecated: use errors.Is(err, ErrReentrant).
-func IsReentrant(err error) bool { return errors.Is(err, ErrReentrant) }
 
 // Kin returns a new sentinel error with message msg that errors.Is also
 // matches with kin, one of this package's sentinels. The lock family's other

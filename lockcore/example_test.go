@@ -67,7 +67,7 @@ func ExampleService_TryWith() {
 		fmt.Println("reaped", key)
 		return nil
 	}
-	hook, err := locks.Acquire(ctx, key, 0) // someone else is busy with the key
+	hook, err := locks.Acquire(ctx, key) // someone else is busy with the key
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func ExampleService_Acquire() {
 		log.Fatal(err)
 	}
 
-	l, err := locks.Acquire(ctx, lockcore.HashKey("tenant-1:balance"), 5*time.Second)
+	l, err := locks.Acquire(ctx, lockcore.HashKey("tenant-1:balance"), lockcore.Wait(5*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func ExampleLock_Done() {
 	}
 	defer pool.Close()
 	locks := lockcore.New(pool)
-	l, err := locks.Acquire(ctx, lockcore.Pair(1, 9), 0)
+	l, err := locks.Acquire(ctx, lockcore.Pair(1, 9))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestFenceIncreases(t *testing.T) {
 	}
 	for i := range 3 {
 		for name, s := range map[string]*lockcore.Service{"a": a, "b": b} {
-			l, err := s.Acquire(ctx, key, 0)
+			l, err := s.Acquire(ctx, key)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func TestFenceIncreases(t *testing.T) {
 	}
 	// A holder loses the key; the next grant, to another Service, fences
 	// higher, so storage that saw it refuses the stale holder.
-	stale, err := a.Acquire(ctx, key, 0)
+	stale, err := a.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestFencingOff(t *testing.T) {
 	}
 	ctx := context.Background()
 	key := freshAgent()
-	l, err := s.Acquire(ctx, key, 0)
+	l, err := s.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestFencingNeedsPrivileges(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = lockcore.New(pool, lockcore.Observe(rec.observe))
-	_, err = s.Acquire(ctx, key, 0)
+	_, err = s.Acquire(ctx, key)
 	if !errors.Is(err, lockcore.ErrFencing) || !strings.Contains(err.Error(), "NoFencing") {
 		t.Fatalf("err = %v, want ErrFencing naming NoFencing", err)
 	}
@@ -341,7 +341,7 @@ func TestFenceOfIsPerDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	outer, err := a.Acquire(ctx, key, 0)
+	outer, err := a.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ const (
 // in the Service, not in the server's queue: pg_locks (and so a monitor)
 // shows the holder's session but not them (HandOffWaiting counts them).
 func HandOff(n int, hold time.Duration) Option {
-	return func(c *config) {
+	return option(func(c *config) {
 		c.handOffs, c.handOffHold = n, hold
 		if n <= 0 {
 			c.handOffs = DefaultHandOffs
@@ -43,13 +43,13 @@ func HandOff(n int, hold time.Duration) Option {
 		if hold <= 0 {
 			c.handOffHold = DefaultHandOffHold
 		}
-	}
+	})
 }
 
 // NoHandOff turns the in-process hand-off off (the default): every
 // blocking acquire waits in the server's queue on a connection of its own,
 // and every release unlocks on the server.
-func NoHandOff() Option { return func(c *config) { c.handOffs = 0 } }
+func NoHandOff() Option { return option(func(c *config) { c.handOffs = 0 }) }
 
 // HandOffs returns how many grants this Service has made by passing a
 // released lock's session to a goroutine waiting for the same key,
@@ -96,8 +96,9 @@ type slot struct {
 
 // waiter is a goroutine queued for a key. It gets exactly one grant.
 type waiter struct {
-	ctx context.Context // the acquire's: the handed Lock's context derives from it
-	ch  chan *Lock      // buffered: a handed lock, or nil for "you own the slot: go to the server"
+	ctx   context.Context // the acquire's: the handed Lock's context derives from it
+	entry *Entry          // the acquire's place in the held set, to fill in
+	ch    chan *Lock      // buffered: a handed lock, or nil for "you own the slot: go to the server"
 }
 
 func newLocals(n int, hold time.Duration) *locals {
@@ -120,7 +121,7 @@ func (lc *locals) wait(ctx context.Context, a *attempt, key Key, deadline time.T
 		lc.mu.Unlock()
 		return nil, true, nil
 	}
-	w := &waiter{ctx: ctx, ch: make(chan *Lock, 1)}
+	w := &waiter{ctx: ctx, entry: a.entry, ch: make(chan *Lock, 1)}
 	sl.queue = append(sl.queue, w)
 	lc.mu.Unlock()
 
@@ -254,8 +255,8 @@ func (lc *locals) handOff(ctx context.Context, l *Lock) (handed bool, err error)
 		lc.mu.Unlock()
 		return false, err
 	}
-	_ = l.nc.SetReadDeadline(time.Time{})                   // lift the deadline that stopped l's watch
-	next := l.s.newLock(w.ctx, l.conn, l.key, fence, false) // held stays as it is: one lock for another
+	_ = l.nc.SetReadDeadline(time.Time{})                            // lift the deadline that stopped l's watch
+	next := l.s.newLock(w.ctx, w.entry, l.conn, l.key, fence, false) // held stays as it is: one lock for another
 	held := time.Since(l.at)
 	l.end(stateReleased, nil)
 	l.s.emit(Event{Kind: EventReleased, Key: l.key, Blocking: true, Held: held, PID: l.pid})

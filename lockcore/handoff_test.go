@@ -34,7 +34,7 @@ type acquired struct {
 func acquireAsync(s *lockcore.Service, ctx context.Context, key lockcore.Key, timeout time.Duration) <-chan acquired {
 	ch := make(chan acquired, 1)
 	go func() {
-		l, err := s.Acquire(ctx, key, timeout)
+		l, err := s.Acquire(ctx, key, lockcore.Wait(timeout))
 		ch <- acquired{l, err}
 	}()
 	return ch
@@ -64,7 +64,7 @@ func TestHandOffPassesSession(t *testing.T) {
 	ctx := context.Background()
 	key := freshAgent()
 
-	first, err := s.Acquire(ctx, key, 0)
+	first, err := s.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestHandOffPassesSession(t *testing.T) {
 	if f, ok := lockcore.FenceOf(second.Context(), key); !ok || f != second.Fence() {
 		t.Errorf("FenceOf = %d, %v; want %d", f, ok, second.Fence())
 	}
-	if _, err := s.Acquire(second.Context(), key, time.Second); !errors.Is(err, lockcore.ErrReentrant) {
+	if _, err := s.Acquire(second.Context(), key, lockcore.Wait(time.Second)); !errors.Is(err, lockcore.ErrReentrant) {
 		t.Errorf("nested acquire in the handed lock's context: %v, want ErrReentrant", err)
 	}
 	if err := second.Release(ctx); err != nil {
@@ -203,7 +203,7 @@ func TestHandOffFairnessBound(t *testing.T) {
 			}
 			const timeout = 3 * time.Second
 			start := time.Now()
-			l, err := other.Acquire(context.Background(), key, timeout)
+			l, err := other.Acquire(context.Background(), key, lockcore.Wait(timeout))
 			waited := time.Since(start)
 			hand := s.HandOffs()
 			if tc.served {
@@ -245,7 +245,7 @@ func TestHandOffLoss(t *testing.T) {
 			mon := pgtest.Conn(t)
 			ctx := context.Background()
 			key := freshAgent()
-			first, err := s.Acquire(ctx, key, 0)
+			first, err := s.Acquire(ctx, key)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +296,7 @@ func TestHandOffWaiterGivesUp(t *testing.T) {
 	s, rec := newService(t, 2, lockcore.HandOff(0, 0))
 	ctx := context.Background()
 	key := freshAgent()
-	first, err := s.Acquire(ctx, key, 0)
+	first, err := s.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,11 +319,11 @@ func TestHandOffWaiterGivesUp(t *testing.T) {
 	release := holdElsewhere(t, key)
 	release()
 	// A timed-out waiter too.
-	first, err = s.Acquire(ctx, key, 0)
+	first, err = s.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(ctx, key, 50*time.Millisecond); !errors.Is(err, lockcore.ErrTimeout) {
+	if _, err := s.Acquire(ctx, key, lockcore.Wait(50*time.Millisecond)); !errors.Is(err, lockcore.ErrTimeout) {
 		t.Fatalf("waiter past its timeout: %v, want ErrTimeout", err)
 	}
 	if err := first.Release(ctx); err != nil {

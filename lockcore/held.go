@@ -2,31 +2,28 @@ package lockcore
 
 import "context"
 
-// heldKey is one link of the list of keys a context holds: advisory locks
-// are per database, so the key is qualified by the database's identity.
-type heldKey struct {
-	db    string
-	key   Key
-	pid   uint32
-	fence int64
-	next  *heldKey
-}
-
-type heldCtxKey struct{}
-
-// held finds key in ctx's held list; db "" matches any database.
-func held(ctx context.Context, db string, key Key) *heldKey {
-	for h, _ := ctx.Value(heldCtxKey{}).(*heldKey); h != nil; h = h.next {
-		if h.key == key && (db == "" || h.db == db) {
-			return h
+// held finds key in ctx's held set (the family's, Held) as an advisory
+// lock; db "" matches any database.
+func held(ctx context.Context, db string, key Key) *Lock {
+	for e := Held(ctx); e != nil; e = e.next {
+		if e.Kind != KindAdvisory {
+			continue
+		}
+		if l, ok := e.Hold.(*Lock); ok && l.key == key && (db == "" || l.db == db) {
+			return l
 		}
 	}
 	return nil
 }
 
-func withHeld(ctx context.Context, h *heldKey) context.Context {
-	h.next, _ = ctx.Value(heldCtxKey{}).(*heldKey)
-	return context.WithValue(ctx, heldCtxKey{}, h)
+// class is the key's class for the order check: its namespace's registry
+// name ("AGENT"), the space in decimal, or "advisory" for an unnamed
+// one-bigint key.
+func (k Key) class() string {
+	if n := k.Namespace(); n != "" {
+		return n
+	}
+	return KindAdvisory
 }
 
 // Holds reports whether ctx (a body's context or Lock.Context) carries key
@@ -79,7 +76,7 @@ func (s *Service) FenceOf(ctx context.Context, key Key) (int64, bool) {
 
 // holds finds key in ctx's held list as held in s's database. Before s
 // knows its database (its pool has served no acquire yet), nothing is.
-func (s *Service) holds(ctx context.Context, key Key) *heldKey {
+func (s *Service) holds(ctx context.Context, key Key) *Lock {
 	db := s.database()
 	if db == "" {
 		return nil
@@ -89,13 +86,13 @@ func (s *Service) holds(ctx context.Context, key Key) *heldKey {
 
 // heldOnce finds key in ctx's held list if it is held there in one
 // database only.
-func heldOnce(ctx context.Context, key Key) *heldKey {
+func heldOnce(ctx context.Context, key Key) *Lock {
 	h := held(ctx, "", key)
 	if h == nil {
 		return nil
 	}
-	for o := h.next; o != nil; o = o.next {
-		if o.key == key && o.db != h.db {
+	for e := Held(ctx); e != nil; e = e.next {
+		if o, ok := e.Hold.(*Lock); ok && e.Kind == KindAdvisory && o.key == key && o.db != h.db {
 			return nil
 		}
 	}

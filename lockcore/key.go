@@ -15,12 +15,6 @@ func Pair(space, id int32) Key { return Key{hi: space, lo: id, pair: true} }
 // Int64 returns the one-bigint key taken by pg_advisory_lock(v).
 func Int64(v int64) Key { return Key{hi: int32(v >> 32), lo: int32(v)} }
 
-// AgentKey returns the key of one agent in the AGENT namespace (space 1).
-//
-// Deprecated: the namespace belongs to the application, not the library:
-// use Pair(registry.SpaceAgent, agentID).
-func AgentKey(agentID int32) Key { return Pair(registry.SpaceAgent, agentID) }
-
 // FNV1a32 hashes s with 32-bit FNV-1a over its UTF-16 code units, as the
 // TypeScript hashString of the service this project inherited its keys from
 // does (registry.FNV1a32), so both compute the same key for the same

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 )
 
 // Vectors computed with seed 003's TypeScript hashString under Node.js:
@@ -31,8 +32,8 @@ func TestFNV1a32MatchesSeed003(t *testing.T) {
 }
 
 func TestKeyConstructors(t *testing.T) {
-	if k := lockcore.AgentKey(7); k != lockcore.Pair(1, 7) || !k.IsPair() || k.String() != "AGENT 7" {
-		t.Errorf("AgentKey(7) = %v", k)
+	if k := lockcore.Pair(registry.SpaceAgent, 7); k != lockcore.Pair(1, 7) || !k.IsPair() || k.String() != "AGENT 7" {
+		t.Errorf("Pair(registry.SpaceAgent, 7) = %v", k)
 	}
 	if k := lockcore.HashKey("a"); k != lockcore.Int64(-468965076) || k.IsPair() {
 		t.Errorf("HashKey(a) = %v, want Int64(-468965076)", k)

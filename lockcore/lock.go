@@ -27,6 +27,8 @@ import (
 type Lock struct {
 	s        *Service
 	key      Key
+	db       string // the database's identity (database.go)
+	entry    *Entry // its place in the family's held set
 	conn     *pgxpool.Conn
 	nc       net.Conn // the connection's socket: Release stops the watch with a read deadline on it
 	pid      uint32
@@ -136,10 +138,13 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 
 // newLock makes the Lock of a grant and arranges the watch of its
 // connection.
-func (s *Service) newLock(ctx context.Context, conn *pgxpool.Conn, key Key, fence int64, try bool) *Lock {
+func (s *Service) newLock(ctx context.Context, e *Entry, conn *pgxpool.Conn, key Key, fence int64, try bool) *Lock {
 	pc := conn.Conn().PgConn()
-	l := &Lock{s: s, key: key, conn: conn, nc: pc.Conn(), pid: pc.PID(), fence: fence, at: time.Now(), blocking: !try}
-	l.ctx, l.cancel = context.WithCancelCause(withHeld(ctx, &heldKey{db: s.database(), key: key, pid: l.pid, fence: fence}))
+	l := &Lock{s: s, key: key, db: s.database(), conn: conn, nc: pc.Conn(), pid: pc.PID(), fence: fence, at: time.Now(), blocking: !try}
+	ne := *e // a hand-off's waiter may have no entry of its own left over; every grant gets one
+	ne.Hold = l
+	l.entry = &ne
+	l.ctx, l.cancel = context.WithCancelCause(Push(ctx, l.entry))
 	l.watching.Add(1)
 	s.starter.add(l)
 	return l
@@ -147,6 +152,10 @@ func (s *Service) newLock(ctx context.Context, conn *pgxpool.Conn, key Key, fenc
 
 // Key returns the key held.
 func (l *Lock) Key() Key { return l.key }
+
+// Owner returns the owner id of the Service that took the lock, which its
+// connection's application_name carries.
+func (l *Lock) Owner() string { return l.s.owner }
 
 // PID returns the process id of the backend whose session holds the lock.
 func (l *Lock) PID() uint32 { return l.pid }

@@ -34,7 +34,7 @@ func BenchmarkLossTerminate(b *testing.B) {
 	key := lockcore.Pair(77, 1)
 	var delays []time.Duration
 	for b.Loop() {
-		l, err := s.Acquire(ctx, key, 0)
+		l, err := s.Acquire(ctx, key)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func BenchmarkLossRestart(b *testing.B) {
 	for b.Loop() {
 		locks := make([]*lockcore.Lock, held)
 		for i := range locks {
-			if locks[i], err = s.Acquire(ctx, lockcore.Pair(78, int32(i)), 0); err != nil {
+			if locks[i], err = s.Acquire(ctx, lockcore.Pair(78, int32(i))); err != nil {
 				b.Fatal(err)
 			}
 		}

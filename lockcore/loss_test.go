@@ -77,7 +77,7 @@ func TestLossOnTerminate(t *testing.T) {
 	s := lockcore.New(pool, lockcore.Observe(lost.observe))
 	mon := pgtest.Conn(t)
 	key := freshAgent()
-	l, err := s.Acquire(context.Background(), key, 0)
+	l, err := s.Acquire(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestLossOnTerminate(t *testing.T) {
 	default:
 	}
 	// The key is free on the server, and the Service takes it again.
-	l2, err := s.Acquire(context.Background(), key, 0)
+	l2, err := s.Acquire(context.Background(), key)
 	if err != nil {
 		t.Fatalf("re-acquire after the loss: %v", err)
 	}
@@ -138,7 +138,7 @@ func TestLossOnTerminate(t *testing.T) {
 func TestReleasedLockState(t *testing.T) {
 	t.Parallel()
 	s, rec := newService(t, 2)
-	l, err := s.Acquire(context.Background(), freshAgent(), 0)
+	l, err := s.Acquire(context.Background(), freshAgent())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestAcquireContextEndingKeepsLock(t *testing.T) {
 	mon := pgtest.Conn(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	key := freshAgent()
-	l, err := s.Acquire(ctx, key, 0)
+	l, err := s.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestLossOnRestart(t *testing.T) {
 	// restart kills them all.
 	var locks []*lockcore.Lock
 	for range 5 {
-		l, err := s.Acquire(ctx, freshAgent(), 0)
+		l, err := s.Acquire(ctx, freshAgent())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +290,7 @@ func TestLossOnRestart(t *testing.T) {
 	}
 	// The pool's idle connections died with the server: the next acquire
 	// must not fail on them.
-	l, err := s.Acquire(ctx, freshAgent(), 0)
+	l, err := s.Acquire(ctx, freshAgent())
 	if err != nil {
 		t.Fatalf("acquire after the restart: %v", err)
 	}
@@ -321,7 +321,7 @@ func TestRetryAfterIdleConnectionsKilled(t *testing.T) {
 		// Open conns connections, all idle in the pool afterwards.
 		var held []*lockcore.Lock
 		for range conns {
-			l, err := s.Acquire(ctx, freshAgent(), 0)
+			l, err := s.Acquire(ctx, freshAgent())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -356,7 +356,7 @@ func TestRetryAfterIdleConnectionsKilled(t *testing.T) {
 				t.Error("TryWith did not acquire a free key")
 			}
 		} else {
-			err = s.WithTimeout(ctx, key, 5*time.Second, body)
+			err = s.With(ctx, key, body, lockcore.Wait(5*time.Second))
 		}
 		if err != nil {
 			t.Fatalf("try=%v: acquire after the idle connections were killed: %v", try, err)
@@ -401,7 +401,7 @@ func TestNoFalseLoss(t *testing.T) {
 		}
 	}
 	key := freshAgent()
-	l, err := s.Acquire(ctx, key, 0)
+	l, err := s.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestNoFalseLoss(t *testing.T) {
 
 	// Half a notice reaches the watch; Release stops it in the middle of
 	// the message; the rest arrives before the unlock's answer.
-	l, err = s.Acquire(ctx, key, 0)
+	l, err = s.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}

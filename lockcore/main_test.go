@@ -12,6 +12,7 @@ import (
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // one database without sharing keys.
 var nextID atomic.Int32
 
-func freshAgent() lockcore.Key { return lockcore.AgentKey(1000 + nextID.Add(1)) }
+func freshAgent() lockcore.Key { return lockcore.Pair(registry.SpaceAgent, 1000+nextID.Add(1)) }
 
 // newService returns a Service on a pool of its own with at most maxConns
 // connections, and a recorder of its events.
@@ -28,7 +29,7 @@ func newService(t *testing.T, maxConns int32, opts ...lockcore.Option) (*lockcor
 	t.Helper()
 	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = maxConns })
 	rec := &recorder{}
-	return lockcore.New(pool, append([]lockcore.Option{lockcore.WithObserver(rec.observe)}, opts...)...), rec
+	return lockcore.New(pool, append([]lockcore.Option{lockcore.Observe(rec.observe)}, opts...)...), rec
 }
 
 // recorder keeps every event a Service emits.

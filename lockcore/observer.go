@@ -39,7 +39,7 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind     EventKind
 	Key      Key
-	Blocking bool          // from With/WithTimeout/Acquire, not TryWith
+	Blocking bool          // from With/Acquire, not TryWith
 	Wait     time.Duration // time from the attempt to this event (acquire side)
 	Held     time.Duration // time the lock was held (EventReleased, EventLost)
 	PID      uint32        // backend of the lock connection, when one was used

@@ -14,7 +14,7 @@ func TestFenceSequence(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newService(t, 2, lockcore.FenceSequence("locktop_fence_test", "grants"))
-	l, err := s.Acquire(ctx, freshAgent(), 0)
+	l, err := s.Acquire(ctx, freshAgent())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/locktop/locktop/model"
 )
 
 const (
-	// DefaultTimeout is how long a blocking acquire waits unless told
-	// otherwise.
-	DefaultTimeout = 15 * time.Second
+	// DefaultWait is how long a blocking acquire waits unless told
+	// otherwise (Wait).
+	DefaultWait = 15 * time.Second
 	// DefaultApplicationName marks lock connections in pg_stat_activity.
 	DefaultApplicationName = "locktop.lock"
 	// DefaultFenceSchema and DefaultFenceSequence name the sequence fencing
@@ -37,7 +38,8 @@ type Service struct {
 	// sessionTimeout is the lock_timeout (ms) set on each lock connection's
 	// session: the default timeout less a margin for the connection wait.
 	sessionTimeout int64
-	appName        string
+	appName        string // application_name of lock connections, with the owner id
+	owner          string
 	db             atomic.Pointer[string] // the database's identity (database.go), once known
 	shared         bool                   // SharedPool: no session lock_timeout
 	keepAlive      net.KeepAliveConfig
@@ -62,6 +64,7 @@ type Service struct {
 type config struct {
 	timeout        time.Duration
 	appName        string
+	owner          string
 	shared         bool
 	keepAlive      net.KeepAliveConfig
 	observers      []Observer
@@ -72,26 +75,34 @@ type config struct {
 	handOffHold    time.Duration
 }
 
-// Option configures a Service.
-type Option func(*config)
+// Option configures a Service. Wait(d) is one too: the wait of With and
+// Acquire calls that give none, and of the wait for a connection in
+// TryWith (DefaultWait, 15s, by default).
+type Option interface{ apply(*config) }
 
-// Timeout sets the timeout of With and Acquire calls that do not give one,
-// and of the wait for a connection in TryWith. The default is
-// DefaultTimeout (15s).
-func Timeout(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.timeout = d
-		}
-	}
-}
+// option is an Option that is a function.
+type option func(*config)
+
+func (o option) apply(c *config) { o(c) }
 
 // ApplicationName sets the application_name of lock connections, so a
-// monitor can tell them apart. The default is DefaultApplicationName; ""
-// leaves the pool's own setting alone. It is set once per connection, the
-// first time the Service uses it.
+// monitor can tell them apart; the owner id follows it
+// (model.AppWithOwner). The default is DefaultApplicationName; "" leaves
+// the pool's own setting alone (and the owner id unseen). It is set once
+// per connection, the first time the Service uses it.
 func ApplicationName(name string) Option {
-	return func(c *config) { c.appName = name }
+	return option(func(c *config) { c.appName = name })
+}
+
+// OwnerID sets the owner id the Service stamps on its lock connections'
+// application_name and reports as Lock.Owner. The default is the
+// process's, Owner().
+func OwnerID(id string) Option {
+	return option(func(c *config) {
+		if id != "" {
+			c.owner = id
+		}
+	})
 }
 
 // SharedPool says the pool also serves other work, so the Service must not
@@ -101,27 +112,27 @@ func ApplicationName(name string) Option {
 // only under heavy contention. application_name is still set unless
 // ApplicationName("") is given too.
 func SharedPool() Option {
-	return func(c *config) { c.shared = true }
+	return option(func(c *config) { c.shared = true })
 }
 
 // Observe adds an observer of every lock event. It may be given more than
 // once.
 func Observe(o Observer) Option {
-	return func(c *config) {
+	return option(func(c *config) {
 		if o != nil {
 			c.observers = append(c.observers, o)
 		}
-	}
+	})
 }
 
 // Logger sets where lost locks, phantom unlocks and failed releases are
 // logged. The default is slog.Default().
 func Logger(l *slog.Logger) Option {
-	return func(c *config) {
+	return option(func(c *config) {
 		if l != nil {
 			c.log = l
 		}
-	}
+	})
 }
 
 // KeepAlive sets the TCP keepalive of lock connections (set once per
@@ -130,7 +141,7 @@ func Logger(l *slog.Logger) Option {
 // default is DefaultKeepAlive; Enable false leaves the pool's dialer
 // settings alone.
 func KeepAlive(k net.KeepAliveConfig) Option {
-	return func(c *config) { c.keepAlive = k }
+	return option(func(c *config) { c.keepAlive = k })
 }
 
 // NoFencing turns fencing tokens off: Lock.Fence and FenceOf report 0, and
@@ -138,7 +149,7 @@ func KeepAlive(k net.KeepAliveConfig) Option {
 // statements. Use it for a database that must not get new objects, or a
 // connection that cannot write (a read-only role, a standby).
 func NoFencing() Option {
-	return func(c *config) { c.fencing = false }
+	return option(func(c *config) { c.fencing = false })
 }
 
 // FenceSequence sets the sequence fencing tokens are drawn from (default
@@ -147,11 +158,11 @@ func NoFencing() Option {
 // compare. A sequence that exists must be logged, with CACHE 1, a positive
 // increment and NO CYCLE, or acquires fail with ErrFencing.
 func FenceSequence(schema, name string) Option {
-	return func(c *config) {
+	return option(func(c *config) {
 		if schema != "" && name != "" {
 			c.schema, c.seqRel = schema, name
 		}
-	}
+	})
 }
 
 // New returns a Service that takes its lock connections from pool. A pool of
@@ -164,14 +175,19 @@ func FenceSequence(schema, name string) Option {
 // privilege on the database once; nextval on it needs USAGE on the schema
 // and the sequence.
 func New(pool *pgxpool.Pool, opts ...Option) *Service {
-	c := config{timeout: DefaultTimeout, appName: DefaultApplicationName, log: slog.Default(),
+	c := config{timeout: DefaultWait, appName: DefaultApplicationName, owner: Owner(), log: slog.Default(),
 		keepAlive: DefaultKeepAlive, fencing: true, schema: DefaultFenceSchema, seqRel: DefaultFenceSequence,
 	}
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	if c.appName != "" {
+		c.appName = model.AppWithOwner(c.appName, c.owner)
 	}
 	s := &Service{
-		pool: pool, timeout: c.timeout, appName: c.appName, shared: c.shared,
+		pool: pool, timeout: c.timeout, appName: c.appName, owner: c.owner, shared: c.shared,
 		keepAlive: c.keepAlive, observers: c.observers, log: c.log,
 		maxAttempts: int(max(pool.Config().MaxConns, 1)) + 1, starter: newStarter(), local: newLocals(c.handOffs, c.handOffHold),
 	}
@@ -189,6 +205,9 @@ func New(pool *pgxpool.Pool, opts ...Option) *Service {
 
 // Pool returns the pool lock connections come from.
 func (s *Service) Pool() *pgxpool.Pool { return s.pool }
+
+// Owner returns the owner id the Service stamps on its locks.
+func (s *Service) Owner() string { return s.owner }
 
 // Held returns the number of locks this Service holds now (a lost lock no
 // longer counts).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
 )
 
 // Seed 001 unit test 1: acquisition and release.
@@ -28,8 +29,8 @@ func TestWithHoldsDuringBodyAndReleasesAfter(t *testing.T) {
 		rows := rowsFor(t, mon, key)
 		if len(rows) != 1 || !rows[0].granted {
 			t.Errorf("inside the body pg_locks shows %+v, want one granted row", rows)
-		} else if rows[0].app != lockcore.DefaultApplicationName {
-			t.Errorf("lock connection application_name = %q, want %q", rows[0].app, lockcore.DefaultApplicationName)
+		} else if want := model.AppWithOwner(lockcore.DefaultApplicationName, lockcore.Owner()); rows[0].app != want {
+			t.Errorf("lock connection application_name = %q, want %q", rows[0].app, want)
 		}
 		if s.Held() != 1 {
 			t.Errorf("Held() = %d inside the body, want 1", s.Held())
@@ -62,11 +63,11 @@ func TestTimeoutDestroysConnection(t *testing.T) {
 	holdElsewhere(t, key)
 
 	called := false
-	err := s.WithTimeout(context.Background(), key, 300*time.Millisecond, func(context.Context) error {
+	err := s.With(context.Background(), key, func(context.Context) error {
 		called = true
 		return nil
-	})
-	if !errors.Is(err, lockcore.ErrTimeout) || !lockcore.IsTimeout(err) {
+	}, lockcore.Wait(300*time.Millisecond))
+	if !errors.Is(err, lockcore.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
 	var lerr *lockcore.AdvisoryLockError
@@ -172,11 +173,11 @@ func TestReentrantWithRefused(t *testing.T) {
 	mon := pgtest.Conn(t)
 	key := freshAgent()
 	err := s.With(context.Background(), key, func(ctx context.Context) error {
-		inner := s.WithTimeout(ctx, key, time.Hour, func(context.Context) error {
+		inner := s.With(ctx, key, func(context.Context) error {
 			t.Error("inner body ran")
 			return nil
-		})
-		if !errors.Is(inner, lockcore.ErrReentrant) || !lockcore.IsReentrant(inner) {
+		}, lockcore.Wait(time.Hour))
+		if !errors.Is(inner, lockcore.ErrReentrant) {
 			t.Errorf("inner With = %v, want ErrReentrant", inner)
 		}
 		if g, _ := countGranted(rowsFor(t, mon, key)); g != 1 {
@@ -271,10 +272,10 @@ func TestCancelStopsWaitOnServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- s.WithTimeout(ctx, key, time.Hour, func(context.Context) error {
+		done <- s.With(ctx, key, func(context.Context) error {
 			t.Error("body ran after cancel")
 			return nil
-		})
+		}, lockcore.Wait(time.Hour))
 	}()
 	pgtest.Eventually(t, "the acquire waits on the server", func() bool {
 		_, w := countGranted(rowsFor(t, mon, key))
@@ -364,7 +365,7 @@ func TestAcquireRelease(t *testing.T) {
 	s, _ := newService(t, 4)
 	mon := pgtest.Conn(t)
 	key := lockcore.HashKey("tenant-7:2026-11-21")
-	l, err := s.Acquire(context.Background(), key, 0)
+	l, err := s.Acquire(context.Background(), key)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -375,7 +376,7 @@ func TestAcquireRelease(t *testing.T) {
 	if len(rows) != 1 || uint32(rows[0].pid) != l.PID() {
 		t.Errorf("pg_locks %+v, want one row of pid %d", rows, l.PID())
 	}
-	if _, err := s.Acquire(l.Context(), key, time.Hour); !errors.Is(err, lockcore.ErrReentrant) {
+	if _, err := s.Acquire(l.Context(), key, lockcore.Wait(time.Hour)); !errors.Is(err, lockcore.ErrReentrant) {
 		t.Errorf("Acquire inside the lock's context = %v, want ErrReentrant", err)
 	}
 	if err := l.Release(context.Background()); err != nil {
@@ -399,7 +400,7 @@ func TestReleaseWithCancelledContext(t *testing.T) {
 	mon := pgtest.Conn(t)
 	key := freshAgent()
 	ctx, cancel := context.WithCancel(context.Background())
-	l, err := s.Acquire(ctx, key, 0)
+	l, err := s.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,13 +459,13 @@ func TestSessionLockTimeout(t *testing.T) {
 		return lt
 	}
 	s := lockcore.New(pool)
-	if err := s.WithTimeout(context.Background(), freshAgent(), 1234*time.Millisecond, noop); err != nil {
+	if err := s.With(context.Background(), freshAgent(), noop, lockcore.Wait(1234*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	if lt := show(); lt != "14950ms" {
 		t.Errorf("session lock_timeout after a 1234ms acquire = %q, want 14950ms (15s less the margin)", lt)
 	}
-	short := lockcore.New(pool, lockcore.WithDefaultTimeout(300*time.Millisecond))
+	short := lockcore.New(pool, lockcore.Wait(300*time.Millisecond))
 	key := freshAgent()
 	holdElsewhere(t, key)
 	if err := short.With(context.Background(), key, noop); !errors.Is(err, lockcore.ErrTimeout) {
@@ -483,7 +484,7 @@ func TestSessionLockTimeout(t *testing.T) {
 func TestSharedPoolLeavesSession(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-	s := lockcore.New(pool, lockcore.WithSharedPool(), lockcore.WithDefaultTimeout(300*time.Millisecond))
+	s := lockcore.New(pool, lockcore.SharedPool(), lockcore.Wait(300*time.Millisecond))
 	if err := s.With(context.Background(), freshAgent(), noop); err != nil {
 		t.Fatal(err)
 	}
@@ -499,8 +500,8 @@ func TestSharedPoolLeavesSession(t *testing.T) {
 	if err := pool.QueryRow(context.Background(), "SELECT current_setting('lock_timeout'), current_setting('application_name')").Scan(&lt, &app); err != nil {
 		t.Fatal(err)
 	}
-	if lt != "0" || app != lockcore.DefaultApplicationName {
-		t.Errorf("shared pool session: lock_timeout=%q application_name=%q; want 0 and %q", lt, app, lockcore.DefaultApplicationName)
+	if want := model.AppWithOwner(lockcore.DefaultApplicationName, lockcore.Owner()); lt != "0" || app != want {
+		t.Errorf("shared pool session: lock_timeout=%q application_name=%q; want 0 and %q", lt, app, want)
 	}
 }
 
@@ -535,8 +536,8 @@ func TestApplicationNameOption(t *testing.T) {
 		c.ConnConfig.RuntimeParams["application_name"] = "mine"
 	})
 	mon := pgtest.Conn(t)
-	for _, tc := range []struct{ opt, want string }{{"", "mine"}, {"custom.lock", "custom.lock"}} {
-		s := lockcore.New(pool, lockcore.WithApplicationName(tc.opt))
+	for _, tc := range []struct{ opt, want string }{{"", "mine"}, {"custom.lock", "custom.lock owner=me:1"}} {
+		s := lockcore.New(pool, lockcore.ApplicationName(tc.opt), lockcore.OwnerID("me:1"))
 		key := freshAgent()
 		err := s.With(context.Background(), key, func(context.Context) error {
 			if rows := rowsFor(t, mon, key); len(rows) != 1 || rows[0].app != tc.want {
@@ -585,7 +586,7 @@ func TestServerStopsAnswering(t *testing.T) {
 	}
 	defer pool.Close()
 	defer p.Thaw() // before pool.Close, which waits for a connection stuck behind the frozen proxy
-	s := lockcore.New(pool, lockcore.WithDefaultTimeout(300*time.Millisecond))
+	s := lockcore.New(pool, lockcore.Wait(300*time.Millisecond))
 	if err := s.With(context.Background(), freshAgent(), noop); err != nil { // prepares the connection
 		t.Fatal(err)
 	}
@@ -620,13 +621,13 @@ func TestTimeoutLongerThanDefault(t *testing.T) {
 			}
 		}}
 	})
-	s := lockcore.New(pool, lockcore.WithDefaultTimeout(300*time.Millisecond))
+	s := lockcore.New(pool, lockcore.Wait(300*time.Millisecond))
 	mon := pgtest.Conn(t)
 	key := freshAgent()
 	release := holdElsewhere(t, key)
 	start := time.Now()
 	done := make(chan error, 1)
-	go func() { done <- s.WithTimeout(context.Background(), key, time.Minute, noop) }()
+	go func() { done <- s.With(context.Background(), key, noop, lockcore.Wait(time.Minute)) }()
 	// Still queued well past the 300ms default (this asserts that the wait
 	// was not cut short, not how fast anything is).
 	for time.Since(start) < 1500*time.Millisecond {
@@ -712,11 +713,11 @@ func (tr *endTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.Trace
 // An observer that panics does not leave a lock held.
 func TestPanickingObserver(t *testing.T) {
 	t.Parallel()
-	s, _ := newService(t, 2, lockcore.WithObserver(func(e lockcore.Event) {
+	s, _ := newService(t, 2, lockcore.Observe(func(e lockcore.Event) {
 		if e.Kind == lockcore.EventAcquired {
 			panic("observer bug")
 		}
-	}), lockcore.WithLogger(slog.New(slog.DiscardHandler)))
+	}), lockcore.Logger(slog.New(slog.DiscardHandler)))
 	mon := pgtest.Conn(t)
 	key := freshAgent()
 	ran := false
@@ -781,7 +782,7 @@ func TestSharedServiceResetsSessionTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	durable("after a fencing Service", true)
-	if err := lockcore.New(pool, lockcore.WithSharedPool()).With(ctx, freshAgent(), noop); err != nil {
+	if err := lockcore.New(pool, lockcore.SharedPool()).With(ctx, freshAgent(), noop); err != nil {
 		t.Fatal(err)
 	}
 	durable("after the shared Service", false)
@@ -797,7 +798,7 @@ func TestSharedServiceResetsSessionTimeout(t *testing.T) {
 // through the other pool is refused at once instead of waiting for itself.
 func TestReentrancyIgnoresDSNSpelling(t *testing.T) {
 	t.Parallel()
-	here, _ := newService(t, 2, lockcore.Timeout(3*time.Second))
+	here, _ := newService(t, 2, lockcore.Wait(3*time.Second))
 	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
 	if err != nil {
 		t.Fatal(err)
@@ -809,7 +810,7 @@ func TestReentrancyIgnoresDSNSpelling(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	there := lockcore.New(pool, lockcore.Timeout(3*time.Second))
+	there := lockcore.New(pool, lockcore.Wait(3*time.Second))
 	key := freshAgent()
 	err = here.With(context.Background(), key, func(ctx context.Context) error {
 		start := time.Now()
@@ -848,8 +849,8 @@ func TestReentrancyWithoutSystemIdentifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	here := lockcore.New(newPool(t, roleDSN, nil), lockcore.NoFencing(), lockcore.Timeout(3*time.Second))
-	there := lockcore.New(newPool(t, roleDSN, nil), lockcore.NoFencing(), lockcore.Timeout(3*time.Second))
+	here := lockcore.New(newPool(t, roleDSN, nil), lockcore.NoFencing(), lockcore.Wait(3*time.Second))
+	there := lockcore.New(newPool(t, roleDSN, nil), lockcore.NoFencing(), lockcore.Wait(3*time.Second))
 	key := freshAgent()
 	err = here.With(ctx, key, func(ctx context.Context) error {
 		if err := there.With(ctx, key, noop); !errors.Is(err, lockcore.ErrReentrant) {
@@ -867,16 +868,16 @@ func TestReentrancyWithoutSystemIdentifier(t *testing.T) {
 // out of time.
 func TestZeroTimeoutIsDefault(t *testing.T) {
 	t.Parallel()
-	s, _ := newService(t, 2, lockcore.Timeout(300*time.Millisecond))
+	s, _ := newService(t, 2, lockcore.Wait(300*time.Millisecond))
 	ctx := context.Background()
 	for _, d := range []time.Duration{0, -time.Second} {
 		ran := false
-		if err := s.WithTimeout(ctx, freshAgent(), d, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+		if err := s.With(ctx, freshAgent(), func(context.Context) error { ran = true; return nil }, lockcore.Wait(d)); err != nil || !ran {
 			t.Errorf("WithTimeout(%v) on a free key = %v (ran %v)", d, err, ran)
 		}
 		key := freshAgent()
 		release := holdElsewhere(t, key)
-		err := s.WithTimeout(ctx, key, d, noop)
+		err := s.With(ctx, key, noop, lockcore.Wait(d))
 		if !errors.Is(err, lockcore.ErrTimeout) || strings.Contains(err.Error(), "connection") {
 			t.Errorf("WithTimeout(%v) on a held key = %v, want the lock's ErrTimeout", d, err)
 		}

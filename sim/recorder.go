@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -91,6 +92,9 @@ type recorder struct {
 
 	events  chan model.Event
 	dropped atomic.Int64
+
+	orderMu    sync.Mutex
+	inversions []lockcore.Inversion // this run's lock-order inversions, first occurrences
 
 	heldMu sync.Mutex
 	held   map[lockcore.Key]uint32 // key -> pid of this process's holder
@@ -314,9 +318,29 @@ func lossLine(l *workers.Loss) string {
 	return s + "; fence " + strconv.FormatInt(l.Fence, 10)
 }
 
+// inversion records a lock-order inversion of the run (lockcore.Order
+// reports each pair of classes once) and shows it in the event log.
+func (r *recorder) inversion(v lockcore.Inversion) {
+	r.orderMu.Lock()
+	r.inversions = append(r.inversions, v)
+	r.orderMu.Unlock()
+	r.emit(model.Event{Worker: "lock order", Key: v.Name,
+		Detail: fmt.Sprintf("%s taken at %s while holding %s taken at %s: the reverse of the order seen before", v.To, v.Site, v.From, v.HeldSite)})
+}
+
+// orderInversions returns the run's lock-order inversions.
+func (r *recorder) orderInversions() []lockcore.Inversion {
+	r.orderMu.Lock()
+	defer r.orderMu.Unlock()
+	return slices.Clone(r.inversions)
+}
+
 // reset zeroes the counters, the wait histogram and the invariant counts,
 // for a new run (a scenario switch). The event stream goes on.
 func (r *recorder) reset() {
+	r.orderMu.Lock()
+	r.inversions = nil
+	r.orderMu.Unlock()
 	for _, c := range r.kinds {
 		c.reset()
 	}

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/workers"
 )
@@ -30,6 +31,10 @@ type Report struct {
 	// Errors are the attempts that ended in an error, by error. More than
 	// MaxErrorShare of them fail the run (OK is false).
 	Errors ErrorStats `json:"errors"`
+	// LockOrderInversions are the acquires that took two classes of lock in
+	// the reverse of an order taken before in the run (or declared), each
+	// pair once, with both acquisition sites: deadlocks waiting to happen.
+	LockOrderInversions []lockcore.Inversion `json:"lock_order_inversions,omitempty"`
 
 	SharedPool bool `json:"shared_pool"`
 	Agents     int  `json:"agents"`
@@ -124,22 +129,23 @@ func (s *Sim) Report() Report {
 	s.mu.Unlock()
 
 	r := Report{
-		Scenario:       st.Scenario,
-		LocksEnabled:   st.LocksEnabled,
-		OK:             st.OK() && audited && auditErr == nil,
-		Invariants:     st.Invariants,
-		Workers:        st.Workers,
-		Losses:         s.rec.losses.load(),
-		SharedPool:     st.SharedPool,
-		Agents:         st.Agents,
-		Goroutines:     goroutines,
-		HookGoroutines: hooks,
-		DurationSec:    d.Seconds(),
-		Sections:       s.rec.sections.Load(),
-		Hooks:          s.rec.hooks.Load(),
-		Phantoms:       s.locks.Phantoms(),
-		EventsDropped:  s.rec.dropped.Load(),
-		PeakRSSBytes:   peakRSS(),
+		Scenario:            st.Scenario,
+		LocksEnabled:        st.LocksEnabled,
+		OK:                  st.OK() && audited && auditErr == nil,
+		Invariants:          st.Invariants,
+		Workers:             st.Workers,
+		Losses:              s.rec.losses.load(),
+		LockOrderInversions: s.rec.orderInversions(),
+		SharedPool:          st.SharedPool,
+		Agents:              st.Agents,
+		Goroutines:          goroutines,
+		HookGoroutines:      hooks,
+		DurationSec:         d.Seconds(),
+		Sections:            s.rec.sections.Load(),
+		Hooks:               s.rec.hooks.Load(),
+		Phantoms:            s.locks.Phantoms(),
+		EventsDropped:       s.rec.dropped.Load(),
+		PeakRSSBytes:        peakRSS(),
 		Wait: WaitStats{
 			Count: s.rec.waits.count.Load(),
 			P50:   ms(s.rec.waits.quantile(0.50)),

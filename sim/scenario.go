@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/workers"
 )
 
@@ -466,6 +468,20 @@ var scenarios = []Scenario{
 		}, background()...), turnDrivers(0.7)...), jobDrivers(0.7)...),
 	},
 	{
+		Name: "lock-order",
+		Description: "two workloads that take an agent's advisory lock and a conversation's Redis session lock in opposite orders: " +
+			"the order check reports the inversion at its first occurrence, with both acquisition sites, before any deadlock",
+		Agents: 20, Hot: 0,
+		Timing:        defaultTiming,
+		Systems:       SystemAgents | SystemTurns,
+		Conversations: 20,
+		Drivers: []Driver{
+			{Name: "hooks/s", Kind: workers.KindHook, Rate: 10, Goroutines: 4, unit: unitHook},
+			{Name: "agent then session/s", Rate: 5, Goroutines: 2, unit: unitAgentThenSession},
+			{Name: "session then agent/s", Rate: 5, Goroutines: 2, unit: unitSessionThenAgent},
+		},
+	},
+	{
 		Name: "scale",
 		Description: "the scale benchmark: 10,000 agents, 1,000 hook goroutines firing back to back at random agents, " +
 			"every background worker and service",
@@ -534,3 +550,26 @@ const (
 	faultInterrupt    = "interrupted-write" // the next map write stops half-way
 	faultFlood        = "project-flood"     // p1 floods the job queue
 )
+
+// unitAgentThenSession takes an agent's AGENT lock, then, inside, a
+// conversation's session lock (the handoff executor telling the
+// conversation's brain).
+func unitAgentThenSession(s *Sim, ctx context.Context) error {
+	agent, conv := s.pickAny(), rand.Int32N(int32(max(s.sc.Conversations, 1)))+1
+	return s.locks.With(ctx, lockcore.Pair(registry.SpaceAgent, agent), func(ctx context.Context) error {
+		return s.sessions.With(ctx, workers.ConversationKey(conv), func(ctx context.Context) error {
+			return workers.Pause(ctx, 2*time.Millisecond)
+		})
+	}, lockcore.Wait(2*time.Second))
+}
+
+// unitSessionThenAgent takes them the other way round (a turn that updates
+// its agent): with unitAgentThenSession, a deadlock waiting to happen.
+func unitSessionThenAgent(s *Sim, ctx context.Context) error {
+	agent, conv := s.pickAny(), rand.Int32N(int32(max(s.sc.Conversations, 1)))+1
+	return s.sessions.With(ctx, workers.ConversationKey(conv), func(ctx context.Context) error {
+		return s.locks.With(ctx, lockcore.Pair(registry.SpaceAgent, agent), func(ctx context.Context) error {
+			return workers.Pause(ctx, 2*time.Millisecond)
+		}, lockcore.Wait(2*time.Second))
+	})
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/locktop/locktop/internal/connect"
 	"github.com/locktop/locktop/internal/testenv/scratch"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/redislock"
 	"github.com/locktop/locktop/workers"
 )
 
@@ -92,6 +93,7 @@ var (
 // documentation for the life cycle.
 type Sim struct {
 	opts      Options
+	order     *lockcore.OrderGraph // the lock order its workloads' acquires take
 	log       *slog.Logger
 	proc      string
 	workPool  *pgxpool.Pool
@@ -106,6 +108,7 @@ type Sim struct {
 	// Seeds 002 and 004, set up when a scenario first needs them (see
 	// setUpSystems) and kept until Close.
 	turns     *workers.Turns
+	sessions  *redislock.Locker // the lock-order scenario's session locks, beside the pods'
 	jobs      *workers.Jobs
 	rdb       redis.UniversalClient
 	leasePool *pgxpool.Pool
@@ -207,6 +210,12 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 
 	s := &Sim{opts: opts, log: log, proc: newProc(), gone: make(chan struct{})}
 	s.rec = newRecorder(opts.EventBuffer, log)
+	// The simulator's acquires record their lock order in a graph of its
+	// own, so that its inversions are its runs' (and not another Sim's in
+	// the same process).
+	s.order = lockcore.NewOrderGraph()
+	s.order.SetLogger(log)
+	s.order.OnInversion(s.rec.inversion)
 	if err := s.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -226,14 +235,14 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 	}
 
 	observers := append([]lockcore.Observer{s.rec.observe}, opts.Observers...)
-	lopts := []lockcore.Option{lockcore.WithLogger(log)}
+	lopts := []lockcore.Option{lockcore.Logger(log)}
 	for _, o := range observers {
-		lopts = append(lopts, lockcore.WithObserver(o))
+		lopts = append(lopts, lockcore.Observe(o))
 	}
 	if opts.SharedPool {
 		// The seed's single pool: keep its own name, and leave no session
 		// lock_timeout behind for the work statements that share it.
-		lopts = append(lopts, lockcore.WithApplicationName(""), lockcore.WithSharedPool())
+		lopts = append(lopts, lockcore.ApplicationName(""), lockcore.SharedPool())
 	}
 	s.locks = lockcore.New(s.lockPool, lopts...)
 	s.db = workers.NewDB(s.workPool)
@@ -444,7 +453,8 @@ func (s *Sim) start() error {
 	}
 	r := &runState{}
 	r.gen, r.stopGen = context.WithCancel(context.Background())
-	r.work, r.cancelWork = context.WithCancel(context.Background())
+	s.order.Reset() // each run judges its own order
+	r.work, r.cancelWork = context.WithCancel(lockcore.WithOrder(context.Background(), s.order))
 	for _, spec := range s.sc.Drivers {
 		d := &driver{unit: spec.unit}
 		d.setRate(spec.Rate)

@@ -162,6 +162,9 @@ func TestScenariosKeepInvariants(t *testing.T) {
 				}
 				waitStatus(t, e.what, s, func(st model.SimStatus) bool { return e.seen(st.Workers["hook"]) })
 			}
+			if name == "lock-order" {
+				waitReport(t, "the inversion is reported", s, func(r sim.Report) bool { return len(r.LockOrderInversions) > 0 })
+			}
 			<-min
 			if err := s.Stop(); err != nil {
 				t.Fatal(err)
@@ -170,6 +173,10 @@ func TestScenariosKeepInvariants(t *testing.T) {
 			if !r.OK {
 				t.Errorf("invariants broken: %s", broken(r))
 			}
+			// Only the lock-order scenario takes locks in two orders.
+			if inv := r.LockOrderInversions; name != "lock-order" && len(inv) > 0 {
+				t.Errorf("lock-order inversions in %s: %v", name, inv)
+			}
 			if r.Sections == 0 {
 				t.Error("no critical section completed")
 			}
@@ -177,6 +184,50 @@ func TestScenariosKeepInvariants(t *testing.T) {
 				t.Errorf("report says scenario %q, locks %v", r.Scenario, r.LocksEnabled)
 			}
 		})
+	}
+}
+
+// The lock-order scenario's two workloads take AGENT n and a
+// conversation's session lock in opposite orders: the first acquire in the
+// second order is reported at once, once, with both acquisition sites.
+func TestLockOrderScenarioReportsTheInversion(t *testing.T) {
+	s := newSim(t, sim.Options{Scenario: "lock-order"})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitReport(t, "the inversion is reported", s, func(r sim.Report) bool { return len(r.LockOrderInversions) > 0 })
+	time.Sleep(500 * time.Millisecond) // more of both orders: still one report
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r := s.Report()
+	if len(r.LockOrderInversions) != 1 {
+		t.Fatalf("inversions %+v, want exactly one (AGENT and the session lock, reported once)", r.LockOrderInversions)
+	}
+	v := r.LockOrderInversions[0]
+	classes := map[string]bool{v.From: true, v.To: true}
+	if !classes["AGENT"] || len(classes) != 2 {
+		t.Errorf("inversion between %s and %s, want AGENT and the session lock's class", v.From, v.To)
+	}
+	for _, site := range []string{v.Site, v.HeldSite} {
+		if !strings.Contains(site, "sim/scenario.go:") {
+			t.Errorf("acquisition site %q is not the scenario's workload", site)
+		}
+	}
+	if v.Site == v.HeldSite {
+		t.Errorf("both sites are %s", v.Site)
+	}
+}
+
+// waitReport polls s's report until cond holds, for up to 20s.
+func waitReport(t *testing.T, what string, s *sim.Sim, cond func(sim.Report) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond(s.Report()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

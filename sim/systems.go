@@ -14,6 +14,7 @@ import (
 	"github.com/locktop/locktop/internal/connect"
 	"github.com/locktop/locktop/internal/testenv/scratch"
 	"github.com/locktop/locktop/lockcore/lease"
+	"github.com/locktop/locktop/lockcore/redislock"
 	"github.com/locktop/locktop/workers"
 )
 
@@ -131,6 +132,9 @@ func (s *Sim) setUpSystems(ctx context.Context, sc Scenario) error {
 			s.turns = workers.NewTurns(s.env, rdb, workers.TurnOptions{
 				Pods: 4, Prefix: s.opts.RedisPrefix, TTL: sc.TurnTTL, FailOpen: s.opts.FailOpen, Logger: s.log,
 			})
+			s.sessions = redislock.New(rdb, redislock.Options{
+				Prefix: cmp.Or(s.opts.RedisPrefix, redislock.DefaultPrefix), Wait: 2 * time.Second, TTL: 5 * time.Second, Logger: s.log,
+			})
 		}
 		if err := workers.EnsureConversations(ctx, s.db, sc.Conversations); err != nil {
 			return fmt.Errorf("%w: %w", ErrUnusable, err)
@@ -208,6 +212,9 @@ func (s *Sim) auditSystems(ctx context.Context, sys System) error {
 func (s *Sim) closeSystems() {
 	if s.turns != nil {
 		s.turns.Close()
+	}
+	if s.sessions != nil {
+		_ = s.sessions.Close()
 	}
 	if s.jobs != nil {
 		s.jobs.Close()

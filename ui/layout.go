@@ -11,7 +11,9 @@ type arrangement int
 
 const (
 	// stacked: the table, the simulator panel and the event log, one
-	// under the other, each the full width.
+	// under the other, each the full width. It is the zero arrangement,
+	// which the code never names.
+	//lint:ignore U1000 named for readers: the arrangement chosen when sideBySide is not
 	stacked arrangement = iota
 	// sideBySide: the table on the left; on the right the simulator panel
 	// over the event log.

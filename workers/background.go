@@ -137,7 +137,7 @@ func (e *Env) reconcile(ctx context.Context, evs []pending, try bool) (int, erro
 		if try {
 			_, err = e.tryAgent(ctx, KindReconciler, a, body)
 		} else {
-			_, err = e.section(ctx, KindReconciler, "", a, false, max(e.LockTimeout(), lockcore.DefaultTimeout), body)
+			_, err = e.section(ctx, KindReconciler, "", a, false, max(e.LockTimeout(), lockcore.DefaultWait), body)
 		}
 		if err != nil {
 			errs = append(errs, err)

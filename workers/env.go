@@ -291,7 +291,7 @@ func NewEnv(db *DB, locks *lockcore.Service, rec Recorder, proc string) *Env {
 	e := &Env{DB: db, Locks: locks, Rec: rec, Proc: proc, horizon: defaultSectionHorizon}
 	e.locking.Store(true)
 	e.timing.Store(&Timing{})
-	e.lockTimeout.Store(int64(lockcore.DefaultTimeout))
+	e.lockTimeout.Store(int64(lockcore.DefaultWait))
 	e.since.Store(&time.Time{})
 	return e
 }
@@ -343,7 +343,7 @@ func (e *Env) Timing() Timing { return *e.timing.Load() }
 // default).
 func (e *Env) SetLockTimeout(d time.Duration) {
 	if d <= 0 {
-		d = lockcore.DefaultTimeout
+		d = lockcore.DefaultWait
 	}
 	e.lockTimeout.Store(int64(d))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/workers"
 )
@@ -52,7 +53,7 @@ func TestKillHolder(t *testing.T) {
 	if n := w.lock.Stat().AcquiredConns(); n != 0 {
 		t.Errorf("%d lock connections checked out", n)
 	}
-	ok, err := w.locks.TryWith(ctx, lockcore.AgentKey(1), func(context.Context) error { return nil })
+	ok, err := w.locks.TryWith(ctx, lockcore.Pair(registry.SpaceAgent, 1), func(context.Context) error { return nil })
 	if !ok || err != nil {
 		t.Errorf("AGENT 1 not free after the kill: %v, %v", ok, err)
 	}

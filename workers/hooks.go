@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 )
 
 // Route is a hook route.
@@ -53,7 +54,7 @@ func (e *Env) Hook(ctx context.Context, route Route, agent int32) error {
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownRoute, route)
 	}
-	key := lockcore.AgentKey(agent)
+	key := lockcore.Pair(registry.SpaceAgent, agent)
 	// A failure before the lock is this hook's attempt, failed: no attempt
 	// was recorded for it yet.
 	fail := func(err error) error {
@@ -90,7 +91,7 @@ func (e *Env) Status(ctx context.Context, agent int32) error {
 	var applied int64
 	err := e.DB.Get(ctx, `SELECT a.state, c.value FROM agents a JOIN counters c ON c.agent_id = a.id AND c.field = 'applied'
 		WHERE a.id = $1`, []any{agent}, &state, &applied)
-	key := lockcore.AgentKey(agent)
+	key := lockcore.Pair(registry.SpaceAgent, agent)
 	if err != nil {
 		e.Rec.Attempt(Attempt{Kind: KindStatus, Route: string(RouteStatus), Key: key, Outcome: classify(ctx, err), Err: err})
 		return err
@@ -259,7 +260,7 @@ func (e *Env) completeCommand(ctx context.Context, kind Kind, agent int32, cmd i
 		return false, fmt.Errorf("reading command %d: %w", cmd, err)
 	}
 	if state == "COMPLETE" {
-		e.Rec.Note(kind, lockcore.AgentKey(agent), fmt.Sprintf("command %d already COMPLETE: skipped", cmd))
+		e.Rec.Note(kind, lockcore.Pair(registry.SpaceAgent, agent), fmt.Sprintf("command %d already COMPLETE: skipped", cmd))
 		return false, nil
 	}
 	e.at(ctx, PointCompleteChecked, agent)

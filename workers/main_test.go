@@ -64,7 +64,7 @@ func newWorldWith(t *testing.T, agents int, pool func(*testing.T, func(*pgxpool.
 	if err := workers.EnsureAgents(ctx, db, agents); err != nil {
 		t.Fatal(err)
 	}
-	w.locks = lockcore.New(w.lock, lockcore.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	w.locks = lockcore.New(w.lock, lockcore.Logger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	w.env = workers.NewEnv(db, w.locks, w.rec, "test-"+schema)
 	w.env.Hooks = &workers.Hooks{At: w.hooks.at}
 	w.env.ConfigPath = filepath.Join(t.TempDir(), "config.json")

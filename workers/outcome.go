@@ -5,25 +5,22 @@ import (
 	"errors"
 
 	"github.com/locktop/locktop/lockcore"
-	"github.com/locktop/locktop/lockcore/lease"
-	"github.com/locktop/locktop/lockcore/redislock"
 	"github.com/locktop/locktop/model"
 )
 
 // classify turns a workload's error into an outcome, for every lock kind
-// of the family. It is the one table of outcomes in workers (lockcore's
-// events classify its own).
+// of the family: each kind's errors match lockcore's sentinels, so one
+// table covers them all. It is the one table of outcomes in workers
+// (lockcore's events classify its own).
 func classify(ctx context.Context, err error) model.Outcome {
 	switch {
-	// lease's ErrTimeout and ErrLost, and redislock's ErrLost, match
-	// lockcore's (lockcore.Kin): one case covers the family.
-	case errors.Is(err, lockcore.ErrTimeout), errors.Is(err, redislock.ErrNotAcquired):
+	case errors.Is(err, lockcore.ErrTimeout):
 		return model.OutcomeTimeout
-	case errors.Is(err, lease.ErrLocked):
+	case errors.Is(err, lockcore.ErrLocked):
 		return model.OutcomeSkipped
-	case errors.Is(err, lockcore.ErrReentrant), errors.Is(err, lease.ErrLockOrder):
+	case errors.Is(err, lockcore.ErrReentrant):
 		return model.OutcomeReentrant
-	case errors.Is(err, lockcore.ErrLost), errors.Is(err, ErrFenced), errors.Is(err, redislock.ErrNotHeld):
+	case errors.Is(err, lockcore.ErrLost), errors.Is(err, ErrFenced), errors.Is(err, lockcore.ErrNotHeld):
 		return model.OutcomeLost
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return model.OutcomeCanceled

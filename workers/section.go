@@ -56,7 +56,7 @@ func (e *Env) tryAgent(ctx context.Context, kind Kind, agent int32, body func(co
 }
 
 func (e *Env) section(ctx context.Context, kind Kind, route string, agent int32, try bool, timeout time.Duration, body func(context.Context) error) (ran bool, err error) {
-	key := lockcore.AgentKey(agent)
+	key := lockcore.Pair(registry.SpaceAgent, agent)
 	start := time.Now()
 	var sec *section
 	inner := func(ctx context.Context) error {
@@ -80,7 +80,7 @@ func (e *Env) section(ctx context.Context, kind Kind, route string, agent int32,
 			return false, nil
 		}
 	default:
-		err = e.Locks.WithTimeout(ctx, key, timeout, inner)
+		err = e.Locks.With(ctx, key, inner, lockcore.Wait(timeout))
 	}
 	if err != nil {
 		a := Attempt{Kind: kind, Route: route, Key: key, Outcome: classify(ctx, err), Wait: time.Since(start), Err: err, Body: ran}
@@ -117,7 +117,7 @@ func sectionIn(ctx context.Context, agent int32) *section {
 // lock's pid and fence, and is cancelled with cause lockcore.ErrLost when
 // the lock is lost.
 func (e *Env) runSection(ctx context.Context, kind Kind, sec *section, body func(context.Context) error) (err error) {
-	key := lockcore.AgentKey(sec.agent)
+	key := lockcore.Pair(registry.SpaceAgent, sec.agent)
 	if pid, ok := lockcore.HolderPID(ctx, key); ok {
 		sec.pid = pid
 		sec.fence, _ = fenceOf(ctx, key)
@@ -181,7 +181,7 @@ func (e *Env) enter(ctx context.Context, kind Kind, sec *section) error {
 	if err != nil {
 		return fmt.Errorf("entering section of agent %d: %w", sec.agent, err)
 	}
-	key := lockcore.AgentKey(sec.agent)
+	key := lockcore.Pair(registry.SpaceAgent, sec.agent)
 	if lostWho != "" {
 		guard := "its writes are refused by the fence"
 		if sec.fence == 0 {
@@ -271,7 +271,7 @@ func (s *idSet) list() []int64 {
 // runs when the section has entered, before the body's work, so a killed
 // holder is lost in the middle of its section.
 func (e *Env) fault(ctx context.Context, sec *section) error {
-	key := lockcore.AgentKey(sec.agent)
+	key := lockcore.Pair(registry.SpaceAgent, sec.agent)
 	switch {
 	case take(&e.Faults.reentrant):
 		// A nested acquire of the key this body holds: lockcore refuses it

@@ -337,7 +337,7 @@ func (tu *turn) acquire(ctx context.Context, p *pod) error {
 		tu.attempt(model.OutcomeAcquired, nil, false)
 		return nil
 	}
-	lk, err := p.locker.Acquire(ctx, tu.key, redislock.Wait(t.opts.Wait), redislock.TTL(t.opts.TTL))
+	lk, err := p.locker.Acquire(ctx, tu.key, lockcore.Wait(t.opts.Wait), lockcore.TTL(t.opts.TTL))
 	switch {
 	case err == nil:
 		tu.token, tu.sec.fence = lk.Token(), lk.Fence()

@@ -21,6 +21,7 @@ import (
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/internal/testenv/redisserver"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
@@ -288,10 +289,10 @@ func TestDashboardEndToEnd(t *testing.T) {
 	dsn := c.DSNAs("locktop_e2e", password, dbName)
 	logFile := filepath.Join(t.TempDir(), "locktop.log")
 
-	key := lockcore.AgentKey(4711)
-	holders := lockcore.New(pool(c.DSN(dbName)), lockcore.WithApplicationName("e2e.holder"), lockcore.WithDefaultTimeout(5*time.Minute))
-	waiters := lockcore.New(pool(c.DSN(dbName)), lockcore.WithApplicationName("e2e.waiter"), lockcore.WithDefaultTimeout(5*time.Minute))
-	hold, err := holders.Acquire(ctx, key, 0)
+	key := lockcore.Pair(registry.SpaceAgent, 4711)
+	holders := lockcore.New(pool(c.DSN(dbName)), lockcore.ApplicationName("e2e.holder"), lockcore.Wait(5*time.Minute))
+	waiters := lockcore.New(pool(c.DSN(dbName)), lockcore.ApplicationName("e2e.waiter"), lockcore.Wait(5*time.Minute))
+	hold, err := holders.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,8 +555,8 @@ func TestDashboardEmbedded(t *testing.T) {
 // without it, none with it (bold and reverse stay).
 func TestDashboardNoColor(t *testing.T) {
 	bin := buildLocktop(t)
-	key := lockcore.AgentKey(4712)
-	hold, err := lockcore.New(pgtest.Pool(t, nil)).Acquire(context.Background(), key, 0)
+	key := lockcore.Pair(registry.SpaceAgent, 4712)
+	hold, err := lockcore.New(pgtest.Pool(t, nil)).Acquire(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -694,7 +695,7 @@ func TestDashboardAtCommonSizes(t *testing.T) {
 		_, _ = waiter.Exec(wctx, "SELECT pg_advisory_lock(1, 4713)")
 	}()
 	t.Cleanup(func() { stopWaiter(); <-waited })
-	rows := awaitLocks(t, conn("e2e.admin"), lockcore.AgentKey(4713), "the waiter to queue", func(r []model.Lock) bool { return len(r) == 2 })
+	rows := awaitLocks(t, conn("e2e.admin"), lockcore.Pair(registry.SpaceAgent, 4713), "the waiter to queue", func(r []model.Lock) bool { return len(r) == 2 })
 	idlePID, waiterPID := strconv.Itoa(int(rows[0].PID)), strconv.Itoa(int(rows[1].PID))
 
 	term := startTerminal(t, termOptions{Width: 80, Height: 24, Env: []string{"TERM=xterm-256color", "NO_COLOR=1"}},

@@ -163,11 +163,3 @@ func RedactRedisURL(s, url string) string {
 	}
 	return s
 }
-
-func cmpOr[T comparable](a, b T) T {
-	var zero T
-	if a != zero {
-		return a
-	}
-	return b
-}

@@ -12,7 +12,11 @@
 //	work(l.Context(), l.Fence())                                     // cancelled if the lock is lost
 //
 // Resources are "project:ID", "map:ID" and "sketch:ID" (Project, Map,
-// Sketch; the levels come from lockcore/registry).
+// Sketch; the levels come from lockcore/registry). The package follows the
+// lock family's contract (lockcore's package doc): With and TryWith run a
+// function under a lock, lockcore.Wait(d) sets one acquire's wait, a Lock is
+// a lockcore.Hold, its errors match lockcore's sentinels, and its owner is
+// the process's lockcore.Owner() unless Options.Owner says otherwise.
 //
 // # Modes
 //

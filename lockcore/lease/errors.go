@@ -9,7 +9,8 @@ import (
 )
 
 // The sentinels are distinct from each other. ErrLocked, ErrTimeout, ErrLost
-// and ErrReleased also match lockcore's sentinels of the same name
+// and ErrReleased also match lockcore's sentinels of the same name, ErrLockOrder
+// lockcore.ErrReentrant and ErrBusy lockcore.ErrUnavailable
 // (errors.Is(err, lockcore.ErrLost) holds for a lost lease), so code that
 // sorts the lock family's outcomes by lockcore's sentinels (workers, the
 // simulator) needs no second table for lease locks.
@@ -27,7 +28,9 @@ var (
 	// ErrLockOrder means the acquire would break the global lock order of
 	// seed 004 §8.1: the context already holds a resource that sorts at or
 	// after the one asked for. It is refused instead of risking a deadlock.
-	ErrLockOrder = errors.New("out of the global lock order (projects, maps, sketches; by id within a level)")
+	// It matches lockcore.ErrReentrant, the family's "refused because of
+	// what the context holds".
+	ErrLockOrder = lockcore.Kin("out of the global lock order (projects, maps, sketches; by id within a level)", lockcore.ErrReentrant)
 	// ErrNotUpgradeable means Upgrade was called on a lock not held in
 	// Upgradeable mode.
 	ErrNotUpgradeable = errors.New("lock not held in upgradeable mode")
@@ -50,7 +53,8 @@ var (
 	// could not even look at the lock table. Acquire keeps trying until
 	// its Wait passes (then ErrTimeout); TryAcquire and the other
 	// operations return it.
-	ErrBusy = errors.New("the database file is busy: another process kept it locked past the busy timeout")
+	// It matches lockcore.ErrUnavailable: the store could not be used.
+	ErrBusy = lockcore.Kin("the database file is busy: another process kept it locked past the busy timeout", lockcore.ErrUnavailable)
 	// ErrJobExists means StartJob was given the ID of a job that is queued or
 	// running and alive.
 	ErrJobExists = errors.New("a job with this id is queued or running")

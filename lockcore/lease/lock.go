@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/locktop/locktop/lockcore"
 )
 
 // Lock is one held grant. Release it exactly once; further calls do nothing.
@@ -16,8 +19,8 @@ type Lock struct {
 	res   Resource
 	token string // the grant's identity in the table, kept across an upgrade
 	owner string
-	slot  *JobSlot // the job that owns it, if any
-	node  *held    // this lock's link in its context's chain of held locks
+	slot  *JobSlot        // the job that owns it, if any
+	entry *lockcore.Entry // this lock's place in its context's held set
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -33,30 +36,29 @@ type Lock struct {
 	released  bool
 }
 
-// held is a context's chain of held locks, newest first: what the order
-// check reads.
-type held struct {
-	lock *Lock
-	next *held
-}
-
-type heldKey struct{}
-
-func heldIn(ctx context.Context) *held {
-	h, _ := ctx.Value(heldKey{}).(*held)
-	return h
+// heldIn calls fn for every lease lock ctx holds (the family's held set,
+// lockcore.Held), newest first, until fn returns false.
+func heldIn(ctx context.Context, fn func(*Lock) bool) {
+	for e := lockcore.Held(ctx); e != nil; e = e.Next() {
+		if l, ok := e.Hold.(*Lock); ok && e.Kind == lockcore.KindLease {
+			if !fn(l) {
+				return
+			}
+		}
+	}
 }
 
 // checkOrder refuses r when ctx holds a live lock on a resource that sorts
 // at or after r (seed 004 §8.1). The same resource again counts: a second
 // grant of it could wait behind a writer that waits for the first.
-func checkOrder(ctx context.Context, r Resource) error {
-	for h := heldIn(ctx); h != nil; h = h.next {
-		if h.lock.Err() == nil && compare(h.lock.res, r) >= 0 {
-			return fmt.Errorf("%w: %s is held in this context", ErrLockOrder, h.lock.res)
+func checkOrder(ctx context.Context, r Resource) (err error) {
+	heldIn(ctx, func(h *Lock) bool {
+		if h.Err() == nil && compare(h.res, r) >= 0 {
+			err = fmt.Errorf("%w: %s is held in this context", ErrLockOrder, h.res)
 		}
-	}
-	return nil
+		return err == nil
+	})
+	return err
 }
 
 // Resource returns the locked resource.
@@ -104,23 +106,59 @@ func (l *Lock) Err() error {
 
 // FenceOf returns the fence of r as held in ctx (a Lock's context or one
 // derived from it), if ctx holds r.
-func FenceOf(ctx context.Context, r Resource) (int64, bool) {
-	for h := heldIn(ctx); h != nil; h = h.next {
-		if h.lock.res == r && h.lock.Err() == nil {
-			return h.lock.Fence(), true
+func FenceOf(ctx context.Context, r Resource) (fence int64, ok bool) {
+	heldIn(ctx, func(h *Lock) bool {
+		if h.res == r && h.Err() == nil {
+			fence, ok = h.Fence(), true
 		}
-	}
-	return 0, false
+		return !ok
+	})
+	return fence, ok
 }
 
-// Acquire takes r in mode, waiting up to Options.Wait (ErrTimeout) or until
-// ctx ends. It refuses at once with ErrLockOrder when ctx holds a resource
+// Acquire takes r in mode, waiting up to Options.Wait, or lockcore.Wait(d)
+// (ErrTimeout), or until ctx ends. It refuses at once with ErrLockOrder when ctx holds a resource
 // that sorts at or after r. While it waits, its waiter row tells monitors
 // who waits for what since when, and a writer's row holds back new readers.
 // A holder whose lease has lapsed is taken over only when it is stale, and
 // the takeover is audited in the same transaction.
-func (m *Manager) Acquire(ctx context.Context, r Resource, mode Mode) (*Lock, error) {
-	return m.acquire(ctx, ctx, "acquire", r, mode, true, time.Now().Add(m.opts.Wait))
+func (m *Manager) Acquire(ctx context.Context, r Resource, mode Mode, opts ...lockcore.AcquireOption) (*Lock, error) {
+	wait := cmp.Or(lockcore.Resolve(opts...).Wait, m.opts.Wait)
+	return m.acquire(ctx, ctx, "acquire", r, mode, true, time.Now().Add(wait))
+}
+
+// With takes r in mode as Acquire does, runs fn with the lock's context
+// (cancelled, cause an error wrapping ErrLost, if the lock is lost), and
+// releases it when fn returns or panics. It returns fn's error joined with
+// the release's (an error wrapping ErrLost if the lock was taken over).
+func (m *Manager) With(ctx context.Context, r Resource, mode Mode, fn func(ctx context.Context) error, opts ...lockcore.AcquireOption) error {
+	l, err := m.Acquire(ctx, r, mode, opts...)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, fn)
+}
+
+// TryWith runs fn as With does if r can be taken in mode at once, and
+// reports acquired=false with a nil error when it is held in a conflicting
+// mode (ErrLocked) or ctx holds it already or out of order (ErrLockOrder).
+func (m *Manager) TryWith(ctx context.Context, r Resource, mode Mode, fn func(ctx context.Context) error) (acquired bool, err error) {
+	l, err := m.TryAcquire(ctx, r, mode)
+	if errors.Is(err, ErrLocked) || errors.Is(err, ErrLockOrder) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, l.run(ctx, fn)
+}
+
+// run calls fn under l and releases l afterwards, also when fn panics.
+func (l *Lock) run(ctx context.Context, fn func(context.Context) error) (err error) {
+	defer func() {
+		err = errors.Join(err, l.Release(context.WithoutCancel(ctx)))
+	}()
+	return fn(l.ctx)
 }
 
 // TryAcquire takes r in mode if it can at once, and returns ErrLocked if it
@@ -165,7 +203,7 @@ func (m *Manager) AcquireAll(ctx context.Context, reqs ...Request) ([]*Lock, err
 		}
 		locks = append(locks, l)
 		// The next lock's context: the caller's, plus every lock so far.
-		cur = context.WithValue(ctx, heldKey{}, l.node)
+		cur = lockcore.Carry(ctx, l.entry)
 	}
 	return locks, nil
 }
@@ -188,6 +226,10 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 		return fail(fmt.Errorf("lease: unknown mode %d", int(mode)))
 	}
 	if err := checkOrder(parent, r); err != nil {
+		return fail(err)
+	}
+	entry, err := lockcore.Check(parent, lockcore.KindLease, r.String(), r.Level.String())
+	if err != nil {
 		return fail(err)
 	}
 	if m.isClosed() {
@@ -268,7 +310,7 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 				// next waiter try too.
 				m.st.hub().leave(lockID, t, mode != Write)
 			}
-			return m.newLock(parent, r, token, owner, slot, mode, res, sent), nil
+			return m.newLock(parent, entry, r, token, owner, slot, mode, res, sent), nil
 		}
 		if !wait {
 			return fail(ErrLocked)
@@ -313,11 +355,12 @@ func (m *Manager) tidy(lockID, token, waiterID string, hasWaiter bool) {
 	}
 }
 
-func (m *Manager) newLock(parent context.Context, r Resource, token, owner string, slot *JobSlot, mode Mode, res *applied, sent time.Time) *Lock {
+func (m *Manager) newLock(parent context.Context, e *lockcore.Entry, r Resource, token, owner string, slot *JobSlot, mode Mode, res *applied, sent time.Time) *Lock {
 	l := &Lock{m: m, res: r, token: token, owner: owner, slot: slot, mode: mode, fence: res.fence,
 		grantedAt: res.grantedAt, done: make(chan struct{})}
-	l.node = &held{lock: l, next: heldIn(parent)}
-	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(parent, heldKey{}, l.node))
+	e.Hold = l
+	l.entry = e
+	l.ctx, l.cancel = context.WithCancelCause(lockcore.Push(parent, e))
 	l.mu.Lock() // the timer may fire at once (a lease already spent): expire waits for l.timer
 	l.deadline = sent.Add(m.opts.Lease)
 	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)

@@ -4,17 +4,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"regexp"
-	"strconv"
 	"time"
+
+	"github.com/locktop/locktop/lockcore"
 )
 
 // Options configures a Manager. The zero value is the defaults.
 type Options struct {
 	// Owner names this process in the table (lease rows, audit records,
-	// waiters). Default "host:pid": a host name alone would not tell two
-	// processes on one host apart (ShedLock #317).
+	// waiters). Default the process's owner id, lockcore.Owner()
+	// ("host:pid:rand": a host name alone would not tell two processes on
+	// one host apart, ShedLock #317), which its advisory and Redis locks
+	// carry too.
 	Owner string
 	// Lease is how long a grant lasts without a heartbeat. Default 30s.
 	Lease time.Duration
@@ -26,7 +28,8 @@ type Options struct {
 	// Manager recovers the grant as stale. Default 2× Heartbeat, or 20s
 	// when heartbeats are off.
 	Grace time.Duration
-	// Wait bounds Acquire, Upgrade and AcquireAll. Default 30s.
+	// Wait bounds Acquire, Upgrade and AcquireAll. Default DefaultWait
+	// (30s); lockcore.Wait(d) overrides it for one Acquire or With.
 	Wait time.Duration
 	// Schema is the PostgreSQL schema of the tables. Default
 	// "locktop_lease". Unused by SQLite, whose file holds only these tables.
@@ -43,16 +46,15 @@ type Options struct {
 // DefaultSchema is the PostgreSQL schema used when Options.Schema is empty.
 const DefaultSchema = "locktop_lease"
 
+// DefaultWait is how long Acquire waits unless told otherwise.
+const DefaultWait = 30 * time.Second
+
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
 
 // withDefaults fills in the defaults and checks the result.
 func (o Options) withDefaults() (Options, error) {
 	if o.Owner == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "localhost"
-		}
-		o.Owner = host + ":" + strconv.Itoa(os.Getpid())
+		o.Owner = lockcore.Owner()
 	}
 	if o.Lease == 0 {
 		o.Lease = 30 * time.Second
@@ -79,7 +81,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("lease: negative Grace %s", o.Grace)
 	}
 	if o.Wait == 0 {
-		o.Wait = 30 * time.Second
+		o.Wait = DefaultWait
 	}
 	if o.Wait < 0 {
 		return o, fmt.Errorf("lease: negative Wait %s (use TryAcquire not to wait)", o.Wait)

@@ -3,8 +3,10 @@ package lease
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 
+	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/registry"
 )
 
@@ -38,6 +40,19 @@ var levels = func() map[Level]registry.Entry {
 	}
 	return out
 }()
+
+// The levels' order is one declared rank list of the family's order check
+// (lockcore.Order): a lease and a lock of another kind taken around it are
+// checked against it too.
+func init() {
+	ls := []Level{LevelProject, LevelMap, LevelSketch}
+	slices.SortFunc(ls, func(a, b Level) int { return cmp.Compare(a.order(), b.order()) })
+	names := make([]string, len(ls))
+	for i, l := range ls {
+		names[i] = l.String()
+	}
+	lockcore.Order().DeclareOrder(names...)
+}
 
 // String returns the level's registry name: "PROJECT", "MAP" or "SKETCH".
 func (l Level) String() string {

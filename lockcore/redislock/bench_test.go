@@ -13,6 +13,7 @@ import (
 	bsm "github.com/bsm/redislock"
 
 	"github.com/locktop/locktop/internal/testenv/redistest"
+	"github.com/locktop/locktop/lockcore"
 )
 
 // BenchmarkAcquireRelease: one uncontended acquire and release, two round
@@ -180,7 +181,7 @@ func BenchmarkHandOver8(b *testing.B) {
 		l := newLocker(b, Options{})
 		handOver(b, 10*time.Millisecond, func(ctx context.Context, waiting func()) (func() error, error) {
 			waiting() // no goroutine can barge ahead of the queue: waiting from the call on
-			k, err := l.Acquire(ctx, "bench", Wait(time.Minute))
+			k, err := l.Acquire(ctx, "bench", lockcore.Wait(time.Minute))
 			if err != nil {
 				return nil, err
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/internal/testenv/redistest"
+	"github.com/locktop/locktop/lockcore"
 )
 
 // lockKind is one kind of the lock family as the cases that apply to every
@@ -112,7 +113,7 @@ func childMain() int {
 	}
 	opt.ContextTimeoutEnabled = true
 	l := New(redis.NewClient(opt), Options{Prefix: s.Prefix, Owner: "doomed-waiter"})
-	if _, err := l.Acquire(context.Background(), s.Key, Wait(s.Wait), TTL(s.TTL)); err != nil {
+	if _, err := l.Acquire(context.Background(), s.Key, lockcore.Wait(s.Wait), lockcore.TTL(s.TTL)); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
@@ -128,7 +129,7 @@ func redisKind(t *testing.T) lockKind {
 		name:  "redislock",
 		bound: HandOverTTL,
 		acquire: func(ctx context.Context, key string, wait time.Duration) (func(context.Context) error, error) {
-			k, err := l.Acquire(ctx, key, Wait(wait))
+			k, err := l.Acquire(ctx, key, lockcore.Wait(wait))
 			if err != nil {
 				return nil, err
 			}

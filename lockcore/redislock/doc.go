@@ -12,15 +12,19 @@
 //	err := locker.With(ctx, key, func(ctx context.Context) error {
 //		return processTurn(ctx, msg) // extended while it runs; ctx cancelled if the hold is lost
 //	})
-//	if errors.Is(err, redislock.ErrNotAcquired) { /* busy: queue, answer "please wait", retry */ }
+//	if errors.Is(err, redislock.ErrTimeout) { /* busy: queue, answer "please wait", retry */ }
 //
 // For a hold that spans the steps of a workflow (the seed's
-// LogicalTurnWorkflow), Acquire in step 1 with TTL(300*time.Second), keep
+// LogicalTurnWorkflow), Acquire in step 1 with lockcore.TTL(300*time.Second), keep
 // lock.Token() in the workflow state, and in the commit or failure step
 // Resume(ctx, key, token) and Release. Acquire never extends a hold by
 // itself: the TTL is the safety net that frees a conversation whose worker
 // died. Extend sets the time left; With extends every third of the TTL.
-// Wait(0), or TryAcquire, is a single try.
+// TryAcquire (and TryWith) is a single try; lockcore.Wait(d) sets one
+// Acquire's wait. The package follows the lock family's contract
+// (lockcore's package doc): its errors match lockcore's sentinels, a Lock is
+// a lockcore.Hold, and a hold's context carries the key, so taking it again
+// with that context is ErrReentrant rather than a wait for itself.
 //
 // # What it guarantees
 //
@@ -63,7 +67,8 @@
 //     key at its next poll (within 500ms). A waiter whose Acquire fails or
 //     is cancelled takes back its registration, or the grant, itself.
 //   - ErrUnavailable (Redis unreachable, or no answer within the wait),
-//     ErrNotAcquired (the key was seen held for the whole wait) and
+//     ErrLocked (a try found the key held), ErrTimeout (the key was seen
+//     held for the whole wait) and
 //     ErrNotHeld (the token lost the key) are distinct; a nil error always
 //     comes with a Lock. With fails closed by default; Options.FailOpen runs
 //     fn unprotected only on ErrUnavailable, and counts it: only when Redis

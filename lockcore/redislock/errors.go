@@ -9,31 +9,39 @@ import (
 	"github.com/locktop/locktop/lockcore"
 )
 
-// The package's errors. Every error it returns wraps at most one of
-// ErrNotAcquired, ErrNotHeld and ErrUnavailable, so "held", "gone" and
-// "Redis unreachable" are never confused; test with errors.Is.
+// The package's errors. Each matches the lock family's sentinel of the
+// same name in lockcore (errors.Is(err, lockcore.ErrLocked) holds for a
+// Redis try that found the key taken, as for an advisory one), and every
+// error the package returns wraps at most one of ErrLocked, ErrTimeout,
+// ErrNotHeld and ErrUnavailable, so "held", "gone" and "Redis unreachable"
+// are never confused.
 var (
-	// ErrNotAcquired: the key was held by another token for the whole wait
-	// (Wait(0): at the single try). When the caller's context ended the wait,
-	// the error wraps the context's error too.
-	ErrNotAcquired = errors.New("redislock: lock not acquired")
+	// ErrLocked: a try (TryAcquire, TryWith) found the key held by another
+	// token.
+	ErrLocked = lockcore.Kin("redislock: lock held by another token", lockcore.ErrLocked)
+	// ErrTimeout: the key was held by another token for the whole wait, or
+	// the caller's deadline ended the wait (the error then wraps
+	// context.DeadlineExceeded too).
+	ErrTimeout = lockcore.Kin("redislock: lock not acquired within the wait", lockcore.ErrTimeout)
 	// ErrNotHeld: the token no longer owns the key (it expired, was
 	// force-released, or another holder has it); nothing was changed.
-	ErrNotHeld = errors.New("redislock: lock not held")
+	ErrNotHeld = lockcore.Kin("redislock: lock not held", lockcore.ErrNotHeld)
 	// ErrUnavailable: Redis could not be reached (connection refused or
 	// lost, pool timeout, no answer within the wait, too many clients).
 	// Whether the lock is free or held is unknown. An error reply (OOM,
 	// BUSY, READONLY, LOADING, CLUSTERDOWN, ...) is not this: Redis is up
 	// and answered, and the error wraps the reply instead.
-	ErrUnavailable = errors.New("redislock: redis unavailable")
+	ErrUnavailable = lockcore.Kin("redislock: redis unavailable", lockcore.ErrUnavailable)
+	// ErrReentrant: the caller's context holds the key already (waiting
+	// would be for itself), or, with a strict lockcore.Order, holds a lock
+	// that must come after this one.
+	ErrReentrant = lockcore.Kin("redislock: lock already held in this context", lockcore.ErrReentrant)
 	// ErrLost is the cause with which a Lock's context is cancelled when the
 	// hold is found lost: its TTL ran out without an extension, an extend
 	// found the key gone or taken, or it was force-released.
-	// It also matches lockcore.ErrLost (errors.Is), the lock family's.
 	ErrLost = lockcore.Kin("redislock: lock lost", lockcore.ErrLost)
 	// ErrReleased is the cause with which a Lock's context is cancelled by
 	// a successful Release.
-	// It also matches lockcore.ErrReleased.
 	ErrReleased = lockcore.Kin("redislock: lock released", lockcore.ErrReleased)
 )
 

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/testenv/redistest"
+	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/redislock"
 )
 
@@ -39,7 +40,7 @@ func Example() {
 		return nil
 	})
 	switch {
-	case errors.Is(err, redislock.ErrNotAcquired):
+	case errors.Is(err, redislock.ErrTimeout):
 		fmt.Println("busy: queue the message or answer 'please wait'")
 	case errors.Is(err, redislock.ErrUnavailable):
 		fmt.Println("Redis is down")
@@ -61,7 +62,7 @@ func Example_workflow() {
 	// Step 1, on pod A.
 	podA := redislock.New(rdb, redislock.Options{Prefix: "example:", Owner: "pod-a"})
 	defer podA.Close()
-	lock, err := podA.Acquire(ctx, key, redislock.Wait(10*time.Second), redislock.TTL(300*time.Second))
+	lock, err := podA.Acquire(ctx, key, lockcore.Wait(10*time.Second), lockcore.TTL(300*time.Second))
 	if err != nil {
 		fmt.Println("mutex acquisition failed:", err)
 		return
@@ -96,7 +97,7 @@ func ExampleLocker_ForceRelease() {
 	key := redislock.SessionKey("tenant-1", "agent-1", "customer-3", "web")
 	crashed := redislock.New(rdb, redislock.Options{Prefix: "example-force:", Owner: "pod-c"})
 	defer crashed.Close()
-	if _, err := crashed.Acquire(ctx, key, redislock.TTL(300*time.Second)); err != nil {
+	if _, err := crashed.Acquire(ctx, key, lockcore.TTL(300*time.Second)); err != nil {
 		fmt.Println(err)
 		return
 	}

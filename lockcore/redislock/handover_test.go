@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
+	"github.com/locktop/locktop/lockcore"
 )
 
 // Issue 31, fault 3: a hand-over was timed from when its notice arrived,
@@ -19,13 +20,13 @@ func TestHandOverEstimateNotLate(t *testing.T) {
 	holder := newLocker(t, Options{Owner: "holder"})
 	waiter := newLocker(t, Options{Prefix: holder.prefix, Owner: "waiter"})
 	ctx := context.Background()
-	k, err := holder.Acquire(ctx, "k", TTL(time.Second))
+	k, err := holder.Acquire(ctx, "k", lockcore.TTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan *Lock, 1)
 	go func() {
-		w, err := waiter.Acquire(ctx, "k", Wait(10*time.Second), TTL(time.Second))
+		w, err := waiter.Acquire(ctx, "k", lockcore.Wait(10*time.Second), lockcore.TTL(time.Second))
 		if err != nil {
 			t.Error(err)
 		}

@@ -352,13 +352,6 @@ func parseRegistration(s string) (deadline time.Time, ttl time.Duration, owner s
 	return time.UnixMilli(dl), time.Duration(t) * time.Millisecond, f[3], true
 }
 
-func prefix6(tok string) string {
-	if len(tok) > 6 {
-		return tok[:6]
-	}
-	return tok
-}
-
 // globEscape escapes SCAN MATCH's special characters.
 func globEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`).Replace(s)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/testenv/redistest"
+	"github.com/locktop/locktop/lockcore"
 )
 
 // Inspect lists held locks with owner, fence, token prefix, TTL and the
@@ -19,7 +20,7 @@ func TestInspect(t *testing.T) {
 	}
 	var locks []*Lock
 	for i := range 5 {
-		k, err := l.Acquire(ctx, fmt.Sprintf("k%d", i), TTL(time.Minute))
+		k, err := l.Acquire(ctx, fmt.Sprintf("k%d", i), lockcore.TTL(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +34,7 @@ func TestInspect(t *testing.T) {
 	w := lockerOn(t, redistest.Client(t), Options{Prefix: l.prefix, Owner: "waiter"})
 	done := make(chan error, 1)
 	go func() {
-		k, err := w.Acquire(ctx, "k0", Wait(30*time.Second))
+		k, err := w.Acquire(ctx, "k0", lockcore.Wait(30*time.Second))
 		if err == nil {
 			err = k.Release(ctx)
 		}
@@ -72,7 +73,7 @@ func TestInspect(t *testing.T) {
 func TestInspectBoundsWaiters(t *testing.T) {
 	l := newLocker(t, Options{})
 	ctx := context.Background()
-	k, err := l.Acquire(ctx, "k", TTL(time.Minute))
+	k, err := l.Acquire(ctx, "k", lockcore.TTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

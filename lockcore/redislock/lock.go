@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/locktop/locktop/lockcore"
 )
 
 // Lock is one grant of a key to a token. Its methods are safe for
@@ -17,6 +19,8 @@ type Lock struct {
 	ks    keyset
 	token string
 	fence int64
+	owner string
+	base  context.Context // what the lock's context derives from: the acquire's values, with the held set
 
 	mu       sync.Mutex
 	deadline time.Time // estimated end of the lease, by this client's clock
@@ -42,7 +46,11 @@ func (k *Lock) watch() context.Context {
 	if k.ctx != nil {
 		return k.ctx
 	}
-	k.ctx, k.cancel = context.WithCancelCause(context.Background())
+	base := k.base
+	if base == nil {
+		base = context.Background()
+	}
+	k.ctx, k.cancel = context.WithCancelCause(base)
 	if k.cause != nil {
 		k.cancel(k.cause)
 		return k.ctx
@@ -103,6 +111,17 @@ func (k *Lock) lose(why string) {
 // Key returns the lock's key, without the prefix.
 func (k *Lock) Key() string { return k.key }
 
+// entry returns the lock's place in the held set of its acquire's context.
+func (k *Lock) entry() *lockcore.Entry {
+	if k.base == nil {
+		return nil // resumed: not acquired in this process
+	}
+	return lockcore.Held(k.base)
+}
+
+// Owner returns the owner id of the Locker that holds it (Options.Owner).
+func (k *Lock) Owner() string { return k.owner }
+
 // Token returns the hold's token: store it in workflow state to Resume,
 // extend or release the hold from a later step or another process.
 func (k *Lock) Token() string { return k.token }
@@ -112,7 +131,8 @@ func (k *Lock) Token() string { return k.token }
 // release), so storage can refuse a stale holder's write by comparing it.
 func (k *Lock) Fence() int64 { return k.fence }
 
-// Context returns a context that is cancelled when the hold ends: with
+// Context returns a context that carries the acquire's values and the held
+// key (for reentrancy and the order check), and is cancelled when the hold ends: with
 // cause ErrLost when it is found lost (its TTL passed without an extension,
 // by this client's estimate; an extend, TTL or release found the key gone or
 // taken; a force release was announced to this Locker), with cause
@@ -224,9 +244,10 @@ func (k *Lock) Release(ctx context.Context) error {
 		return k.l.redisError(k.key, err)
 	}
 	if n < 0 {
+		// Gone or taken: the hold was lost, whether or not it was seen.
 		k.l.observeFailure(ReasonNotHeld)
 		k.lose("the release found it gone or taken")
-		return fmt.Errorf("redislock: releasing %s: %w", k.key, ErrNotHeld)
+		return fmt.Errorf("redislock: releasing %s: %w", k.key, errors.Join(ErrNotHeld, ErrLost))
 	}
 	if n == 1 {
 		k.l.count.handOvers.Add(1)

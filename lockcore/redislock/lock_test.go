@@ -12,6 +12,7 @@ import (
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/internal/testenv/redistest"
+	"github.com/locktop/locktop/lockcore"
 )
 
 // Seed 002's own test: concurrent requests on one session are serialised,
@@ -69,12 +70,12 @@ func TestAutoReleaseAfterTTL(t *testing.T) {
 	l := newLocker(t, Options{})
 	other := newLocker(t, Options{Prefix: l.prefix})
 	ctx := context.Background()
-	k, err := l.Acquire(ctx, "test:timeout", TTL(200*time.Millisecond))
+	k, err := l.Acquire(ctx, "test:timeout", lockcore.TTL(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// No release: the TTL frees it, and the waiter gets it.
-	k2, err := other.Acquire(ctx, "test:timeout", Wait(10*time.Second))
+	k2, err := other.Acquire(ctx, "test:timeout", lockcore.Wait(10*time.Second))
 	if err != nil {
 		t.Fatalf("acquire after the TTL: %v", err)
 	}
@@ -92,7 +93,7 @@ func TestAutoReleaseAfterTTL(t *testing.T) {
 func TestAcquireDoesNotExtend(t *testing.T) {
 	l := newLocker(t, Options{})
 	ctx := context.Background()
-	k, err := l.Acquire(ctx, "k", TTL(150*time.Millisecond))
+	k, err := l.Acquire(ctx, "k", lockcore.TTL(150*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +120,11 @@ func TestAcquireDoesNotExtend(t *testing.T) {
 func TestReleaseAfterExpiryDeletesNothing(t *testing.T) {
 	l := newLocker(t, Options{})
 	ctx := context.Background()
-	k1, err := l.Acquire(ctx, "k", TTL(100*time.Millisecond))
+	k1, err := l.Acquire(ctx, "k", lockcore.TTL(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	k2, err := l.Acquire(ctx, "k", Wait(10*time.Second), TTL(time.Minute))
+	k2, err := l.Acquire(ctx, "k", lockcore.Wait(10*time.Second), lockcore.TTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestReleaseAfterExpiryDeletesNothing(t *testing.T) {
 func TestWrongTokenCannotReleaseOrExtend(t *testing.T) {
 	l := newLocker(t, Options{})
 	ctx := context.Background()
-	k, err := l.Acquire(ctx, "k", TTL(time.Minute))
+	k, err := l.Acquire(ctx, "k", lockcore.TTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestResumeInAnotherLocker(t *testing.T) {
 	podB := lockerOn(t, redistest.Client(t), Options{Prefix: podA.prefix, Owner: "pod-b"})
 	ctx := context.Background()
 	key := SessionKey("t1", "a1", "c1", "web")
-	k, err := podA.Acquire(ctx, key, TTL(300*time.Second))
+	k, err := podA.Acquire(ctx, key, lockcore.TTL(300*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,9 +237,9 @@ func TestFenceStrictlyIncreasing(t *testing.T) {
 	next("the first grant", k)
 	k.Release(ctx)
 
-	k, _ = l.Acquire(ctx, "k", TTL(50*time.Millisecond))
+	k, _ = l.Acquire(ctx, "k", lockcore.TTL(50*time.Millisecond))
 	next("a release", k)
-	k, err = l.Acquire(ctx, "k", Wait(10*time.Second))
+	k, err = l.Acquire(ctx, "k", lockcore.Wait(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +253,7 @@ func TestFenceStrictlyIncreasing(t *testing.T) {
 
 	got := make(chan *Lock)
 	go func() {
-		w, err := l.Acquire(ctx, "k", Wait(10*time.Second))
+		w, err := l.Acquire(ctx, "k", lockcore.Wait(10*time.Second))
 		if err != nil {
 			t.Error(err)
 		}
@@ -329,7 +330,7 @@ func TestHandOverInArrivalOrder(t *testing.T) {
 	for i, name := range names {
 		w := lockerOn(t, redistest.Client(t), Options{Prefix: holder.prefix, Owner: name})
 		wg.Go(func() {
-			lk, err := w.Acquire(ctx, "k", Wait(30*time.Second))
+			lk, err := w.Acquire(ctx, "k", lockcore.Wait(30*time.Second))
 			if err != nil {
 				t.Error(err)
 				return
@@ -362,7 +363,7 @@ func TestHandOverInArrivalOrder(t *testing.T) {
 	}
 }
 
-// Wait(0) is a single try: it neither waits nor registers (the seed's
+// lockcore.Wait(0) is a single try: it neither waits nor registers (the seed's
 // `blocking_timeout or default` turned 0 into the default).
 func TestWaitZeroIsASingleTry(t *testing.T) {
 	l := newLocker(t, Options{Wait: time.Hour})
@@ -372,9 +373,9 @@ func TestWaitZeroIsASingleTry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.Release(ctx)
-	got, err := l.Acquire(ctx, "k", Wait(0))
-	if got != nil || !errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Wait(0) on a held key = %v, %v; want nil and ErrNotAcquired", got, err)
+	got, err := l.TryAcquire(ctx, "k")
+	if got != nil || !errors.Is(err, ErrLocked) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("TryAcquire on a held key = %v, %v; want nil and ErrLocked", got, err)
 	}
 	if st := l.Stats(); st.Waited != 0 || st.Timeouts != 1 {
 		t.Errorf("stats %+v: want no wait and one timeout", st)
@@ -384,7 +385,7 @@ func TestWaitZeroIsASingleTry(t *testing.T) {
 	}
 }
 
-// The wait ends with ErrNotAcquired (never a nil lock with a nil error),
+// The wait ends with ErrTimeout (never a nil lock with a nil error),
 // and leaves no registration behind.
 func TestWaitTimesOut(t *testing.T) {
 	l := newLocker(t, Options{Owner: "me"})
@@ -394,9 +395,9 @@ func TestWaitTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.Release(ctx)
-	got, err := l.Acquire(ctx, "k", Wait(100*time.Millisecond))
-	if got != nil || !errors.Is(err, ErrNotAcquired) {
-		t.Fatalf("= %v, %v; want ErrNotAcquired", got, err)
+	got, err := l.Acquire(ctx, "k", lockcore.Wait(100*time.Millisecond))
+	if got != nil || !errors.Is(err, ErrTimeout) {
+		t.Fatalf("= %v, %v; want ErrTimeout", got, err)
 	}
 	if !strings.Contains(err.Error(), "held by me") {
 		t.Errorf("error %q does not name the holder", err)
@@ -407,7 +408,7 @@ func TestWaitTimesOut(t *testing.T) {
 }
 
 // Cancelling the context of a waiting Acquire ends the wait at once with
-// an error wrapping both ErrNotAcquired and the context's error, and takes
+// an error wrapping the context's error, and takes
 // the waiter out of the queue: the release that follows does not hand the
 // key to it.
 func TestCancelWhileWaiting(t *testing.T) {
@@ -420,15 +421,15 @@ func TestCancelWhileWaiting(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := l.Acquire(wctx, "k", Wait(time.Hour))
+		_, err := l.Acquire(wctx, "k", lockcore.Wait(time.Hour))
 		done <- err
 	}()
 	waitForWaiters(t, l, "k", 1)
 	cancel()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrNotAcquired) || !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled wait: %v; want ErrNotAcquired and context.Canceled", err)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled wait: %v; want context.Canceled", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("cancelled Acquire did not return")
@@ -455,8 +456,8 @@ func TestContextDeadlineWhileWaiting(t *testing.T) {
 	defer k.Release(ctx)
 	dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if _, err := l.Acquire(dctx, "k", Wait(time.Hour)); !errors.Is(err, ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("= %v; want ErrNotAcquired and DeadlineExceeded", err)
+	if _, err := l.Acquire(dctx, "k", lockcore.Wait(time.Hour)); !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("= %v; want ErrTimeout and DeadlineExceeded", err)
 	}
 }
 
@@ -467,7 +468,7 @@ func TestIsLockedAndTTL(t *testing.T) {
 	if held, err := l.IsLocked(ctx, "k"); err != nil || held {
 		t.Fatalf("IsLocked on a free key = %v, %v", held, err)
 	}
-	k, err := l.Acquire(ctx, "k", TTL(10*time.Second))
+	k, err := l.Acquire(ctx, "k", lockcore.TTL(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +514,7 @@ func TestPrefixWithSpaceHandsOver(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() {
-		wk, err := waiter.Acquire(ctx, "k", Wait(30*time.Second))
+		wk, err := waiter.Acquire(ctx, "k", lockcore.Wait(30*time.Second))
 		if err == nil {
 			err = wk.Release(ctx)
 		}
@@ -537,17 +538,17 @@ func TestPrefixWithSpaceHandsOver(t *testing.T) {
 func TestTryAcquire(t *testing.T) {
 	l := newLocker(t, Options{Wait: time.Hour})
 	ctx := context.Background()
-	k, err := l.TryAcquire(ctx, "k", TTL(time.Minute))
+	k, err := l.TryAcquire(ctx, "k", lockcore.TTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer k.Release(ctx)
 	if left, err := k.TTL(ctx); err != nil || left <= 30*time.Second {
-		t.Errorf("TTL(time.Minute) ignored: %v, %v", left, err)
+		t.Errorf("lockcore.TTL(time.Minute) ignored: %v, %v", left, err)
 	}
 	got, err := l.TryAcquire(ctx, "k")
-	if got != nil || !errors.Is(err, ErrNotAcquired) {
-		t.Fatalf("TryAcquire on a held key = %v, %v; want nil and ErrNotAcquired", got, err)
+	if got != nil || !errors.Is(err, ErrLocked) {
+		t.Fatalf("TryAcquire on a held key = %v, %v; want nil and ErrLocked", got, err)
 	}
 	if st := l.Stats(); st.Waited != 0 {
 		t.Errorf("TryAcquire waited: %+v", st)
@@ -592,7 +593,7 @@ func TestErr(t *testing.T) {
 	}
 
 	// A lease that ran out is lost at the first look, not a timer's tick later.
-	k, err = l.Acquire(ctx, "expired", TTL(50*time.Millisecond))
+	k, err = l.Acquire(ctx, "expired", lockcore.TTL(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

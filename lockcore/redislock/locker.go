@@ -1,18 +1,20 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -63,36 +65,55 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 // as a backstop (for expiry and lost notices), at most every 500ms. Waiters
 // are registered in Redis in arrival order, which Inspect shows.
 //
-// The grant lasts the Locker's TTL (or TTL(d)); Acquire never extends it.
-// The error wraps ErrNotAcquired when the key stayed held (and ctx's error
-// when ctx ended the wait), ErrUnavailable when Redis could not be reached;
-// a nil error always comes with a Lock. A failed or cancelled Acquire takes
+// The grant lasts the Locker's TTL (or lockcore.TTL(d)); Acquire never
+// extends it. It waits up to the Locker's Wait, or lockcore.Wait(d). The
+// error wraps ErrTimeout when the key stayed held (and ctx's error when
+// ctx ended the wait), ErrUnavailable when Redis could not be reached; a
+// nil error always comes with a Lock. A failed or cancelled Acquire takes
 // back what it may have left in Redis (a registration, or a grant that
 // raced with the cancellation) before it returns.
-func (l *Locker) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
-	return l.acquire(ctx, key, true, opts...)
+func (l *Locker) Acquire(ctx context.Context, key string, opts ...lockcore.AcquireOption) (*Lock, error) {
+	return l.acquire(ctx, key, true, false, opts...)
 }
 
-// TryAcquire takes key if it is free now: Acquire with a single try
-// (Wait(0)), whatever the Locker's Wait. A held key is an error wrapping
-// ErrNotAcquired, never a nil Lock with a nil error.
-func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
-	return l.acquire(ctx, key, true, slices.Concat(opts, []AcquireOption{Wait(0)})...) // a copy: never the caller's array
+// TryAcquire takes key if it is free now: a single try, whatever the
+// Locker's Wait (lockcore.TTL still sets the grant's TTL). A held key is an
+// error wrapping ErrLocked, never a nil Lock with a nil error.
+func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...lockcore.AcquireOption) (*Lock, error) {
+	return l.acquire(ctx, key, true, true, opts...)
 }
 
-func (l *Locker) acquire(ctx context.Context, key string, observe bool, opts ...AcquireOption) (*Lock, error) {
+// acquireConfig is what one Acquire does: wait 0 is a single try.
+type acquireConfig struct {
+	wait time.Duration
+	ttl  time.Duration
+}
+
+func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opts ...lockcore.AcquireOption) (*Lock, error) {
 	if key == "" {
 		return nil, errors.New("redislock: empty key")
 	}
-	cfg := acquireConfig{wait: l.wait, ttl: l.ttl}
-	for _, o := range opts {
-		o(&cfg)
+	name := l.prefix + key
+	for e := lockcore.Held(ctx); e != nil; e = e.Next() {
+		if e.Kind == lockcore.KindRedis && e.Name == name && e.Hold.Err() == nil {
+			return nil, fmt.Errorf("redislock: %s: %w", key, ErrReentrant)
+		}
 	}
-	if cfg.ttl <= 0 {
-		cfg.ttl = l.ttl
+	class := registry.NameOf(registry.RedisKey, name)
+	if class == "" {
+		class = lockcore.KindRedis
+	}
+	entry, err := lockcore.Check(ctx, lockcore.KindRedis, name, class)
+	if err != nil {
+		return nil, fmt.Errorf("redislock: %s: %w", key, err)
+	}
+	c := lockcore.Resolve(opts...)
+	cfg := acquireConfig{wait: cmp.Or(c.Wait, l.wait), ttl: cmp.Or(c.TTL, l.ttl)}
+	if try {
+		cfg.wait = 0
 	}
 	a := &attempt{l: l, key: key, ks: keysFor(l.prefix, key), tok: rand.Text(), cfg: cfg, observe: observe,
-		ctx: ctx, start: time.Now()}
+		ctx: ctx, entry: entry, start: time.Now()}
 	a.wctx = ctx
 	if cfg.wait > 0 {
 		var cancel context.CancelFunc
@@ -129,6 +150,7 @@ type attempt struct {
 	cfg     acquireConfig
 	observe bool
 	ctx     context.Context // the caller's
+	entry   *lockcore.Entry // the grant's place in the held set
 	wctx    context.Context // the caller's, bounded by the wait
 	start   time.Time
 	holder  string // the holder's owner, as last seen
@@ -218,7 +240,9 @@ func (a *attempt) await(r result) (*Lock, error) {
 // than base.
 func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock {
 	l := a.l
-	k := &Lock{l: l, key: a.key, ks: a.ks, token: a.tok, fence: fence}
+	k := &Lock{l: l, key: a.key, ks: a.ks, token: a.tok, fence: fence, owner: l.owner}
+	a.entry.Hold = k
+	k.base = lockcore.Push(context.WithoutCancel(a.ctx), a.entry)
 	k.start(base, ttl)
 	if a.observe {
 		l.observeAcquire(a.key, time.Since(a.start))
@@ -267,14 +291,15 @@ func (a *attempt) fail(err error) error {
 		// cancellation is the caller's choice and no failure of the lock.
 		if errors.Is(a.ctx.Err(), context.DeadlineExceeded) {
 			note(ReasonTimeout)
+			return fmt.Errorf("redislock: %s not acquired%s: %w", a.key, held, errors.Join(ErrTimeout, context.Cause(a.ctx)))
 		}
-		return fmt.Errorf("redislock: %s not acquired%s: %w", a.key, held, errors.Join(ErrNotAcquired, context.Cause(a.ctx)))
+		return fmt.Errorf("redislock: %s not acquired%s: %w", a.key, held, context.Cause(a.ctx))
 	case (err == nil || ctxErr) && a.seen:
-		note(ReasonTimeout)
+		note(ReasonTimeout) // the metric's reason for a try too (seed 002's reasons)
 		if a.cfg.wait <= 0 {
-			return fmt.Errorf("redislock: %s is held%s: %w", a.key, held, ErrNotAcquired)
+			return fmt.Errorf("redislock: %s is held%s: %w", a.key, held, ErrLocked)
 		}
-		return fmt.Errorf("redislock: %s not acquired within %v%s: %w", a.key, a.cfg.wait, held, ErrNotAcquired)
+		return fmt.Errorf("redislock: %s not acquired within %v%s: %w", a.key, a.cfg.wait, held, ErrTimeout)
 	case err == nil || ctxErr:
 		note(ReasonRedisError)
 		return fmt.Errorf("redislock: %s: no answer from Redis within %v: %w", a.key, a.cfg.wait, ErrUnavailable)
@@ -319,7 +344,7 @@ func (l *Locker) Resume(ctx context.Context, key, token string) (*Lock, error) {
 		l.observeFailure(ReasonRedisError)
 		return nil, l.redisError(key, err)
 	}
-	k := &Lock{l: l, key: key, ks: ks, token: token, fence: fence}
+	k := &Lock{l: l, key: key, ks: ks, token: token, fence: fence, owner: l.owner}
 	k.start(sent, left)
 	return k, nil
 }
@@ -363,7 +388,7 @@ const HealthKey = "health_check_lock"
 func (l *Locker) Healthy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	k, err := l.acquire(ctx, HealthKey, false, Wait(time.Second), TTL(5*time.Second))
+	k, err := l.acquire(ctx, HealthKey, false, false, lockcore.Wait(time.Second), lockcore.TTL(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("redislock: health check: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/locktop/locktop/internal/testenv/redistest"
+	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/registry"
 )
 
@@ -29,10 +30,10 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second.Acquire(ctx, key, Wait(0)) // timeout
+	second.TryAcquire(ctx, key) // timeout
 	waited := make(chan error, 1)
 	go func() {
-		w, err := second.Acquire(ctx, key, Wait(30*time.Second))
+		w, err := second.Acquire(ctx, key, lockcore.Wait(30*time.Second))
 		if err == nil {
 			w.Release(ctx)
 		}
@@ -44,7 +45,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.Release(ctx) // not_held
-	l.Acquire(ctx, "test:session", TTL(time.Minute))
+	l.Acquire(ctx, "test:session", lockcore.TTL(time.Minute))
 	t.Cleanup(func() { rdb.Del(context.Background(), DefaultPrefix+"test:session") })
 
 	if n := testutil.CollectAndCount(reg, "session_lock_acquire_duration_seconds"); n != 2 {

@@ -2,10 +2,9 @@ package redislock
 
 import (
 	"log/slog"
-	"os"
-	"strconv"
 	"time"
 
+	"github.com/locktop/locktop/lockcore"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -19,10 +18,12 @@ type Options struct {
 	// default 30s. Acquire never extends it by itself; With does.
 	TTL time.Duration
 	// Wait is how long Acquire and With wait for a held key; default 5s.
-	// A negative Wait means a single try by default. Per call, Wait(d)
-	// overrides it, and Wait(0) is a single try (never the default).
+	// A negative Wait means a single try by default. Per call,
+	// lockcore.Wait(d) overrides it; TryAcquire and TryWith never wait.
 	Wait time.Duration
-	// Owner says who holds, for monitors and the audit; default "host:pid".
+	// Owner says who holds, for monitors and the audit; default the
+	// process's owner id, lockcore.Owner(), which the process's advisory
+	// locks and leases carry too.
 	Owner string
 	// FailOpen makes With run fn without the lock when Redis is unreachable
 	// (seed 002's fallback), counting it in Stats().FailOpen and logging a
@@ -39,27 +40,6 @@ type Options struct {
 	// Logger, if set, gets a warning for every fail-open run and every hold
 	// found lost.
 	Logger *slog.Logger
-}
-
-// AcquireOption adjusts one Acquire.
-type AcquireOption func(*acquireConfig)
-
-type acquireConfig struct {
-	wait time.Duration
-	ttl  time.Duration
-}
-
-// Wait sets how long this Acquire waits for a held key. 0 means a single
-// try with no waiting (seed 002's `blocking_timeout or default` turned a
-// 0 into the default; this does not).
-func Wait(d time.Duration) AcquireOption {
-	return func(c *acquireConfig) { c.wait = max(d, 0) }
-}
-
-// TTL sets this grant's lease, e.g. 300s for a hold that spans the steps
-// of a workflow (seed 002, "Lock Timeout as Safety Net").
-func TTL(d time.Duration) AcquireOption {
-	return func(c *acquireConfig) { c.ttl = d }
 }
 
 // Defaults.
@@ -87,8 +67,7 @@ func (o Options) withDefaults() Options {
 		o.Wait = 0
 	}
 	if o.Owner == "" {
-		host, _ := os.Hostname()
-		o.Owner = host + ":" + strconv.Itoa(os.Getpid())
+		o.Owner = lockcore.Owner()
 	}
 	return o
 }

@@ -5,16 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/locktop/locktop/lockcore"
 )
 
-// With takes key (waiting up to the Locker's Wait), runs fn while holding
-// it, and releases it when fn returns or panics. While fn runs the hold is
-// extended to the full TTL every third of the TTL, so fn may outlive the
-// TTL. fn's ctx is a child of ctx that is also cancelled, with cause
-// ErrLost, as soon as the hold is found lost: an extend found the key gone
-// or taken, a force release was announced, or Redis stayed unreachable
-// until the lease ran out. fn should stop at once then: another holder may
-// already be running.
+// With takes key (waiting up to the Locker's Wait, or lockcore.Wait(d)),
+// runs fn while holding it, and releases it when fn returns or panics.
+// While fn runs the hold is extended to the full TTL every third of the
+// TTL, so fn may outlive the TTL. fn's ctx is a child of ctx that carries
+// the held key and is also cancelled, with cause ErrLost, as soon as the
+// hold is found lost: an extend found the key gone or taken, a force
+// release was announced, or Redis stayed unreachable until the lease ran
+// out. fn should stop at once then: another holder may already be running.
 //
 // The error is fn's, joined with ErrLost if the hold was lost while fn ran
 // (also when fn returned nil: its work was not protected to the end), and
@@ -22,24 +24,53 @@ import (
 // With returns the Acquire error without running fn; if Redis is
 // unreachable and the Locker has FailOpen, it runs fn without the lock
 // instead (seed 002's fallback; counted in Stats().FailOpen).
-func (l *Locker) With(ctx context.Context, key string, fn func(ctx context.Context) error) (err error) {
-	k, err := l.Acquire(ctx, key)
+func (l *Locker) With(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...lockcore.AcquireOption) error {
+	k, err := l.Acquire(ctx, key, opts...)
 	if err != nil {
-		if l.failOpen && errors.Is(err, ErrUnavailable) {
-			l.count.failOpen.Add(1)
-			if l.log != nil {
-				l.log.Warn("redis unavailable, processing without lock", "key", key, "err", err)
-			}
-			return fn(ctx)
-		}
-		return err
+		return l.openOr(ctx, key, err, fn)
 	}
+	return k.run(ctx, fn)
+}
+
+// TryWith runs fn as With does if key is free now, and reports
+// acquired=false with a nil error when another token holds it or ctx holds
+// it already. Other failures are errors (FailOpen applies as in With).
+func (l *Locker) TryWith(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...lockcore.AcquireOption) (acquired bool, err error) {
+	k, err := l.TryAcquire(ctx, key, opts...)
+	if errors.Is(err, ErrLocked) || errors.Is(err, ErrReentrant) {
+		return false, nil
+	}
+	if err != nil {
+		return false, l.openOr(ctx, key, err, fn)
+	}
+	return true, k.run(ctx, fn)
+}
+
+// openOr returns the acquire's error err, or, with FailOpen and Redis
+// unreachable, runs fn unprotected.
+func (l *Locker) openOr(ctx context.Context, key string, err error, fn func(ctx context.Context) error) error {
+	if l.failOpen && errors.Is(err, ErrUnavailable) {
+		l.count.failOpen.Add(1)
+		if l.log != nil {
+			l.log.Warn("redis unavailable, processing without lock", "key", key, "err", err)
+		}
+		return fn(ctx)
+	}
+	return err
+}
+
+// run runs fn under the held k, extending it, and releases it.
+func (k *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	l, key := k.l, k.key
 	// Listen for a force release of this hold (best effort: without the
 	// listener it is found at the next extend).
 	l.listen()
 	defer l.unlisten()
 
 	kctx := k.Context()
+	if e := k.entry(); e != nil {
+		ctx = lockcore.Carry(ctx, e)
+	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stopCause := context.AfterFunc(kctx, func() { cancel(context.Cause(kctx)) })

@@ -20,7 +20,8 @@ func TestWithExtendsPastTTL(t *testing.T) {
 	ctx := context.Background()
 	var fence int64
 	err := l.With(ctx, "k", func(ctx context.Context) error {
-		// Run for four TTLs; meanwhile nobody else may get the key.
+		// Run for four TTLs; meanwhile nobody else may get the key (another
+		// holder: with an unrelated context, not the body's, which holds it).
 		end := time.After(1200 * time.Millisecond)
 		for {
 			select {
@@ -30,7 +31,7 @@ func TestWithExtendsPastTTL(t *testing.T) {
 				return nil
 			case <-time.After(50 * time.Millisecond):
 			}
-			if k, err := other.Acquire(ctx, "k", Wait(0)); !errors.Is(err, ErrNotAcquired) {
+			if k, err := other.TryAcquire(context.Background(), "k"); !errors.Is(err, ErrLocked) {
 				if k != nil {
 					fence = k.Fence()
 				}
@@ -162,11 +163,11 @@ func TestUnavailable(t *testing.T) {
 	ctx := context.Background()
 	halt()
 	_, err := l.Acquire(ctx, "k")
-	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotAcquired) {
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrLocked) || errors.Is(err, ErrTimeout) {
 		t.Errorf("Acquire = %v, want ErrUnavailable only", err)
 	}
-	if _, err := l.Acquire(ctx, "k", Wait(0)); !errors.Is(err, ErrUnavailable) {
-		t.Errorf("Acquire(Wait(0)) = %v, want ErrUnavailable", err)
+	if _, err := l.TryAcquire(ctx, "k"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Acquire(lockcore.Wait(0)) = %v, want ErrUnavailable", err)
 	}
 	if _, err := l.IsLocked(ctx, "k"); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("IsLocked = %v, want ErrUnavailable", err)
@@ -202,7 +203,7 @@ func TestFailOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	ran := false
-	if err := l.With(ctx, "k", func(context.Context) error { ran = true; return nil }); !errors.Is(err, ErrNotAcquired) || ran {
+	if err := l.With(ctx, "k", func(context.Context) error { ran = true; return nil }); !errors.Is(err, ErrTimeout) || ran {
 		t.Errorf("With on a held key = %v, ran %v: fail-open must not open on a held key", err, ran)
 	}
 	k.Release(ctx)

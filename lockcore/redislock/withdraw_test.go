@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/testenv/redistest"
+	"github.com/locktop/locktop/lockcore"
 )
 
 // refuser is a dialer that can start refusing connections, as a Redis
@@ -68,7 +69,7 @@ func TestRefusedPollWithdraws(t *testing.T) {
 	defer k.Release(ctx)
 	got := make(chan error, 1)
 	go func() {
-		_, err := waiter.Acquire(ctx, "k", Wait(20e9))
+		_, err := waiter.Acquire(ctx, "k", lockcore.Wait(20e9))
 		got <- err
 	}()
 	waitForWaiters(t, holder, "k", 1)

@@ -256,9 +256,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	met.AddPools(func() []model.PoolStats { return []model.PoolStats{poolstats.Of("monitor", mon.Pool(), 0)} })
 	srv := server(t, mon, met)
 
-	locks := lockcore.New(pgtest.Pool(t, nil), lockcore.WithObserver(met.Observer()))
-	if err := locks.With(ctx, lockcore.AgentKey(61), func(ctx context.Context) error {
-		ok, err := locks.TryWith(ctx, lockcore.AgentKey(61), func(context.Context) error { return nil })
+	locks := lockcore.New(pgtest.Pool(t, nil), lockcore.Observe(met.Observer()))
+	if err := locks.With(ctx, lockcore.Pair(registry.SpaceAgent, 61), func(ctx context.Context) error {
+		ok, err := locks.TryWith(ctx, lockcore.Pair(registry.SpaceAgent, 61), func(context.Context) error { return nil })
 		if ok || err != nil {
 			t.Errorf("reentrant TryWith: %v, %v", ok, err)
 		}

@@ -25,7 +25,7 @@
 // Wiring, for any part of locktop that runs lock services:
 //
 //	m := metrics.New()
-//	locks := lockcore.New(pool, lockcore.WithObserver(m.Observer()))
+//	locks := lockcore.New(pool, lockcore.Observe(m.Observer()))
 //	m.AddPools(func() []model.PoolStats { return []model.PoolStats{locks.PoolStats("lock")} })
 //	http.Handle("/metrics", m.Handler())
 package metrics

@@ -110,6 +110,10 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.attempts, m.acquired, m.skipped, m.timeouts, m.reentrant, m.canceled, m.failures, m.phantoms, m.lost,
 		m.wait, m.hold, m.held, m.pollErrors, m.snap, m.pools,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "locktop_lock_order_inversions_total",
+			Help: "Acquires of this process that took locks of two classes in the reverse of an order seen or declared before (lockcore.Order): a deadlock waiting to happen.",
+		}, func() float64 { return float64(lockcore.InversionsTotal()) }),
 	)
 	return m
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
@@ -98,8 +99,8 @@ func expect(t *testing.T, g prometheus.Gatherer, want float64, name string, labe
 func TestLint(t *testing.T) {
 	m := metrics.New()
 	obs := m.Observer()
-	obs(lockcore.Event{Kind: lockcore.EventAcquired, Key: lockcore.AgentKey(1), Blocking: true, Wait: time.Millisecond})
-	obs(lockcore.Event{Kind: lockcore.EventReleased, Key: lockcore.AgentKey(1), Held: time.Millisecond})
+	obs(lockcore.Event{Kind: lockcore.EventAcquired, Key: lockcore.Pair(registry.SpaceAgent, 1), Blocking: true, Wait: time.Millisecond})
+	obs(lockcore.Event{Kind: lockcore.EventReleased, Key: lockcore.Pair(registry.SpaceAgent, 1), Held: time.Millisecond})
 	m.Snapshot(model.Snapshot{Taken: time.Now(), Locks: []model.Lock{{Kind: model.KindAdvisory, Pair: true, Namespace: "AGENT", Granted: true}}})
 	m.AddPools(func() []model.PoolStats { return []model.PoolStats{{Name: "lock"}} })
 	problems, err := testutil.GatherAndLint(m.Registry())
@@ -136,7 +137,7 @@ func TestLint(t *testing.T) {
 func TestObserverCountsEvents(t *testing.T) {
 	m := metrics.New()
 	obs := m.Observer()
-	agent := lockcore.AgentKey(7)
+	agent := lockcore.Pair(registry.SpaceAgent, 7)
 	for _, e := range []lockcore.Event{
 		{Kind: lockcore.EventAttempt, Key: agent, Blocking: true},
 		{Kind: lockcore.EventAcquired, Key: agent, Blocking: true, Wait: 30 * time.Millisecond},
@@ -276,13 +277,13 @@ func TestAgainstTheDatabase(t *testing.T) {
 	m := metrics.New()
 	r := m.Registry()
 	pool := pgtest.Pool(t, nil)
-	locks := lockcore.New(pool, lockcore.WithObserver(m.Observer()), lockcore.WithDefaultTimeout(300*time.Millisecond))
+	locks := lockcore.New(pool, lockcore.Observe(m.Observer()), lockcore.Wait(300*time.Millisecond))
 	m.AddPools(func() []model.PoolStats {
 		return []model.PoolStats{poolstats.Of("lock", locks.Pool(), locks.Waiting())}
 	})
-	key := lockcore.AgentKey(9001)
+	key := lockcore.Pair(registry.SpaceAgent, 9001)
 
-	held, err := locks.Acquire(ctx, key, time.Second)
+	held, err := locks.Acquire(ctx, key, lockcore.Wait(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

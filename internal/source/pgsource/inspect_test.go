@@ -85,7 +85,7 @@ func TestInspectQueue(t *testing.T) {
 	mon := pgtest.Conn(t)
 	db := currentDB(t, mon)
 	key := freshAgent()
-	l, err := s.Acquire(context.Background(), key, 0)
+	l, err := s.Acquire(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestInspectDecodesKeys(t *testing.T) {
 	}
 	var held []*lockcore.Lock
 	for _, k := range keys {
-		l, err := s.Acquire(context.Background(), k, 0)
+		l, err := s.Acquire(context.Background(), k)
 		if err != nil {
 			t.Fatal(err)
 		}

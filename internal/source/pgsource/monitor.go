@@ -86,7 +86,7 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 		firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID][]int32{},
 		// The connection is read-only: no fencing sequence to create or draw from.
 		probeLocks: lockcore.New(pool, lockcore.SharedPool(), lockcore.ApplicationName(""),
-			lockcore.Timeout(ProbeTimeout), lockcore.NoFencing())}
+			lockcore.Wait(ProbeTimeout), lockcore.NoFencing())}
 	if err := m.readInfo(cctx); err != nil {
 		pool.Close()
 		return nil, Describe(err)

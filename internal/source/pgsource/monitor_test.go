@@ -14,6 +14,7 @@ import (
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
@@ -42,7 +43,7 @@ func rowsOf(snap model.Snapshot, label string) []model.Lock {
 func TestPollTracksHeldTimeAndNewWaits(t *testing.T) {
 	m := connect(t, pgtest.DSN(t))
 	ctx := context.Background()
-	key := lockcore.AgentKey(4242)
+	key := lockcore.Pair(registry.SpaceAgent, 4242)
 	holder := pgtest.Conn(t)
 	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(1, 4242)"); err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestConnectErrors(t *testing.T) {
 func TestHeldTimeRestartsOnRetake(t *testing.T) {
 	m := connect(t, pgtest.DSN(t))
 	ctx := context.Background()
-	key := lockcore.AgentKey(4243)
+	key := lockcore.Pair(registry.SpaceAgent, 4243)
 	holder := pgtest.Conn(t)
 	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(1, 4243)"); err != nil {
 		t.Fatal(err)

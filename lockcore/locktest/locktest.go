@@ -1,0 +1,404 @@
+// Package locktest is the lock family's conformance suite: one set of tests
+// that every kind of lock passes (advisory locks, Redis session locks,
+// leases on PostgreSQL and on SQLite, in this package's tests; a kind of
+// one's own, through Run). Kind-specific tests stay beside their kind.
+//
+// What it checks, on a store of the test's own, with two or more holders
+// (Services, Lockers, Managers) on it:
+//
+//   - exclusion under contention: With from several goroutines and holders
+//     never overlaps, and the fences of the grants strictly increase;
+//   - try: TryAcquire of a held lock fails with an error matching
+//     lockcore.ErrLocked and no lock; TryWith reports false without running;
+//   - wait and timeout: Acquire with lockcore.Wait gives up with
+//     lockcore.ErrTimeout, and gets the lock when the holder releases in
+//     time;
+//   - cancellation: cancelling a waiting Acquire ends it with the context's
+//     error, and leaves nothing behind;
+//   - loss: a hold ended from outside (a killed backend, a deleted Redis
+//     key, a deleted lease row) cancels the body's context with cause
+//     lockcore.ErrLost, and With returns an error matching it;
+//   - fences strictly increase across grants, and across a grant to
+//     another holder after a loss (a steal); Release after the loss returns
+//     an error matching lockcore.ErrLost;
+//   - reentrancy: acquiring a lock the context holds fails at once with
+//     lockcore.ErrReentrant (TryWith: false), instead of waiting for itself;
+//   - no leaks: after every test, a fresh holder can take every lock used,
+//     and no goroutine is left.
+package locktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/locktop/locktop/lockcore"
+)
+
+// Locker takes locks of one kind by name, each call as the kind's own
+// does: the adapter of a Service, Locker or Manager.
+type Locker interface {
+	Acquire(ctx context.Context, name string, opts ...lockcore.AcquireOption) (lockcore.Hold, error)
+	TryAcquire(ctx context.Context, name string) (lockcore.Hold, error)
+	With(ctx context.Context, name string, fn func(context.Context) error, opts ...lockcore.AcquireOption) error
+	TryWith(ctx context.Context, name string, fn func(context.Context) error) (bool, error)
+}
+
+// Store is one test's store of a kind: every Locker it opens shares it.
+type Store interface {
+	// Locker opens another holder on the store, closed with the test.
+	Locker(t *testing.T) Locker
+	// Lose ends the hold of name from outside its holder: it kills the
+	// backend, deletes the key or the row.
+	Lose(t *testing.T, name string)
+}
+
+// Kind is one kind of lock under test.
+type Kind struct {
+	Name string
+	// Open gives a test a store of its own.
+	Open func(t *testing.T) Store
+}
+
+// Run runs the suite on kind, each case a subtest.
+func Run(t *testing.T, kind Kind) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			var names []string
+			var st Store
+			t.Run("case", func(t *testing.T) {
+				st = kind.Open(t)
+				names = c.run(t, st)
+				// Nothing left held: a fresh holder takes every lock used.
+				fresh := st.Locker(t)
+				for _, n := range names {
+					h, err := fresh.TryAcquire(ctxT(t), n)
+					if err != nil {
+						t.Errorf("after the case, %s is still held: %v", n, err)
+						continue
+					}
+					if err := h.Release(ctxT(t)); err != nil {
+						t.Errorf("release %s: %v", n, err)
+					}
+				}
+			})
+			if t.Failed() {
+				return
+			}
+			// The store and holders are closed (the subtest's cleanups):
+			// nothing of theirs may still run.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				err := goleak.Find(ignore)
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("goroutines left behind: %v", err)
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
+type testCase struct {
+	name string
+	run  func(t *testing.T, st Store) (names []string)
+}
+
+var cases = []testCase{
+	{"exclusion", exclusion},
+	{"try", try},
+	{"wait and timeout", waitTimeout},
+	{"cancellation", cancellation},
+	{"loss", loss},
+	{"fences", fences},
+	{"reentrancy", reentrancy},
+}
+
+var seq atomic.Int64
+
+// name returns a lock name of the test's own.
+func name(what string) string { return fmt.Sprintf("locktest-%s-%d", what, seq.Add(1)) }
+
+// ctxT is a context for one step, ended with the test.
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// exclusion: 3 holders x 2 goroutines x 5 sections on one lock never
+// overlap, and each section's fence is above the one before.
+func exclusion(t *testing.T, st Store) []string {
+	n := name("excl")
+	var (
+		in    atomic.Int32
+		mu    sync.Mutex
+		last  int64
+		order []int64
+		wg    sync.WaitGroup
+	)
+	for range 3 {
+		l := st.Locker(t)
+		for range 2 {
+			wg.Go(func() {
+				for range 5 {
+					err := l.With(ctxT(t), n, func(ctx context.Context) error {
+						if in.Add(1) != 1 {
+							t.Error("two holders in the section at once")
+						}
+						f := fenceIn(t, ctx)
+						mu.Lock()
+						if f <= last {
+							t.Errorf("fence %d after %d: not strictly increasing", f, last)
+						}
+						last = f
+						order = append(order, f)
+						mu.Unlock()
+						time.Sleep(time.Millisecond) // a little work, so that others queue
+						in.Add(-1)
+						return nil
+					}, lockcore.Wait(50*time.Second))
+					if err != nil {
+						t.Errorf("With: %v", err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if len(order) != 30 {
+		t.Errorf("%d sections ran, want 30", len(order))
+	}
+	return []string{n}
+}
+
+// fenceIn is the fence of the hold a With body's ctx carries: the newest
+// lock of its held set.
+func fenceIn(t *testing.T, ctx context.Context) int64 {
+	e := lockcore.Held(ctx)
+	if e == nil || e.Hold == nil {
+		t.Fatal("the body's context carries no hold")
+		return 0
+	}
+	return e.Hold.Fence()
+}
+
+// try: a held lock is ErrLocked to a try, and TryWith does not run.
+func try(t *testing.T, st Store) []string {
+	n := name("try")
+	a, b := st.Locker(t), st.Locker(t)
+	h, err := a.Acquire(ctxT(t), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.TryAcquire(ctxT(t), n)
+	if got != nil || !errors.Is(err, lockcore.ErrLocked) {
+		t.Errorf("TryAcquire of a held lock = %v, %v; want no lock and ErrLocked", got, err)
+	}
+	if errors.Is(err, lockcore.ErrTimeout) {
+		t.Errorf("a try that found the lock held matches ErrTimeout too: %v", err)
+	}
+	ran := false
+	ok, err := b.TryWith(ctxT(t), n, func(context.Context) error { ran = true; return nil })
+	if ok || err != nil || ran {
+		t.Errorf("TryWith of a held lock = %v, %v (ran %v); want false, nil, not run", ok, err, ran)
+	}
+	if err := h.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	ok, err = b.TryWith(ctxT(t), n, func(context.Context) error { ran = true; return nil })
+	if !ok || err != nil || !ran {
+		t.Errorf("TryWith of a free lock = %v, %v (ran %v); want true, nil, run", ok, err, ran)
+	}
+	return []string{n}
+}
+
+// waitTimeout: a wait ends in ErrTimeout while the lock stays held, and in
+// a grant when it is released in time.
+func waitTimeout(t *testing.T, st Store) []string {
+	n := name("wait")
+	a, b := st.Locker(t), st.Locker(t)
+	h, err := a.Acquire(ctxT(t), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Acquire(ctxT(t), n, lockcore.Wait(300*time.Millisecond))
+	if got != nil || !errors.Is(err, lockcore.ErrTimeout) {
+		t.Fatalf("Acquire(Wait 300ms) of a held lock = %v, %v; want no lock and ErrTimeout", got, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- b.With(ctxT(t), n, func(context.Context) error { return nil }, lockcore.Wait(50*time.Second))
+	}()
+	time.Sleep(50 * time.Millisecond) // let it queue (either way it must get the lock)
+	if err := h.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("a waiter did not get the released lock: %v", err)
+	}
+	return []string{n}
+}
+
+// cancellation: cancelling a waiting Acquire ends it with the context's
+// error at once.
+func cancellation(t *testing.T, st Store) []string {
+	n := name("cancel")
+	a, b := st.Locker(t), st.Locker(t)
+	h, err := a.Acquire(ctxT(t), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan error, 1)
+	go func() {
+		got, err := b.Acquire(ctx, n, lockcore.Wait(time.Hour))
+		if got != nil {
+			_ = got.Release(ctxT(t))
+		}
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled Acquire = %v, want context.Canceled", err)
+		}
+		if errors.Is(err, lockcore.ErrTimeout) {
+			t.Errorf("a cancelled Acquire matches ErrTimeout: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a cancelled Acquire did not return")
+	}
+	if err := h.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	return []string{n}
+}
+
+// loss: a hold ended from outside cancels the body's context with ErrLost,
+// and With returns it.
+func loss(t *testing.T, st Store) []string {
+	n := name("loss")
+	a := st.Locker(t)
+	err := a.With(ctxT(t), n, func(ctx context.Context) error {
+		st.Lose(t, n)
+		select {
+		case <-ctx.Done():
+		case <-time.After(30 * time.Second):
+			t.Fatal("the body's context was not cancelled within 30s of the loss")
+		}
+		if cause := context.Cause(ctx); !errors.Is(cause, lockcore.ErrLost) {
+			t.Errorf("the body's context ended with cause %v, want ErrLost", cause)
+		}
+		return nil
+	})
+	if !errors.Is(err, lockcore.ErrLost) {
+		t.Errorf("With after a loss = %v, want ErrLost", err)
+	}
+	return []string{n}
+}
+
+// fences: each grant's fence is above the last, also for another holder
+// granted the lock after the first lost it; the loser's Release says
+// ErrLost.
+func fences(t *testing.T, st Store) []string {
+	n := name("fence")
+	a, b := st.Locker(t), st.Locker(t)
+	var last int64
+	next := func(who string, h lockcore.Hold) {
+		t.Helper()
+		if f := h.Fence(); f <= last {
+			t.Errorf("%s: fence %d after %d: not strictly increasing", who, f, last)
+		} else {
+			last = f
+		}
+	}
+	for i, l := range []Locker{a, b, a} {
+		h, err := l.Acquire(ctxT(t), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next(fmt.Sprintf("grant %d", i+1), h)
+		if err := h.Release(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A loses its hold; B is granted the lock meanwhile (a steal).
+	ha, err := a.Acquire(ctxT(t), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("before the loss", ha)
+	st.Lose(t, n)
+	hb, err := b.Acquire(ctxT(t), n, lockcore.Wait(50*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("after the loss", hb)
+	if err := hb.Err(); err != nil {
+		t.Errorf("the new holder's hold: %v", err)
+	}
+	if err := hb.Release(ctxT(t)); err != nil {
+		t.Errorf("the new holder's Release: %v", err)
+	}
+	select {
+	case <-ha.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lost hold's Done did not close within 30s")
+	}
+	if err := ha.Err(); !errors.Is(err, lockcore.ErrLost) {
+		t.Errorf("Err of the lost hold = %v, want ErrLost", err)
+	}
+	if err := ha.Release(ctxT(t)); !errors.Is(err, lockcore.ErrLost) {
+		t.Errorf("Release after the loss = %v, want ErrLost", err)
+	}
+	return []string{n}
+}
+
+// reentrancy: a lock the context holds is refused at once, not waited for.
+func reentrancy(t *testing.T, st Store) []string {
+	n := name("reent")
+	a := st.Locker(t)
+	h, err := a.Acquire(ctxT(t), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Owner() == "" {
+		t.Error("a hold with no owner")
+	}
+	inner, cancel := context.WithTimeout(h.Context(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	got, err := a.Acquire(inner, n, lockcore.Wait(20*time.Second))
+	if got != nil || !errors.Is(err, lockcore.ErrReentrant) {
+		t.Errorf("Acquire of a lock the context holds = %v, %v; want no lock and ErrReentrant", got, err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("the reentrant Acquire waited %v before it was refused", time.Since(start))
+	}
+	got, err = a.TryAcquire(inner, n)
+	if got != nil || !errors.Is(err, lockcore.ErrReentrant) {
+		t.Errorf("TryAcquire of a lock the context holds = %v, %v; want ErrReentrant", got, err)
+	}
+	ran := false
+	if ok, err := a.TryWith(inner, n, func(context.Context) error { ran = true; return nil }); ok || err != nil || ran {
+		t.Errorf("TryWith of a lock the context holds = %v, %v (ran %v); want false, nil", ok, err, ran)
+	}
+	if err := h.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	return []string{n}
+}

@@ -1,0 +1,362 @@
+package lockcore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrLockOrder means an acquire would invert the lock order (Order): a
+// class it holds must come after the one asked for. It matches
+// ErrReentrant. Only a strict Order returns it; otherwise inversions are
+// reported and the acquire goes on.
+var ErrLockOrder = Kin("lock order inverted (a held lock's class must come after this one's)", ErrReentrant)
+
+// Inversion is an acquire that closed a cycle in the lock-order graph: it
+// takes a lock of class To while holding one of class From, where the
+// graph already says To comes before From (observed, or declared with
+// DeclareOrder). Two goroutines doing both orders at once can deadlock,
+// whatever kinds the locks are of.
+type Inversion struct {
+	From, To string   // the held class and the class acquired
+	HeldSite string   // where the held lock (From) was acquired
+	Site     string   // where To is acquired now
+	Path     []string // the order the graph had: To ... From
+	PathSite string   // where the graph's first step out of To was first seen ("declared" if declared)
+	FromKind string
+	ToKind   string
+	HeldName string // the held lock, within its kind
+	Name     string // the lock acquired
+	At       time.Time
+}
+
+func (v Inversion) String() string {
+	return fmt.Sprintf("lock order inversion: %s (%s) acquired at %s while holding %s (%s) acquired at %s; the order so far is %v",
+		v.To, v.Name, v.Site, v.From, v.HeldName, v.HeldSite, v.Path)
+}
+
+// Edge is one edge of the lock-order graph: From was held when To was
+// acquired.
+type Edge struct {
+	From, To string
+	Site     string    // where it was first seen ("declared" for DeclareOrder)
+	First    time.Time // when
+	Declared bool
+}
+
+// OrderGraph is the family's lock-order checker: one per process (Order).
+// Acquiring a lock while holding others records, for each held class A,
+// the edge A -> the new lock's class, where a class is the registry name of
+// the lock (AGENT, SESSION, MAP, ...). The first acquire whose edge closes a
+// cycle is reported at once, before any deadlock happens: to the
+// OnInversion functions (an event), to the log with both acquisition
+// sites, and in Inversions (locktop_lock_order_inversions_total). A strict
+// graph (SetStrict, for tests) also refuses that acquire with ErrLockOrder.
+// Nesting locks of the same class (two agents) is not checked: a kind that
+// orders instances does it itself (lease, by id).
+type OrderGraph struct {
+	mu      sync.RWMutex
+	edges   map[[2]string]*Edge
+	out     map[string][]string // adjacency
+	seen    map[[2]string]bool  // inversions reported once per pair
+	hooks   map[int]func(Inversion)
+	hookID  int
+	log     *slog.Logger
+	strict  atomic.Bool
+	off     atomic.Bool
+	count   atomic.Int64
+	history []Inversion
+}
+
+var order = newOrderGraph()
+
+// inversions counts the inversions of every graph of the process.
+var inversions atomic.Int64
+
+// Order returns the process's lock-order graph: the one acquires use unless
+// their context carries another (WithOrder).
+func Order() *OrderGraph { return order }
+
+// InversionsTotal returns how many inversions every graph of the process
+// has reported, cumulative: the counter
+// locktop_lock_order_inversions_total.
+func InversionsTotal() int64 { return inversions.Load() }
+
+func newOrderGraph() *OrderGraph {
+	return &OrderGraph{edges: map[[2]string]*Edge{}, out: map[string][]string{}, seen: map[[2]string]bool{}, hooks: map[int]func(Inversion){}}
+}
+
+// NewOrderGraph returns a graph of its own, with the orders declared on the
+// process's (DeclareOrder), for code that wants its inversions apart (the
+// simulator, per run): give it to acquires with WithOrder.
+func NewOrderGraph() *OrderGraph {
+	g := newOrderGraph()
+	for _, e := range order.Edges() {
+		if e.Declared {
+			g.add(&Edge{From: e.From, To: e.To, Site: "declared", First: e.First, Declared: true})
+		}
+	}
+	return g
+}
+
+type orderKey struct{}
+
+// WithOrder returns a context whose acquires (of every kind) record their
+// order in g instead of the process's graph.
+func WithOrder(ctx context.Context, g *OrderGraph) context.Context {
+	return context.WithValue(ctx, orderKey{}, g)
+}
+
+// orderOf is the graph ctx's acquires use.
+func orderOf(ctx context.Context) *OrderGraph {
+	if g, ok := ctx.Value(orderKey{}).(*OrderGraph); ok {
+		return g
+	}
+	return order
+}
+
+// DeclareOrder declares that classes are taken in the order given (each
+// before the next), like Go's runtime lock ranks: taking them the other way
+// round is an inversion from its first occurrence, before the right order
+// was ever observed. lockcore/lease declares PROJECT, MAP, SKETCH.
+func (g *OrderGraph) DeclareOrder(classes ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i := 1; i < len(classes); i++ {
+		k := [2]string{classes[i-1], classes[i]}
+		if e, ok := g.edges[k]; ok {
+			e.Declared = true
+			continue
+		}
+		g.add(&Edge{From: k[0], To: k[1], Site: "declared", First: time.Now(), Declared: true})
+	}
+}
+
+// SetStrict makes an acquire that inverts the order fail with ErrLockOrder
+// (for tests); by default it is reported and goes on.
+func (g *OrderGraph) SetStrict(on bool) { g.strict.Store(on) }
+
+// SetEnabled turns the check on (the default) or off.
+func (g *OrderGraph) SetEnabled(on bool) { g.off.Store(!on) }
+
+// SetLogger sets where inversions are logged (default slog.Default()).
+func (g *OrderGraph) SetLogger(l *slog.Logger) {
+	g.mu.Lock()
+	g.log = l
+	g.mu.Unlock()
+}
+
+// OnInversion adds a function called with every inversion, once per pair of
+// classes, on the acquiring goroutine. It returns a function that removes it.
+func (g *OrderGraph) OnInversion(fn func(Inversion)) (remove func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hookID++
+	id := g.hookID
+	g.hooks[id] = fn
+	return func() {
+		g.mu.Lock()
+		delete(g.hooks, id)
+		g.mu.Unlock()
+	}
+}
+
+// Inversions returns how many inversions have been reported, cumulative
+// (the counter locktop_lock_order_inversions_total).
+func (g *OrderGraph) Inversions() int64 { return g.count.Load() }
+
+// History returns the inversions reported so far, oldest first (at most
+// the first 100).
+func (g *OrderGraph) History() []Inversion {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return slices.Clone(g.history)
+}
+
+// Edges returns the graph's edges, sorted.
+func (g *OrderGraph) Edges() []Edge {
+	g.mu.RLock()
+	out := make([]Edge, 0, len(g.edges))
+	for _, e := range g.edges {
+		out = append(out, *e)
+	}
+	g.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Edge) int {
+		if a.From != b.From {
+			if a.From < b.From {
+				return -1
+			}
+			return 1
+		}
+		if a.To < b.To {
+			return -1
+		} else if a.To > b.To {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Reset forgets every observed edge, inversion and count, keeping the
+// declared edges (for tests and simulator runs).
+func (g *OrderGraph) Reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old := g.edges
+	g.edges, g.out, g.seen, g.history = map[[2]string]*Edge{}, map[string][]string{}, map[[2]string]bool{}, nil
+	for _, e := range old {
+		if e.Declared {
+			g.add(&Edge{From: e.From, To: e.To, Site: "declared", First: e.First, Declared: true})
+		}
+	}
+	g.count.Store(0)
+}
+
+// Handler serves the graph as JSON, {"edges": [...], "inversions": [...]},
+// for an application to mount (e.g. at /debug/lockorder), so a monitor can
+// merge the graphs of several processes.
+func (g *OrderGraph) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(struct {
+			Edges      []Edge      `json:"edges"`
+			Inversions []Inversion `json:"inversions"`
+		}{g.Edges(), g.History()})
+	})
+}
+
+// add puts e in the graph; g.mu is held.
+func (g *OrderGraph) add(e *Edge) {
+	k := [2]string{e.From, e.To}
+	g.edges[k] = e
+	g.out[e.From] = append(g.out[e.From], e.To)
+}
+
+// check records the edges from the classes held in h to e's class and reports an
+// inversion. The usual case, every edge known already, takes the read lock
+// once and allocates nothing.
+func (g *OrderGraph) check(h *Entry, e *Entry) error {
+	if g.off.Load() {
+		return nil
+	}
+	known := true
+	g.mu.RLock()
+	for x := h; x != nil; x = x.next {
+		if x.Class == e.Class || x.Class == "" {
+			continue
+		}
+		if _, ok := g.edges[[2]string{x.Class, e.Class}]; !ok {
+			known = false
+			break
+		}
+	}
+	g.mu.RUnlock()
+	if known {
+		return nil
+	}
+	return g.learn(h, e)
+}
+
+// learn adds the new edges from the classes held in h to e's class, and
+// reports the first that closes a cycle.
+func (g *OrderGraph) learn(h *Entry, e *Entry) error {
+	var found []Inversion
+	g.mu.Lock()
+	for x := h; x != nil; x = x.next {
+		if x.Class == e.Class || x.Class == "" || (x.Hold != nil && x.Hold.Err() != nil) {
+			continue
+		}
+		k := [2]string{x.Class, e.Class}
+		if _, ok := g.edges[k]; ok {
+			continue
+		}
+		// Does the graph already lead from e's class to the held one?
+		path := g.path(e.Class, x.Class)
+		if path != nil && !g.seen[k] {
+			g.seen[k] = true
+			first := g.edges[[2]string{path[0], path[1]}]
+			found = append(found, Inversion{
+				From: x.Class, To: e.Class, HeldSite: x.Site(), Site: siteOf(e.site[:]),
+				Path: path, PathSite: first.Site, FromKind: x.Kind, ToKind: e.Kind,
+				HeldName: x.Name, Name: e.Name, At: time.Now(),
+			})
+		}
+		g.add(&Edge{From: x.Class, To: e.Class, Site: siteOf(e.site[:]), First: time.Now()})
+	}
+	hooks := make([]func(Inversion), 0, len(g.hooks))
+	for _, fn := range g.hooks {
+		hooks = append(hooks, fn)
+	}
+	log := g.log
+	for _, v := range found {
+		if len(g.history) < 100 {
+			g.history = append(g.history, v)
+		}
+	}
+	g.mu.Unlock()
+	if len(found) == 0 {
+		return nil
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	for _, v := range found {
+		g.count.Add(1)
+		inversions.Add(1)
+		log.Error("lock order inversion", "held", v.From, "held_lock", v.HeldName, "held_at", v.HeldSite,
+			"acquired", v.To, "lock", v.Name, "acquired_at", v.Site, "order", v.Path, "order_seen_at", v.PathSite)
+		for _, fn := range hooks {
+			callHook(log, fn, v)
+		}
+	}
+	if g.strict.Load() {
+		return fmt.Errorf("%w: %s", ErrLockOrder, found[0])
+	}
+	return nil
+}
+
+// path returns a path from a to b in the graph (a first), or nil; g.mu is
+// held.
+func (g *OrderGraph) path(a, b string) []string {
+	prev := map[string]string{a: ""}
+	queue := []string{a}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, m := range g.out[n] {
+			if _, ok := prev[m]; ok {
+				continue
+			}
+			prev[m] = n
+			if m == b {
+				var p []string
+				for c := b; c != ""; c = prev[c] {
+					p = append(p, c)
+				}
+				slices.Reverse(p)
+				return p
+			}
+			queue = append(queue, m)
+		}
+	}
+	return nil
+}
+
+func callHook(log *slog.Logger, fn func(Inversion), v Inversion) {
+	defer func() {
+		if r := recover(); r != nil {
+			buf := make([]byte, 2048)
+			buf = buf[:runtime.Stack(buf, false)]
+			log.Error("lock order hook panicked", "panic", fmt.Sprint(r), "stack", string(buf))
+		}
+	}()
+	fn(v)
+}
