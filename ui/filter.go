@@ -16,6 +16,7 @@ import (
 //	app:TEXT            the application name contains TEXT
 //	pid:N               the backend's pid is N
 //	kind:TEXT           the lock's kind contains TEXT ("kind:lease")
+//	server:NAME         the lock is of target NAME (several targets)
 //	TEXT                any of the above, or the owner; a number also matches
 //	                    the pid exactly
 //
@@ -25,7 +26,7 @@ import (
 // it; the hash is of the text as typed, case kept.
 type filter struct {
 	raw   string
-	field string // "ns", "app", "pid", "kind" or "" for any
+	field string // "ns", "app", "pid", "kind", "server" or "" for any
 	text  string // lower-cased
 	pid   int64
 	isPID bool
@@ -56,6 +57,9 @@ func parseFilter(s string) filter {
 			s = rest
 		case "kind":
 			f.field = "kind"
+			s = rest
+		case "server":
+			f.field = "server"
 			s = rest
 		}
 	}
@@ -109,6 +113,8 @@ func (f filter) match(l *model.Lock) bool {
 		return f.isPID && int64(l.PID) == f.pid
 	case "kind":
 		return containsFold(string(l.Kind), f.text)
+	case "server":
+		return strings.ToLower(l.Server) == f.text
 	}
 	return (f.isPID && int64(l.PID) == f.pid) ||
 		f.matchKey(l) ||
