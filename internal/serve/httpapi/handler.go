@@ -167,6 +167,16 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 	if !res.at.IsZero() {
 		hb.Age = seconds(max(time.Since(res.at), 0))
 	}
+	if h.d.Targets != nil {
+		hb.Targets = h.d.Targets()
+		for i := range hb.Targets {
+			t := &hb.Targets[i]
+			t.Error = oneLine(t.Error)
+			if !t.Up && hb.Status == "ok" {
+				hb.Status, hb.Reason = "degraded", t.Name+": "+t.Error
+			}
+		}
+	}
 	if h.d.Latest != nil {
 		if snap, ok := h.d.Latest.Newest(); ok && len(snap.Sources) > 1 {
 			doc := NewLocksDocument(model.Snapshot{Sources: snap.Sources}, model.ServerInfo{})
@@ -175,16 +185,6 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 				if !s.OK && hb.Status == "ok" {
 					hb.Status, hb.Reason = "degraded", s.Name+": "+s.Error
 				}
-			}
-		}
-	}
-	if h.d.Targets != nil {
-		hb.Targets = h.d.Targets()
-		for i := range hb.Targets {
-			t := &hb.Targets[i]
-			t.Error = oneLine(t.Error)
-			if !t.Up && hb.Status == "ok" {
-				hb.Status, hb.Reason = "degraded", t.Name+": "+t.Error
 			}
 		}
 	}

@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/locktop/locktop/internal/serve/httpapi"
+	"github.com/locktop/locktop/internal/source/pgsource"
+	"github.com/locktop/locktop/internal/testenv/pgcluster"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
+)
+
+// startClusters starts n throw-away servers of the test's own, at once.
+func startClusters(t *testing.T, n int) []*pgcluster.Cluster {
+	t.Helper()
+	cs := make([]*pgcluster.Cluster, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range cs {
+		wg.Go(func() { cs[i], errs[i] = pgcluster.Start(context.Background(), pgcluster.Options{}) })
+	}
+	wg.Wait()
+	for i, c := range cs {
+		if c != nil {
+			t.Cleanup(func() { _ = c.Stop() })
+		}
+		if errs[i] != nil {
+			t.Fatalf("no server of the test's own: %v", errs[i])
+		}
+	}
+	return cs
+}
+
+// advisoryQueue makes a queue on advisory key (7, n) of c: one session holds it,
+// waiters more wait for it. The test's end lets them go.
+func advisoryQueue(t *testing.T, c *pgcluster.Cluster, n, waiters int) {
+	t.Helper()
+	ctx := context.Background()
+	holder := appConn(t, c, "pile.holder")
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(7, $1)", n); err != nil {
+		t.Fatal(err)
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	for range waiters {
+		cn := appConn(t, c, "pile.waiter")
+		done := make(chan struct{})
+		t.Cleanup(func() { cancel(); <-done })
+		go func() {
+			defer close(done)
+			_, _ = cn.Exec(bctx, "SELECT pg_advisory_lock(7, $1)", n)
+		}()
+	}
+	pgtest.Eventually(t, "the waiters queue", func() bool {
+		var got int
+		err := holder.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&got)
+		return err == nil && got == waiters
+	})
+}
+
+// monitorPIDs are the backends of locktop's monitor on c.
+func monitorPIDs(t *testing.T, admin *pgx.Conn) []int32 {
+	t.Helper()
+	rows, err := admin.Query(context.Background(), "SELECT pid FROM pg_stat_activity WHERE application_name LIKE $1 ORDER BY pid", pgsource.ApplicationName+"%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pids
+}
+
+// serve --target a=… --target b=… --target c=…: /api/locks names each
+// lock's server, a pile-up on b shows as b's; each target is watched over
+// one persistent connection (the same backends over many polls: no
+// churn); with c stopped, /healthz says c is down while a and b are up and
+// fresh, and /metrics labels each target's gauges with its server; started
+// again, c is up again.
+func TestServeCollectsSeveralTargets(t *testing.T) {
+	cs := startClusters(t, 3)
+	names := []string{"a", "b", "c"}
+	advisoryQueue(t, cs[1], 1, 3)
+	held := appConn(t, cs[0], "hold.a")
+	if _, err := held.Exec(context.Background(), "SELECT pg_advisory_lock(7, 99)"); err != nil {
+		t.Fatal(err)
+	}
+
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	errc := make(chan error, 1)
+	args := []string{"--http", "127.0.0.1:0", "--interval", "100ms"}
+	for i, c := range cs {
+		args = append(args, "--target", names[i]+"="+c.DSN("postgres"))
+	}
+	go func() { errc <- runServe(sctx, args, &stdout, &stderr) }()
+	base := waitURL(t, &stdout, errc)
+	if !strings.Contains(stdout.String(), "collecting from 3 servers: a, b, c") {
+		t.Errorf("serve's first line: %q", stdout.String())
+	}
+	// locks is /api/locks, once a source has answered (503 before).
+	locks := func() httpapi.LocksDocument {
+		t.Helper()
+		code, body := httpGet(t, base+"/api/locks")
+		var doc httpapi.LocksDocument
+		if err := json.Unmarshal(body, &doc); err != nil || (code != http.StatusOK && code != http.StatusServiceUnavailable) {
+			t.Fatalf("/api/locks: %d %s (%v)", code, body, err)
+		}
+		return doc
+	}
+	health := func() (int, httpapi.Health) {
+		t.Helper()
+		code, body := httpGet(t, base+"/healthz")
+		var h httpapi.Health
+		if err := json.Unmarshal(body, &h); err != nil {
+			t.Fatalf("/healthz: %d %s (%v)", code, body, err)
+		}
+		return code, h
+	}
+	var doc httpapi.LocksDocument
+	pgtest.Eventually(t, "every target's locks in /api/locks", func() bool {
+		doc = locks()
+		return len(doc.Locks) == 5
+	})
+	for _, l := range doc.Locks {
+		want := "b"
+		if l.Key == "7 99" {
+			want = "a"
+		}
+		if l.Server != want {
+			t.Errorf("lock %s (%s, granted %v): server %q, want %q", l.Key, l.Source, l.Granted, l.Server, want)
+		}
+		if !strings.HasPrefix(l.Source, want+"/") {
+			t.Errorf("lock %s: source %q, want %s/…", l.Key, l.Source, want)
+		}
+	}
+	if doc.Waiting != 3 {
+		t.Errorf("waiting %d, want 3 (b's queue)", doc.Waiting)
+	}
+
+	// One monitor connection per target, the same over many polls.
+	admins := make([]*pgx.Conn, len(cs))
+	first := make([][]int32, len(cs))
+	for i, c := range cs {
+		admins[i] = appConn(t, c, "e2e.admin")
+		first[i] = monitorPIDs(t, admins[i])
+	}
+	waitPolls(t, base, 20)
+	for i := range cs {
+		now := monitorPIDs(t, admins[i])
+		t.Logf("target %s: locktop's backends %v", names[i], now)
+		if !slices.Equal(now, first[i]) {
+			t.Errorf("target %s: locktop's backends went from %v to %v over 20 polls: connection churn", names[i], first[i], now)
+		}
+		if len(now) == 0 || len(now) > 2 {
+			t.Errorf("target %s: %d locktop backends %v, want one monitor connection (and at most the lease check's)", names[i], len(now), now)
+		}
+	}
+
+	code, h := health()
+	if code != http.StatusOK || h.Status != "ok" || len(h.Targets) != 3 {
+		t.Fatalf("/healthz with every target up: %d %+v", code, h)
+	}
+	cs[2].Down()
+	pgtest.Eventually(t, "c down in /healthz", func() bool {
+		_, h = health()
+		return len(h.Targets) == 3 && !h.Targets[2].Up
+	})
+	if h.Status != "degraded" || !strings.HasPrefix(h.Reason, "c: ") {
+		t.Errorf("/healthz with c down: status %q reason %q, want degraded, c's", h.Status, h.Reason)
+	}
+	for _, tg := range h.Targets[:2] {
+		if !tg.Up || !tg.Fresh {
+			t.Errorf("/healthz with c down: %+v, want up and fresh", tg)
+		}
+	}
+	if h.Targets[2].Fresh || h.Targets[2].Error == "" {
+		t.Errorf("/healthz: c %+v, want not fresh, with its error", h.Targets[2])
+	}
+	// a and b keep updating: their newest answers are newer than c's fall.
+	down := time.Now()
+	pgtest.Eventually(t, "a and b answer after c fell", func() bool {
+		_, h = health()
+		return h.Targets[0].Fresh && h.Targets[1].Fresh && time.Duration(h.Targets[1].Age*float64(time.Second)) < time.Since(down)
+	})
+	_, metrics := httpGet(t, base+"/metrics")
+	for _, want := range []string{`locktop_snapshot_locks_waiting{database="postgres",kind="advisory",namespace="7",server="b"} 3`,
+		`locktop_source_up{server="c",source="postgres"} 0`, `locktop_source_up{server="a",source="postgres"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	if err := cs[2].Up(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, "c up again in /healthz", func() bool {
+		code, h = health()
+		return code == http.StatusOK && h.Status == "ok" && h.Targets[2].Up && h.Targets[2].Fresh
+	})
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPolls waits until the collector has published n more snapshots.
+func waitPolls(t *testing.T, base string, n int) {
+	t.Helper()
+	taken := func() time.Time {
+		_, body := httpGet(t, base+"/api/locks")
+		var doc httpapi.LocksDocument
+		_ = json.Unmarshal(body, &doc)
+		return doc.Taken
+	}
+	last, seen := taken(), 0
+	deadline := time.Now().Add(60 * time.Second)
+	for seen < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d polls in a minute", seen, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if now := taken(); now.After(last) {
+			last, seen = now, seen+1
+		}
+	}
+}
