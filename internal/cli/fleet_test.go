@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,8 @@ import (
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/testenv/pgcluster"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
+	"github.com/locktop/locktop/internal/testenv/redistest"
+	"github.com/locktop/locktop/lockcore/redislock"
 )
 
 // startClusters starts n throw-away servers of the test's own, at once.
@@ -39,23 +42,28 @@ func startClusters(t *testing.T, n int) []*pgcluster.Cluster {
 	return cs
 }
 
-// advisoryQueue makes a queue on advisory key (7, n) of c: one session holds it,
-// waiters more wait for it. The test's end lets them go.
-func advisoryQueue(t *testing.T, c *pgcluster.Cluster, n, waiters int) {
+// advisoryQueue makes a queue on advisory key (space, n) of c: one
+// session holds it, waiters more wait for it. The test's end lets them go.
+func advisoryQueue(t *testing.T, c *pgcluster.Cluster, n, waiters int, space ...int) {
 	t.Helper()
 	ctx := context.Background()
+	sp := 7
+	if len(space) > 0 {
+		sp = space[0]
+	}
 	holder := appConn(t, c, "pile.holder")
-	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(7, $1)", n); err != nil {
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($2, $1)", n, sp); err != nil {
 		t.Fatal(err)
 	}
 	bctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
 	for range waiters {
 		cn := appConn(t, c, "pile.waiter")
 		done := make(chan struct{})
 		t.Cleanup(func() { cancel(); <-done })
 		go func() {
 			defer close(done)
-			_, _ = cn.Exec(bctx, "SELECT pg_advisory_lock(7, $1)", n)
+			_, _ = cn.Exec(bctx, "SELECT pg_advisory_lock($2, $1)", n, sp)
 		}()
 	}
 	pgtest.Eventually(t, "the waiters queue", func() bool {
@@ -231,5 +239,71 @@ func waitPolls(t *testing.T, base string, n int) {
 		if now := taken(); now.After(last) {
 			last, seen = now, seen+1
 		}
+	}
+}
+
+// The fleet in one pane, in a terminal: three servers and a Redis. A
+// pile-up on the second shows with its server's name; the third stopped
+// shows its own banner, only that one, and the others keep updating;
+// started again, its banner goes.
+func TestDashboardFleetEndToEnd(t *testing.T) {
+	bin := buildLocktop(t)
+	ctx := context.Background()
+	cs := startClusters(t, 3)
+	rs := redistest.Private(t)
+	term := startTerminal(t, termOptions{Width: 120, Height: 32}, bin,
+		"--target", "a="+cs[0].DSN("postgres"), "--target", "b="+cs[1].DSN("postgres"), "--target", "c="+cs[2].DSN("postgres"),
+		"--redis", rs.URL(), "--interval", "500ms", "--log", filepath.Join(t.TempDir(), "locktop.log"))
+	term.AwaitText(60*time.Second, "3 servers · 3 up", "none waiting")
+
+	// A Redis session mutex beside a, and a pile-up of AGENT 4712 on b.
+	lk := redislock.New(redistest.ClientOf(t, rs), redislock.Options{Owner: "fleet-e2e", TTL: time.Minute})
+	defer lk.Close()
+	held, err := lk.Acquire(ctx, redislock.SessionKey("t1", "a1", "c1", "web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	advisoryQueue(t, cs[1], 4712, 3, 1)
+	screen := term.Await("b's pile-up under b, a's Redis key under a", 30*time.Second, func(s string) bool {
+		return hasLine(s, " b ", "AGENT 4712", "ROOT") && hasLine(s, " a ", "sesslock:") && strings.Contains(s, "3 waiting (b 3)")
+	})
+	if !strings.Contains(screen, "SERVER") {
+		t.Errorf("no SERVER column:\n%s", screen)
+	}
+
+	// c stops: its banner, and no other.
+	cs[2].Down()
+	screen = term.AwaitText(30*time.Second, "c/postgres: no connection", "down (c)")
+	if n := strings.Count(screen, "no connection"); n != 1 {
+		t.Errorf("%d banners with c down, want c's only:\n%s", n, screen)
+	}
+	// The others keep updating: a new hold on a shows while c is down.
+	hold := appConn(t, cs[0], "fleet.later")
+	if _, err := hold.Exec(ctx, "SELECT pg_advisory_lock(1, 4713)"); err != nil {
+		t.Fatal(err)
+	}
+	term.Await("a's new hold while c is down", 30*time.Second, func(s string) bool {
+		return hasLine(s, " a ", "AGENT 4713") && strings.Contains(s, "c/postgres: no connection")
+	})
+
+	// c back: the banner goes.
+	if err := cs[2].Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	screen = term.AwaitGone(90*time.Second, "c/postgres: no connection")
+	term.AwaitText(30*time.Second, "3 servers · 3 up")
+
+	// v shows b alone, then c, then every server again.
+	term.Keys("v")
+	term.AwaitText(10*time.Second, "server a alone")
+	term.Keys("v")
+	screen = term.AwaitText(10*time.Second, "server b alone")
+	if !hasLine(screen, " b ", "AGENT 4712") || hasLine(screen, "AGENT 4713", "holds") {
+		t.Errorf("server b alone shows another server's lock, or not its own:\n%s", screen)
+	}
+	term.Keys("q")
+	if code := term.AwaitExit(30 * time.Second); code != 0 {
+		t.Errorf("exit code %d", code)
 	}
 }
