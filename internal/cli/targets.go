@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,8 +65,12 @@ func (f *targetFlags) resolve(conn *connFlags, srcs SourceConfig) ([]Target, err
 	}
 	for _, t := range *f.targets {
 		name, dsn, ok := strings.Cut(t, "=")
+		if slices.Contains(connKeywords, name) {
+			return nil, usagef("--target %s=…: the target's name comes first: --target NAME=%s", name, name+"=…")
+		}
 		if !ok || dsn == "" {
-			return nil, usagef("--target %q: give NAME=CONNINFO, e.g. --target orders=\"host=db1 dbname=orders\" or --target orders=service=orders", name)
+			// Not echoed: it may be a URL with a password.
+			return nil, usagef("--target: give NAME=CONNINFO, e.g. --target orders=\"host=db1 dbname=orders\" or --target orders=service=orders")
 		}
 		out = append(out, Target{Name: name, DSN: dsn, Sources: SourceConfig{Timeout: srcs.Timeout}})
 	}
@@ -75,6 +80,10 @@ func (f *targetFlags) resolve(conn *connFlags, srcs SourceConfig) ([]Target, err
 	return out, checkTargets(out)
 }
 
+// connKeywords are libpq's commonest keywords: a --target that starts with
+// one has left out its name.
+var connKeywords = []string{"host", "hostaddr", "port", "dbname", "user", "password", "service", "servicefile", "sslmode", "connect_timeout", "application_name", "postgres", "postgresql"}
+
 // checkTargets refuses a bad name, a name given twice, and a connection
 // string that cannot be parsed (a service file that does not have the
 // service, too): one line, no password.
@@ -82,7 +91,8 @@ func checkTargets(ts []Target) error {
 	seen := map[string]bool{}
 	for _, t := range ts {
 		if !targetName.MatchString(t.Name) {
-			return usagef("target name %q: use up to 32 letters, digits, '.', '_' or '-', starting with a letter or digit", t.Name)
+			// Not echoed: a URL given without a name may carry a password.
+			return usagef("a target's name (before the first '=') has up to 32 letters, digits, '.', '_' or '-', starting with a letter or digit: give NAME=CONNINFO")
 		}
 		if seen[t.Name] {
 			return usagef("target %q is named twice", t.Name)
