@@ -60,6 +60,7 @@ func main() {
 	rounds := flag.Int("rounds", 7, "alternating rounds per pairing (medians and the spread of per-round ratios are reported)")
 	benchtime := flag.Duration("benchtime", time.Second, "duration of each Go benchmark and pgbench run in a round")
 	simDur := flag.Duration("sim-duration", 60*time.Second, "duration of the simulator scale run (0 skips it)")
+	flag.IntVar(&collectorTargets, "collector-targets", collectorTargets, "throw-away servers the collector watches (fewer on a loaded machine)")
 	flag.Func("only", "run only the steps whose name matches this regular expression (e.g. 'lease')", func(v string) (err error) {
 		only, err = regexp.Compile(v)
 		return err
@@ -150,6 +151,7 @@ var steps = []struct {
 	{"Redis session mutex", redisMutex},
 	{"one pane", onePane},
 	{"at rest beside pg_activity", restBeside},
+	{"collector", collector},
 }
 
 func (r *runner) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {

@@ -4,8 +4,12 @@ import (
 	"context"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/internal/source/pgsource"
+	"github.com/locktop/locktop/lockcore/lease"
 	"github.com/locktop/locktop/model"
 )
 
@@ -38,7 +42,11 @@ func (m *member) connect(ctx context.Context) (*pgsource.Monitor, error) {
 	if mon := m.current(); mon != nil {
 		return mon, nil
 	}
-	mon, err := openMonitor(ctx, m.dsn)
+	var opts pgsource.Options
+	if m.name != "" {
+		opts.MaxConns = 1 // one connection per target of a fleet
+	}
+	mon, err := openMonitor(ctx, m.dsn, opts)
 	if err != nil {
 		return nil, m.red.err(err)
 	}
@@ -145,3 +153,30 @@ func (s serverSource) Poll(ctx context.Context) (model.Snapshot, error) {
 	stamp(&snap, s.server)
 	return snap, err
 }
+
+// leaseQuerier reads the target's own lease tables over its monitor's
+// connection (connecting it first if it must).
+func (m *member) leaseQuerier() lease.Querier { return memberQuerier{m} }
+
+type memberQuerier struct{ m *member }
+
+func (q memberQuerier) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	mon, err := q.m.connect(ctx)
+	if err != nil {
+		return failedBatch{err}
+	}
+	return mon.Pool().SendBatch(ctx, b)
+}
+
+// failedBatch is a batch that could not be sent: every result is its error.
+type failedBatch struct{ err error }
+
+func (f failedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, f.err }
+func (f failedBatch) Query() (pgx.Rows, error)         { return nil, f.err }
+func (f failedBatch) QueryRow() pgx.Row                { return failedRow(f) }
+func (f failedBatch) Close() error                     { return f.err }
+func (f failedBatch) Tx() pgx.Tx                       { return nil }
+
+type failedRow struct{ err error }
+
+func (f failedRow) Scan(...any) error { return f.err }

@@ -306,8 +306,8 @@ func (s *Stack) connect(ctx context.Context, fleet bool) error {
 // openMonitor connects the read-only pgsource. A server that cannot be used
 // (bad DSN, unreachable, wrong password, no such database) is the caller's
 // problem to fix: one line and exit code 2.
-func openMonitor(ctx context.Context, dsn string) (*pgsource.Monitor, error) {
-	m, err := pgsource.Connect(ctx, dsn, pgsource.Options{})
+func openMonitor(ctx context.Context, dsn string, opts pgsource.Options) (*pgsource.Monitor, error) {
+	m, err := pgsource.Connect(ctx, dsn, opts)
 	if err != nil {
 		var ce *pgsource.ConnectError
 		if errors.As(err, &ce) {
@@ -341,6 +341,16 @@ func (s *Stack) openOthers(ctx context.Context, t Target) ([]source.Source, erro
 		add(r, r.Close)
 	}
 	leaseDSN, optional := c.LeaseDSN, false
+	if leaseDSN == "" && t.Name != "" {
+		// Of several targets, the target's own lease tables are read over
+		// its monitor connection, when it has one: one connection per
+		// target (the two take turns).
+		add(leasesource.Postgres("lease", s.member(t.Name).leaseQuerier(), "", true), nil)
+		if c.LeaseSQLite != "" {
+			add(leasesource.SQLite("lease-sqlite", c.LeaseSQLite), nil)
+		}
+		return out, nil
+	}
 	if leaseDSN == "" {
 		leaseDSN, optional = t.DSN, true
 	}
@@ -359,6 +369,16 @@ func (s *Stack) openOthers(ctx context.Context, t Target) ([]source.Source, erro
 		add(leasesource.SQLite("lease-sqlite", c.LeaseSQLite), nil)
 	}
 	return out, nil
+}
+
+// member is the target called name.
+func (s *Stack) member(name string) *member {
+	for _, m := range s.members {
+		if m.name == name {
+			return m
+		}
+	}
+	return nil
 }
 
 // Server is the watched server as the owner polls it: its errors carry no
