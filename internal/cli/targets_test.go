@@ -12,9 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/locktop/locktop/internal/record/recording"
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/internal/testenv/redistest"
+	"github.com/locktop/locktop/model"
 )
 
 // Targets from a pg_service.conf service, a URL and a --config file all
@@ -115,5 +117,60 @@ func TestTargetsBadInput(t *testing.T) {
 		{"config no conninfo", []string{"snapshot", "--config", file("nc.yml", "targets:\n  - name: a\n")}, "has no conninfo", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) { expectExit(t, tc.args, exitUsage, tc.want, tc.secret) })
+	}
+}
+
+// record of several targets: one file, each source named after its
+// target, each lock carrying its target's name; report names each key's
+// server.
+func TestRecordSeveralTargets(t *testing.T) {
+	ctx := context.Background()
+	holder, waiter := pgtest.Conn(t), pgtest.Conn(t)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(1, 9494)"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = waiter.Exec(wctx, "SELECT pg_advisory_lock(1, 9494)") }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	path := filepath.Join(t.TempDir(), "fleet.rec")
+	var stdout, stderr bytes.Buffer
+	dsn := pgtest.DSN(t)
+	args := []string{"record", "--out", path, "--interval", "200ms", "--duration", "1500ms", "--target", "x=" + dsn, "--target", "y=" + dsn}
+	if code := run(args, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	r, err := recording.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(r.Header.Sources, ","); got != "x/postgres,x/lease,y/postgres,y/lease" {
+		t.Errorf("recorded sources %s", got)
+	}
+	snaps, err := r.At(r.Len() - 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := map[string]int{}
+	for i, s := range snaps {
+		for _, l := range s.Locks {
+			if l.KeyLabel() == "AGENT 9494" {
+				servers[l.Server]++
+				if want, _ := model.SplitSource(r.Header.Sources[i]); l.Server != want {
+					t.Errorf("a lock of source %s carries server %q", r.Header.Sources[i], l.Server)
+				}
+			}
+		}
+	}
+	if servers["x"] != 2 || servers["y"] != 2 {
+		t.Errorf("AGENT 9494's rows by server %v, want a holder and a waiter of x and of y", servers)
+	}
+	stdout.Reset()
+	if code := run([]string{"report", path}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("report: exit %d: %s", code, stderr.String())
+	}
+	if out := stdout.String(); !strings.Contains(out, "x: AGENT 9494") || !strings.Contains(out, "y: AGENT 9494") {
+		t.Errorf("the report does not name each key's server:\n%s", out)
 	}
 }
