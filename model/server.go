@@ -32,3 +32,12 @@ func (s *Snapshot) Servers() []string {
 	}
 	return out
 }
+
+// ServerKeyLabel is KeyLabel after the lock's server when it has one
+// ("b: AGENT 7"): the same key on two servers is two locks.
+func (l *Lock) ServerKeyLabel() string {
+	if l.Server != "" {
+		return l.Server + ": " + l.KeyLabel()
+	}
+	return l.KeyLabel()
+}

@@ -119,3 +119,4 @@ func (h *header) serverState(name string) connState {
 	}
 	return connConnecting
 }
+

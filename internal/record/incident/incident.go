@@ -210,7 +210,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 			waiting[k] = append(waiting[k], id)
 			w := open[id]
 			if w == nil {
-				w = &Wait{Key: keyLabel(l), Kind: string(l.Kind), Waiter: l.Holder(), Application: l.ApplicationName, Start: start, Outcome: "waiting"}
+				w = &Wait{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Waiter: l.Holder(), Application: l.ApplicationName, Start: start, Outcome: "waiting"}
 				open[id] = w
 			}
 			w.End = t
@@ -257,7 +257,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 					r.Leases = append(r.Leases, LeaseEvent{At: t, Key: e.Key, Kind: e.Kind, Holder: e.Holder, Event: "recovered", By: l.Holder(), HeldFrom: e.HeldFrom})
 					delete(ranOut, id.key)
 				}
-				h = &holding{b: Blocker{Key: keyLabel(l), Kind: string(l.Kind), Holder: l.Holder(), Application: l.ApplicationName}, waiters: map[waitID]bool{}, first: t}
+				h = &holding{b: Blocker{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Holder: l.Holder(), Application: l.ApplicationName}, waiters: map[waitID]bool{}, first: t}
 				if !l.HeldSince.IsZero() {
 					h.first = l.HeldSince
 				}
@@ -406,12 +406,3 @@ func (r *Report) closeHolding(h *holding, now []string, lastSeen, t time.Time) (
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }
 
-// keyLabel is the key as the report names it: with several targets,
-// after its server ("b: AGENT 7"), since the same key on two servers is
-// two locks.
-func keyLabel(l *model.Lock) string {
-	if l.Server != "" {
-		return l.Server + ": " + l.KeyLabel()
-	}
-	return l.KeyLabel()
-}
