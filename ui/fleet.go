@@ -119,4 +119,3 @@ func (h *header) serverState(name string) connState {
 	}
 	return connConnecting
 }
-

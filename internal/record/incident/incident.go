@@ -405,4 +405,3 @@ func (r *Report) closeHolding(h *holding, now []string, lastSeen, t time.Time) (
 }
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }
-
