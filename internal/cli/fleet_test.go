@@ -307,3 +307,36 @@ func TestDashboardFleetEndToEnd(t *testing.T) {
 		t.Errorf("exit code %d", code)
 	}
 }
+
+// A target that is down when serve starts does not stop it: the others
+// are served, the dead one is down in /healthz with its error, and a bad
+// connection string still stops serve at once (exit 2).
+func TestServeStartsWithATargetDown(t *testing.T) {
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	errc := make(chan error, 1)
+	dead := "host=" + t.TempDir() + " connect_timeout=2"
+	go func() {
+		errc <- runServe(sctx, []string{"--http", "127.0.0.1:0", "--interval", "100ms", "--target", "up=" + pgtest.DSN(t), "--target", "dead=" + dead}, &stdout, &stderr)
+	}()
+	base := waitURL(t, &stdout, errc)
+	var h httpapi.Health
+	pgtest.Eventually(t, "up up and dead down in /healthz", func() bool {
+		code, body := httpGet(t, base+"/healthz")
+		h = httpapi.Health{}
+		_ = json.Unmarshal(body, &h)
+		return code == http.StatusOK && len(h.Targets) == 2 && h.Targets[0].Up && h.Targets[0].Fresh && !h.Targets[1].Up
+	})
+	if h.Status != "degraded" || !strings.Contains(h.Targets[1].Error, "cannot reach the server") {
+		t.Errorf("/healthz: %+v", h)
+	}
+	if !strings.Contains(stderr.String(), "target not answering") {
+		t.Errorf("the dead target at start is not logged: %s", stderr.String())
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	expectExit(t, []string{"serve", "--target", "up=" + pgtest.DSN(t), "--target", "bad=postgres://u:hunter6@h:notaport/db"}, exitUsage, "target bad: bad DSN", "hunter6")
+}

@@ -165,9 +165,6 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		targets = []Target{{DSN: cfg.DSN, Sources: cfg.Sources}}
 	}
 	for _, t := range targets {
-		if t.Sources.Timeout == 0 {
-			t.Sources.Timeout = cfg.Sources.Timeout
-		}
 		s.members = append(s.members, newMember(t))
 	}
 	if cfg.Listener != nil {
