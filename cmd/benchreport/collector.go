@@ -251,7 +251,8 @@ func startMany(ctx context.Context, n int) ([]*pgcluster.Cluster, error) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			cs[i], errs[i] = pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"shared_buffers": "16MB", "max_connections": "20"}})
+			cs[i], errs[i] = pgcluster.Start(ctx, pgcluster.Options{StartTimeout: 5 * time.Minute,
+				Settings: map[string]string{"shared_buffers": "16MB", "max_connections": "20"}})
 		})
 	}
 	wg.Wait()
