@@ -133,7 +133,7 @@ func (r *runner) measureCollector(ctx context.Context, cs []*pgcluster.Cluster, 
 	if err := cmd.Start(); err != nil {
 		return out, err
 	}
-	defer func() { _ = cmd.Wait() }()
+	defer func() { stop(); _ = cmd.Wait() }() // stop first: Wait returns once it is killed
 	base, err := listenAddr(stdout)
 	if err != nil {
 		return out, err
