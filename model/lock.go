@@ -169,6 +169,11 @@ type Lock struct {
 	// Source is the index in Snapshot.Sources of the source this lock was
 	// read from; 0 in a snapshot of one source.
 	Source int
+	// Server is the name of the target (the watched server) the lock was
+	// read from, when locktop watches several (--target NAME=…); "" for
+	// the one unnamed target, and then left out of the JSON, so that
+	// recordings of one server read and write as before.
+	Server string `json:",omitempty"`
 }
 
 // KeyID identifies a lock key across rows: two rows with equal KeyIDs are
@@ -188,12 +193,14 @@ type KeyID struct {
 	Row         string
 	Object      string
 	Name        string
+	// Server keeps the same key on two watched servers apart.
+	Server string
 }
 
 // KeyID returns the identity of the key this row is about.
 func (l *Lock) KeyID() KeyID {
 	id := KeyID{Kind: l.Kind, Database: l.Database, Pair: l.Pair, Namespace: l.Namespace, EntityID: l.EntityID,
-		Relation: l.Relation, RelationOID: l.RelationOID, Row: l.Row, Object: l.Object, Name: l.Name}
+		Relation: l.Relation, RelationOID: l.RelationOID, Row: l.Row, Object: l.Object, Name: l.Name, Server: l.Server}
 	if l.RelationOID != 0 {
 		id.Relation = ""
 	}
@@ -350,6 +357,9 @@ type SourceStatus struct {
 	// Partial and Truncated are the source's snapshot's.
 	Partial   []string
 	Truncated bool
+	// Connections is the source's snapshot's (a PostgreSQL server's
+	// client backends).
+	Connections int `json:",omitempty"`
 }
 
 // Now is the time l's durations are measured at: the Taken of the source
@@ -448,7 +458,7 @@ func Merge(parts []Part) Snapshot {
 			continue
 		}
 		s := &p.Snapshot
-		st.Taken, st.Latency, st.Locks = s.Taken, s.Latency, len(s.Locks)
+		st.Taken, st.Latency, st.Locks, st.Connections = s.Taken, s.Latency, len(s.Locks), s.Connections
 		st.Partial, st.Truncated = s.Partial, s.Truncated
 		out.Sources[i] = st
 		if !primary {

@@ -323,6 +323,15 @@ func (t *lockTable) columns(brief, kind bool) []column {
 	plain := paint{}
 	p := &t.paints
 	var cols []column
+	if t.servers {
+		// Several targets: whose the key is, on its first row.
+		cols = append(cols, column{title: "SERVER", min: 3, max: 16, flex: 3, optional: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
+			if !r.first {
+				return "", plain
+			}
+			return Sanitize(l.Server), p.dim
+		}})
+	}
 	if kind {
 		cols = append(cols, column{title: "KIND", min: 4, max: 12, flex: 3, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
 			if !r.first {

@@ -92,6 +92,9 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, 
 			where += " (not the monitored one: the same key there is another lock)"
 		}
 	}
+	if sel.Server != "" {
+		where += " on server " + sel.Server
+	}
 	if !sel.Kind.PG() && sel.Source < len(snap.Sources) && sel.Source > 0 {
 		where += " · from " + snap.Sources[sel.Source].Name
 	}

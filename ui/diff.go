@@ -40,7 +40,7 @@ func diffEvents(prev, next *model.Snapshot) []model.Event {
 				seen[j] = true
 				continue
 			}
-			ev := model.Event{Worker: appLabel(l), Key: l.KeyLabel(), PID: l.PID}
+			ev := model.Event{Worker: appLabel(l), Key: l.ServerKeyLabel(), PID: l.PID}
 			switch {
 			case !l.Granted:
 				ev.Outcome = outcomeWaits
@@ -64,7 +64,7 @@ func diffEvents(prev, next *model.Snapshot) []model.Event {
 			continue
 		}
 		l := &prev.Locks[i]
-		ev := model.Event{Worker: appLabel(l), Key: l.KeyLabel(), PID: l.PID}
+		ev := model.Event{Worker: appLabel(l), Key: l.ServerKeyLabel(), PID: l.PID}
 		if l.Granted {
 			ev.Outcome = outcomeReleased
 			if !l.HeldSince.IsZero() {

@@ -17,6 +17,7 @@ import (
 //	pid:N               the backend's pid is N
 //	kind:TEXT           the lock's kind contains TEXT ("kind:lease")
 //	database:NAME       the lock is in database NAME, exactly ("db:NAME" too)
+//	server:NAME         the lock is of target NAME (several targets)
 //	TEXT                any of the above, or the owner; a number also matches
 //	                    the pid exactly
 //
@@ -26,7 +27,7 @@ import (
 // it; the hash is of the text as typed, case kept.
 type filter struct {
 	raw   string
-	field string // "ns", "app", "pid", "kind", "db" or "" for any
+	field string // "ns", "app", "pid", "kind", "db", "server" or "" for any
 	text  string // lower-cased
 	pid   int64
 	isPID bool
@@ -60,6 +61,9 @@ func parseFilter(s string) filter {
 			s = rest
 		case "db", "database":
 			f.field = "db"
+			s = rest
+		case "server":
+			f.field = "server"
 			s = rest
 		}
 	}
@@ -116,6 +120,8 @@ func (f filter) match(l *model.Lock) bool {
 	case "db":
 		// Exactly: "database:app" must not also pick app_archive.
 		return strings.EqualFold(l.Database, f.text)
+	case "server":
+		return strings.ToLower(l.Server) == f.text
 	}
 	return (f.isPID && int64(l.PID) == f.pid) ||
 		f.matchKey(l) ||

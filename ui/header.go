@@ -31,6 +31,10 @@ type header struct {
 	// locksOff: the simulator runs without its locks (the races allowed),
 	// said on the top line until they are back on.
 	locksOff bool
+	// targets are the servers watched, when several (fleet.go), and waits
+	// each one's waiters.
+	targets []string
+	waits   map[string]int
 }
 
 // maxWarningLines is how many lines one warning may wrap onto.
@@ -59,6 +63,9 @@ func (h *header) View() string { return strings.Join(h.lines(), "\n") }
 
 func (h *header) lines() []string {
 	lines := []string{h.line()}
+	if len(h.targets) > 0 {
+		lines = append(lines, fitLine(h.st.Dim.Render(cell(Sanitize(h.fleetLine()), h.width)), h.width))
+	}
 	for _, f := range h.poll.feeds {
 		if f.conn != connLost {
 			continue

@@ -32,6 +32,9 @@ type KeyMap struct {
 	Sort     key.Binding
 	// Forest draws who waits for whom, root blockers first.
 	Forest key.Binding
+	// Server shows one target at a time, in turn, then all of them again
+	// (several targets only).
+	Server key.Binding
 
 	// The simulator's controls, enabled only with a simulator.
 	Scenario    key.Binding
@@ -94,6 +97,7 @@ func DefaultKeyMap() KeyMap {
 		Filter:   b("/", "filter", "/"),
 		Sort:     b("o", "sort", "o"),
 		Forest:   b("w", "wait-for forest", "w"),
+		Server:   b("v", "next server", "v"),
 
 		Scenario:    b("s", "scenario", "s"),
 		RatesUp:     b("+", "rates up", "+", "="),
@@ -130,6 +134,7 @@ func (k *KeyMap) setAvailable(sim, terminate bool) {
 	k.setReplay(false)
 	k.Rewind.SetEnabled(false)
 	k.Live.SetEnabled(false)
+	k.Server.SetEnabled(false) // several targets only (setTargets)
 }
 
 // setReplay turns the refresh loop's keys into the timeline's: pause
@@ -154,7 +159,7 @@ func (k *KeyMap) simKeys() []*key.Binding {
 // ShortHelp is the footer of the main screen: the keys most needed, in
 // order.
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Quit, k.Help, k.Live, k.Pause, k.StepBack, k.StepForward, k.Seek, k.Filter, k.Sort, k.Details, k.Forest, k.Rewind, k.Scenario, k.Locks, k.Faster, k.Slower}
+	return []key.Binding{k.Quit, k.Help, k.Live, k.Pause, k.StepBack, k.StepForward, k.Seek, k.Filter, k.Server, k.Sort, k.Details, k.Forest, k.Rewind, k.Scenario, k.Locks, k.Faster, k.Slower}
 }
 
 // FullHelp is the keys of the screen itself; the components add theirs

@@ -91,6 +91,9 @@ type lockTable struct {
 	rows   []tableRow
 	shown  int // groups after filtering
 	kinds  int // distinct kinds among the locks: more than one shows KIND
+	// servers: a lock carries its target's name (several targets): SERVER
+	// is shown.
+	servers bool
 
 	held, waiting int
 	sort          sortMode
@@ -224,6 +227,7 @@ func (t *lockTable) SetSnapshot(s *model.Snapshot) {
 	locks := s.Locks
 	t.locks = locks
 	t.held, t.waiting, t.kinds = 0, 0, 0
+	t.servers = len(locks) > 0 && locks[0].Server != ""
 	t.groups = t.groups[:0]
 	var kinds [4]model.Kind // the first few distinct kinds; more than one is all that matters
 	for i := 0; i < len(locks); {

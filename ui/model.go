@@ -87,7 +87,11 @@ func New(ctx context.Context, opts Options) *Model {
 		}
 	}
 	if opts.Source != nil {
-		feeds = append(feeds, &feed{name: "PostgreSQL", poll: opts.Source.Poll})
+		name := "PostgreSQL"
+		if len(opts.Targets) > 0 {
+			name = model.SourceName(opts.Targets[0], "postgres")
+		}
+		feeds = append(feeds, &feed{name: name, poll: opts.Source.Poll})
 	}
 	for _, s := range opts.Sources {
 		feeds = append(feeds, &feed{name: s.Name(), poll: s.Poll})
@@ -131,6 +135,7 @@ func New(ctx context.Context, opts Options) *Model {
 		m.scenarios = m.sim.Scenarios()
 		m.faults = m.sim.Faults()
 	}
+	m.setTargets()
 	m.bind = m.bindings()
 	return m
 }
@@ -241,6 +246,7 @@ func (m *Model) apply(i int, s model.Snapshot) {
 	m.gauges.held, m.gauges.waiting = m.table.held, m.table.waiting
 	m.gauges.kinds = m.merged.CountKinds()
 	m.gauges.dbs = countDatabases(m.merged.Locks)
+	m.countWaits()
 }
 
 // readSim reads the simulator's status (its pools with it), unless a read

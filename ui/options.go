@@ -69,6 +69,12 @@ type Options struct {
 	// FastInterval, when not zero, is the refresh interval while any lock
 	// is waited for, so that short waits are seen; Interval at rest.
 	FastInterval time.Duration
+	// Targets name the servers watched, when there are several (--target
+	// NAME=…): Source is the first's server, Sources the rest, each named
+	// "NAME/source". With more than one, the table has a SERVER column and
+	// a server:NAME filter, the header a line summing the targets up, and
+	// a key shows one target at a time.
+	Targets []string
 }
 
 // mode is the header's words for how locktop runs, derived from the

@@ -60,6 +60,7 @@ func main() {
 	rounds := flag.Int("rounds", 7, "alternating rounds per pairing (medians and the spread of per-round ratios are reported)")
 	benchtime := flag.Duration("benchtime", time.Second, "duration of each Go benchmark and pgbench run in a round")
 	simDur := flag.Duration("sim-duration", 60*time.Second, "duration of the simulator scale run (0 skips it)")
+	flag.IntVar(&collectorTargets, "collector-targets", collectorTargets, "throw-away servers the collector watches (fewer on a loaded machine)")
 	flag.Func("only", "run only the steps whose name matches this regular expression (e.g. 'lease')", func(v string) (err error) {
 		only, err = regexp.Compile(v)
 		return err
@@ -84,8 +85,18 @@ func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Dur
 	if err := os.MkdirAll(r.bin, 0o755); err != nil {
 		return err
 	}
-	fmt.Fprintln(r.log, "building test binaries...")
+	// The test binaries, unless every step chosen runs locktop alone.
+	tests := false
+	for _, step := range steps {
+		tests = tests || (!step.binOnly && (only == nil || only.MatchString(step.name)))
+	}
+	if tests {
+		fmt.Fprintln(r.log, "building test binaries...")
+	}
 	for _, pkg := range benchPackages {
+		if !tests {
+			break
+		}
 		if err := r.cmd(ctx, "go", "test", "-c", "-o", filepath.Join(r.bin, testBinary(pkg)), "./"+pkg).Run(); err != nil {
 			return fmt.Errorf("building %s benchmarks: %w", pkg, err)
 		}
@@ -133,23 +144,25 @@ var only *regexp.Regexp
 
 // steps are the measurements, in report order.
 var steps = []struct {
-	name string
-	run  func(context.Context, *runner, time.Duration) ([]figure, error)
+	name    string
+	run     func(context.Context, *runner, time.Duration) ([]figure, error)
+	binOnly bool // runs bin/locktop alone: no test binary needed
 }{
-	{"lock cycle", lockCycle},
-	{"contended hand-over", contended},
-	{"loss detection", loss},
-	{"monitor poll", inspect},
-	{"dashboard refresh", dashboard},
-	{"dashboard at rest", idle},
-	{"simulator at scale", simulator},
-	{"simulator at scale: acf and fole", simSystems},
-	{"recording size", recordingSize},
-	{"history", history},
-	{"lease locks", leaseLocks},
-	{"Redis session mutex", redisMutex},
-	{"one pane", onePane},
-	{"at rest beside pg_activity", restBeside},
+	{name: "lock cycle", run: lockCycle},
+	{name: "contended hand-over", run: contended},
+	{name: "loss detection", run: loss},
+	{name: "monitor poll", run: inspect},
+	{name: "dashboard refresh", run: dashboard},
+	{name: "dashboard at rest", run: idle},
+	{name: "simulator at scale", run: simulator},
+	{name: "simulator at scale: acf and fole", run: simSystems},
+	{name: "recording size", run: recordingSize},
+	{name: "history", run: history},
+	{name: "lease locks", run: leaseLocks},
+	{name: "Redis session mutex", run: redisMutex},
+	{name: "one pane", run: onePane},
+	{name: "at rest beside pg_activity", run: restBeside},
+	{name: "collector", run: collector, binOnly: true},
 }
 
 func (r *runner) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {

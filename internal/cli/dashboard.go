@@ -37,6 +37,7 @@ type dashboardFlags struct {
 	exposure       *exposureFlags
 	history        *historyFlags
 	sources        *sourceFlags
+	targets        *targetFlags
 }
 
 // newDashboardFlags defines the dashboard's flags; locktop --help lists
@@ -44,6 +45,7 @@ type dashboardFlags struct {
 func newDashboardFlags() (*flagSet, *dashboardFlags) {
 	fs := newFlagSet("dashboard")
 	f := &dashboardFlags{conn: addConnFlags(fs)}
+	f.targets = addTargetFlags(fs)
 	f.withSim = fs.Bool("sim", false, "also run the simulator against the named database (load tests in staging)")
 	f.scenario = fs.String("scenario", "steady", "the simulator's scenario `NAME` to start with (locktop sim --list names them; the demo runs \"all\" unless given)")
 	f.interval = fs.Duration("interval", ui.DefaultInterval, "refresh interval")
@@ -93,6 +95,19 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	var targets []Target
+	if f.targets.given() {
+		if targets, err = f.targets.resolve(f.conn, srcs); err != nil {
+			return err
+		}
+		if *withSim {
+			return usagef("--sim runs the simulator against one server: give it as CONNINFO, not --target")
+		}
+		if *allowTerminate && len(targets) > 1 {
+			return usagef("--allow-terminate works on one server: with several targets the dashboard is read-only")
+		}
+		given = true
+	}
 	if !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
 		return errNoTerminal
 	}
@@ -120,7 +135,9 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	runSim := *withSim
 	demo := demoSystems{redisURL: srcs.Redis} // the Redis of the simulator's turns: --redis, else $REDIS_URL
-	if given {
+	if targets != nil {
+		logger.Info("dashboard starting", "targets", targetNames(targets))
+	} else if given {
 		logger.Info("dashboard starting", "server", newRedactor(dsn).target(), "sim", *withSim, "allow_terminate", *allowTerminate)
 	} else {
 		fmt.Fprintln(stderr, "locktop: starting a throw-away PostgreSQL…")
@@ -146,7 +163,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 
 	// The endpoints of --http serve the dashboard's own polls: no second poller.
-	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Record: *f.record, History: hcfg,
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Targets: targets, Interval: *interval, Listener: ln, Record: *f.record, History: hcfg,
 		Web: exp.web, QueryText: exp.queryText, Log: logger})
 	if err != nil {
 		return err
@@ -158,6 +175,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}()
 	opts.Server = st.Target() // the header names the server, never its password
 	opts.Source, opts.Sources = st.Server(), st.Sources()
+	opts.Targets = st.Targets()
 	if *allowTerminate {
 		opts.Terminate = st.Terminate
 	}

@@ -7,9 +7,14 @@
 // declares (layout_test.go checks). What they share has a file named for
 // it:
 //
-//   - stack.go: the Stack, everything opened to watch one server (the
-//     monitor, the Redis and lease sources, the redactor, optionally the
-//     HTTP endpoints and a recording), closed in one place
+//   - stack.go: the Stack, everything opened to watch one server or
+//     several targets (the monitor, the Redis and lease sources, the
+//     redactor, optionally the HTTP endpoints and a recording), closed in
+//     one place
+//   - targets.go, member.go: --target and --config, and one target's
+//     monitor within a Stack (connected again at each poll while it is down)
+//   - collector.go: serve's polls of several targets, each source on a
+//     loop of its own, and /healthz's targets
 //   - flags.go, sources.go, dsn.go: the flags, the source flags, the
 //     connection options (psql's -h/-p/-U/-d and a connection string)
 //   - redact.go: keeping the DSN's password off the screen and out of logs

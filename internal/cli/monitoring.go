@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,7 +17,6 @@ import (
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/serve/metrics"
 	"github.com/locktop/locktop/internal/source"
-	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/model"
 )
 
@@ -27,7 +27,7 @@ import (
 // one whose other sources are polled by the dashboard (tee), and calls
 // Poll from its own poll loop.
 type monitoring struct {
-	mon     *pgsource.Monitor
+	members []*member // the targets; members[0] is server's
 	met     *metrics.Metrics
 	latest  *httpapi.Latest
 	handler http.Handler
@@ -43,6 +43,15 @@ type monitoring struct {
 	mu         sync.Mutex
 	last       []model.Part
 	hist       *history.History // the kept past, once set (keep)
+
+	// fleet: several targets. Polling itself (serve), the Stack then polls
+	// every source on a loop of its own (loopEach), so that a slow or dead
+	// target never delays another; parts are their newest answers, the
+	// server's first.
+	fleet    bool
+	parts    []model.Part
+	answered []time.Time // when each part last answered
+	pgName   string      // the server's part's name: "postgres", "NAME/postgres"
 }
 
 // Poll reads the lock table once for the dashboard and publishes it, with
@@ -53,7 +62,7 @@ type monitoring struct {
 func (mo *monitoring) Poll(ctx context.Context) (model.Snapshot, error) {
 	s, err := mo.server(ctx)
 	mo.mu.Lock()
-	parts := append([]model.Part{{Name: pgSource, Snapshot: s, Err: err}}, mo.last...)
+	parts := append([]model.Part{{Name: mo.pgName, Snapshot: s, Err: err}}, mo.last...)
 	mo.mu.Unlock()
 	if err != nil {
 		mo.met.PollFailed()
@@ -93,7 +102,7 @@ func (mo *monitoring) tee(i int) source.Source {
 }
 
 // Info describes the server.
-func (mo *monitoring) Info() model.ServerInfo { return mo.mon.Info() }
+func (mo *monitoring) Info() model.ServerInfo { return mo.members[0].Info() }
 
 // poll reads every source once (the others beside the monitor, or their
 // newest answers) and publishes the merged snapshot to the metrics. A
@@ -102,12 +111,18 @@ func (mo *monitoring) Info() model.ServerInfo { return mo.mon.Info() }
 // monitor's poll fails).
 func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
 	var parts []model.Part
-	if mo.pollOthers && len(mo.others) > 0 {
-		all := append([]source.Source{source.Named(pgSource, mo.server)}, mo.others...)
+	switch {
+	case mo.fleet && mo.pollOthers:
+		// Every source polls on its own loop: the newest answers, no I/O.
+		mo.mu.Lock()
+		parts = slices.Clone(mo.parts)
+		mo.mu.Unlock()
+	case mo.pollOthers && len(mo.others) > 0:
+		all := append([]source.Source{source.Named(mo.pgName, mo.server)}, mo.others...)
 		parts = source.PollAll(ctx, all)
-	} else {
+	default:
 		s, err := mo.server(ctx)
-		parts = []model.Part{{Name: pgSource, Snapshot: s, Err: err}}
+		parts = []model.Part{{Name: mo.pgName, Snapshot: s, Err: err}}
 		mo.mu.Lock()
 		parts = append(parts, mo.last...)
 		mo.mu.Unlock()
@@ -136,6 +151,10 @@ func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
 // fast is shorter) until ctx ends, keeping latest and the snapshot gauges
 // fresh. A failing poll is logged once, and again when it recovers.
 func (mo *monitoring) loop(ctx context.Context, interval, fast time.Duration) {
+	if mo.fleet {
+		mo.loopEach(ctx, interval, fast)
+		return
+	}
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	failing := false
@@ -175,29 +194,53 @@ func (mo *monitoring) loop(ctx context.Context, interval, fast time.Duration) {
 }
 
 // newMonitoring wires metrics, a Latest that polls by itself once its
-// snapshot is older than maxAge, and the handler. The monitor's pool is
-// registered for the pool metrics as "monitor"; add more with met.AddPools.
-func newMonitoring(mon *pgsource.Monitor, server source.PollFunc, others []source.Source, pollOthers bool, maxAge time.Duration, qt querytext.Mode, log *slog.Logger) *monitoring {
-	mo := &monitoring{mon: mon, server: server, met: metrics.New(), log: log, others: others, pollOthers: pollOthers}
+// snapshot is older than twice interval, and the handler. Each target's
+// monitor pool is registered for the pool metrics as "monitor" ("NAME/monitor"
+// of several targets); add more with met.AddPools. With several targets
+// the metrics carry a server label, and /healthz reports each target.
+func newMonitoring(members []*member, server source.PollFunc, others []source.Source, pollOthers bool, interval time.Duration, qt querytext.Mode, log *slog.Logger) *monitoring {
+	fleet := members[0].name != ""
+	var mopts []metrics.Option
+	if fleet {
+		mopts = append(mopts, metrics.ByServer())
+	}
+	mo := &monitoring{members: members, server: server, met: metrics.New(mopts...), log: log, others: others, pollOthers: pollOthers,
+		fleet: fleet, pgName: members[0].apiName()}
 	mo.last = make([]model.Part, len(others))
 	for i, o := range others {
-		mo.last[i] = model.Part{Name: o.Name(), Err: errors.New("not polled yet")}
+		mo.last[i] = model.Part{Name: o.Name(), Err: errNotPolled}
 	}
+	mo.parts = append([]model.Part{{Name: mo.pgName, Err: errNotPolled}}, mo.last...)
+	mo.answered = make([]time.Time, len(mo.parts))
 	mo.met.AddPools(func() []model.PoolStats {
-		return []model.PoolStats{poolstats.Of("monitor", mon.Pool(), 0)}
+		var out []model.PoolStats
+		for _, m := range members {
+			if mon := m.current(); mon != nil {
+				out = append(out, poolstats.Of(model.SourceName(m.name, "monitor"), mon.Pool(), 0))
+			}
+		}
+		return out
 	})
-	mo.latest = httpapi.NewLatest(mo.poll, maxAge)
-	mo.handler = httpapi.New(httpapi.Deps{
+	mo.latest = httpapi.NewLatest(mo.poll, 2*interval)
+	deps := httpapi.Deps{
 		Latest:    mo.latest,
-		Info:      mon.Info,
-		Health:    mon.Probe,
+		Info:      members[0].Info,
+		Health:    members[0].Probe,
 		Metrics:   mo.met.Handler(),
 		Past:      mo,
 		Log:       log,
 		QueryText: qt,
-	})
+	}
+	if fleet {
+		deps.Health = mo.fleetHealth
+		deps.Targets = func() []httpapi.TargetHealth { return mo.targets(interval) }
+	}
+	mo.handler = httpapi.New(deps)
 	return mo
 }
+
+// errNotPolled is a source's part before its first answer.
+var errNotPolled = errors.New("not polled yet")
 
 // Recording is the kept past (httpapi.Past), or history.ErrEmpty before
 // the history is set.

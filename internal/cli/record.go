@@ -29,6 +29,7 @@ type namedPoll struct {
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("record")
 	conn := addConnFlags(fs)
+	tf := addTargetFlags(fs)
 	out := fs.String("out", "", "the recording `FILE` to create (never overwritten)")
 	interval := fs.Duration("interval", ui.DefaultInterval, "how often to read every source")
 	duration := fs.Duration("duration", 0, "stop after this long (default: until interrupted)")
@@ -46,13 +47,18 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *duration < 0 {
 		return usagef("--duration %s is negative", *duration)
 	}
-	dsn, given := conn.resolve()
-	if !given {
-		return usagef("record needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
-	}
 	srcs, err := sf.config()
 	if err != nil {
 		return err
+	}
+	var targets []Target
+	dsn, given := conn.resolve()
+	if tf.given() {
+		if targets, err = tf.resolve(conn, srcs); err != nil {
+			return err
+		}
+	} else if !given {
+		return usagef("record needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables, or --target NAME=CONNINFO")
 	}
 	exp, err := ef.resolve(nil)
 	if err != nil {
@@ -61,7 +67,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	// The sources the dashboard polls: the server, and the others beside
 	// it; the Stack records every answer.
-	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Record: *out, QueryText: exp.queryText, Log: log})
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Targets: targets, Interval: *interval, Record: *out, QueryText: exp.queryText, Log: log})
 	if err != nil {
 		return err
 	}
@@ -69,7 +75,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if w := st.Info().Warning; w != "" {
 		fmt.Fprintln(stderr, "locktop: warning:", w)
 	}
-	sources := []namedPoll{{primarySource, st.Server().Poll}}
+	sources := []namedPoll{{st.members[0].sourceName(), st.Server().Poll}}
 	for _, o := range st.Sources() {
 		sources = append(sources, namedPoll{o.Name(), o.Poll})
 	}

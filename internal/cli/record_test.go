@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/locktop/locktop/internal/querytext"
+	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/model"
 )
@@ -23,7 +24,7 @@ import (
 func liveRecording(t *testing.T) (string, []model.Snapshot, []string) {
 	t.Helper()
 	ctx := context.Background()
-	mon, err := openMonitor(ctx, pgtest.DSN(t))
+	mon, err := openMonitor(ctx, pgtest.DSN(t), pgsource.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

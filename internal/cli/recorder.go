@@ -60,7 +60,8 @@ func (r *recorder) write(source int, s model.Snapshot) {
 // recordedSource is the dashboard's Source, recorded.
 type recordedSource struct {
 	ui.Source
-	rec *recorder
+	rec  *recorder
+	name string // the source's name in an outage record
 }
 
 func (s recordedSource) Poll(ctx context.Context) (model.Snapshot, error) {
@@ -69,7 +70,7 @@ func (s recordedSource) Poll(ctx context.Context) (model.Snapshot, error) {
 	case err == nil:
 		s.rec.write(0, snap)
 	case ctx.Err() == nil:
-		s.rec.write(0, model.Outage(primarySource, err, time.Now())) // replay shows the outage
+		s.rec.write(0, model.Outage(s.name, err, time.Now())) // replay shows the outage
 	}
 	return snap, err
 }

@@ -19,6 +19,7 @@ func init() {
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve")
 	conn := addConnFlags(fs)
+	tf := addTargetFlags(fs)
 	addr := fs.String("http", httpapi.DefaultAddr, "address to serve on, host:port (loopback unless you say otherwise)")
 	interval := fs.Duration("interval", 2*time.Second, "how often to poll the lock table for the metrics")
 	record := fs.String("record", "", "also record every poll to this new `file` (locktop replay and report read it)")
@@ -39,13 +40,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	dsn, given := conn.resolve()
-	if !given {
-		return usagef("serve needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
-	}
 	srcs, err := lf.config()
 	if err != nil {
 		return err
+	}
+	var targets []Target
+	dsn, given := conn.resolve()
+	if tf.given() {
+		if targets, err = tf.resolve(conn, srcs); err != nil {
+			return err
+		}
+	} else if !given {
+		return usagef("serve needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables, or --target NAME=CONNINFO")
 	}
 	// Listen first: a bad or busy address fails before any connection is made.
 	ln, err := listenHTTP(*addr)
@@ -61,7 +67,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "locktop: warning:", exp.warning)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Interval: *interval, Listener: ln, Poll: true, Record: *record,
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Targets: targets, Interval: *interval, Listener: ln, Poll: true, Record: *record,
 		History: hcfg, WaitInterval: *waitInterval, Web: exp.web, QueryText: exp.queryText, Log: log})
 	if err != nil {
 		return err
@@ -71,8 +77,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if info.Warning != "" {
 		fmt.Fprintln(stderr, "locktop: warning:", info.Warning)
 	}
-	fmt.Fprintf(stdout, "locktop serve: watching database %q as %q (PostgreSQL %s), polling every %s\n",
-		info.Database, info.User, info.Version, *interval)
+	if targets != nil {
+		fmt.Fprintf(stdout, "locktop serve: collecting from %s, polling every %s\n", st.Target(), *interval)
+	} else {
+		fmt.Fprintf(stdout, "locktop serve: watching database %q as %q (PostgreSQL %s), polling every %s\n",
+			info.Database, info.User, info.Version, *interval)
+	}
 	for _, o := range st.Sources() {
 		// The watched database's own lease tables only where it has them.
 		if !source.Present(ctx, o) {

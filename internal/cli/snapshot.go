@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -22,6 +23,7 @@ func init() {
 func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("snapshot")
 	conn := addConnFlags(fs)
+	tf := addTargetFlags(fs)
 	asJSON := fs.Bool("json", false, "print the JSON document GET /api/locks serves (every kind, every source)")
 	advisory := fs.Bool("advisory", false, "with --json: print the advisory-locks document instead, GET /api/advisory-locks (advisory locks only)")
 	lf := addSourceFlags(fs)
@@ -31,15 +33,20 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *advisory && !*asJSON {
 		return usagef("--advisory picks the --json document: add --json")
 	}
-	dsn, given := conn.resolve()
-	if !given {
-		return usagef("snapshot needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables")
-	}
 	srcs, err := lf.config()
 	if err != nil {
 		return err
 	}
-	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs})
+	var targets []Target
+	dsn, given := conn.resolve()
+	if tf.given() {
+		if targets, err = tf.resolve(conn, srcs); err != nil {
+			return err
+		}
+	} else if !given {
+		return usagef("snapshot needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables, or --target NAME=CONNINFO")
+	}
+	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Targets: targets})
 	if err != nil {
 		return err
 	}
@@ -50,10 +57,10 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		// after the poll that met them: once more, to print their names.
 		parts = st.PollAll(ctx)
 	}
-	if err := parts[0].Err; err != nil {
+	if err := parts[0].Err; err != nil && targets == nil {
 		return errors.Unwrap(err) // the monitor's own error: its exit code
 	}
-	for _, p := range parts[1:] {
+	for _, p := range parts { // of several targets, one that failed is a warning too
 		if p.Err != nil {
 			fmt.Fprintf(stderr, "locktop: warning: %s: %v\n", p.Name, p.Err)
 		}
@@ -92,8 +99,18 @@ func writeTable(w io.Writer, doc httpapi.LocksDocument) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	// PID/OWNER is the row's own backend (or a Redis or lease owner),
 	// holding or waiting; the holders a waiter waits for are BLOCKED BY.
-	fmt.Fprintln(tw, "\nKIND\tKEY\tDATABASE\tPID/OWNER\tSTATE\tMODE\tTIME\tBLOCKED BY\tAPPLICATION\tQUERY")
+	// SERVER leads when locktop watches several.
+	servers := slices.ContainsFunc(doc.Locks, func(l httpapi.LockDoc) bool { return l.Server != "" })
+	if servers {
+		fmt.Fprint(tw, "\nSERVER\t")
+	} else {
+		fmt.Fprint(tw, "\n")
+	}
+	fmt.Fprintln(tw, "KIND\tKEY\tDATABASE\tPID/OWNER\tSTATE\tMODE\tTIME\tBLOCKED BY\tAPPLICATION\tQUERY")
 	for _, l := range doc.Locks {
+		if servers {
+			fmt.Fprintf(tw, "%s\t", ui.Sanitize(l.Server))
+		}
 		state := "holds"
 		if !l.Granted {
 			state = "waits #" + strconv.Itoa(l.QueuePosition)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,14 +53,13 @@ import (
 // server, each with its own config, share nothing but the process. Its
 // methods are safe for concurrent use once OpenStack has returned.
 type Stack struct {
-	cfg    StackConfig
-	red    *redactor
-	mon    *pgsource.Monitor
-	server ui.Source       // what Server returns
-	others []source.Source // what Sources returns
-	mo     *monitoring     // the endpoints; nil without a Listener
-	w      *recording.Writer
-	hist   *history.History // the kept past; nil with no History
+	cfg     StackConfig
+	members []*member       // one per target; members[0] is Server's
+	server  ui.Source       // what Server returns
+	others  []source.Source // what Sources returns
+	mo      *monitoring     // the endpoints; nil without a Listener
+	w       *recording.Writer
+	hist    *history.History // the kept past; nil with no History
 
 	stopServing context.CancelFunc
 	served      chan error // the HTTP server's result, once stopped
@@ -76,6 +77,14 @@ type StackConfig struct {
 	// Sources are the lock sources beside the server. Its zero value
 	// watches the server's own lease schema when it has one, nothing else.
 	Sources SourceConfig
+	// Targets, when not empty, are the servers to watch instead of DSN and
+	// Sources, each under its name, each with its own sources (--target,
+	// --config): every lock carries its target's name (model.Lock.Server)
+	// and every source's name says whose it is ("b/redis"). The sources
+	// are in target order, each target's server first: Server is the first
+	// target's, Sources every other. A target that does not answer at
+	// start is retried at each poll, never failing the others.
+	Targets []Target
 	// Interval is how often the sources are polled: the recording's header
 	// says it, the endpoints poll by themselves once their snapshot is
 	// older than twice it, and Run polls at it. Required with Poll,
@@ -149,14 +158,22 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if cfg.Sources.Timeout == 0 {
 		cfg.Sources.Timeout = defaultSourceTimeout
 	}
-	s := &Stack{cfg: cfg, red: newRedactor(cfg.DSN)}
+	s := &Stack{cfg: cfg}
+	fleet := len(cfg.Targets) > 0
+	targets := cfg.Targets
+	if !fleet {
+		targets = []Target{{DSN: cfg.DSN, Sources: cfg.Sources}}
+	}
+	for _, t := range targets {
+		s.members = append(s.members, newMember(t, cfg.Log))
+	}
 	if cfg.Listener != nil {
 		s.closers = append(s.closers, func() { cfg.Listener.Close() })
 	}
 	defer func() {
 		if err != nil {
 			s.Close()
-			err = s.red.err(err)
+			err = s.Redact(err)
 		}
 	}()
 	switch {
@@ -168,25 +185,38 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		return nil, errors.New("stack: Poll feeds the endpoints: it requires a Listener")
 	}
 
-	if s.mon, err = openMonitor(ctx, cfg.DSN); err != nil {
+	if err := s.connect(ctx, fleet); err != nil {
 		return nil, err
 	}
-	s.mon.SetLog(cfg.Log)
-	s.closers = append(s.closers, s.mon.Close)
-	others, err := s.openOthers(ctx)
-	if err != nil {
-		return nil, err
-	}
-
-	// Every answer passes the redactor, then the recorder: what the owner
-	// and the endpoints see is what the file holds.
-	var pg ui.Source = redactingSource{s.mon, s.red}
-	if cfg.Record != "" {
-		names := []string{primarySource}
+	// The sources in order: each target's server, then the sources beside it.
+	var all []source.Source
+	var names []string
+	for i, m := range s.members {
+		t := targets[i]
+		if t.Sources.Timeout == 0 {
+			t.Sources.Timeout = cfg.Sources.Timeout
+		}
+		others, err := s.openOthers(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, source.Named(m.sourceName(), m.Poll))
+		names = append(names, m.sourceName())
 		for _, o := range others {
+			if m.name != "" {
+				o = serverSource{o, m.name}
+			}
+			all = append(all, o)
 			names = append(names, o.Name())
 		}
-		if s.w, err = createRecording(cfg.Record, s.Target(), s.mon.Info(), names, cfg.Interval, cfg.QueryText); err != nil {
+	}
+	others := all[1:]
+
+	// Every answer passes the redactor (the members'), then the recorder:
+	// what the owner and the endpoints see is what the file holds.
+	var pg ui.Source = s.members[0]
+	if cfg.Record != "" {
+		if s.w, err = createRecording(cfg.Record, s.Target(), s.Info(), names, cfg.Interval, cfg.QueryText); err != nil {
 			return nil, err
 		}
 		s.closers = append(s.closers, func() {
@@ -195,24 +225,20 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 			}
 		})
 		rec := &recorder{w: s.w, log: cfg.Log}
-		pg = recordedSource{pg, rec}
+		pg = recordedSource{pg, rec, names[0]}
 		for i, o := range others {
 			others[i] = recordedOther{o, rec, i + 1}
 		}
 	}
 	if cfg.History != nil {
-		names := []string{primarySource}
-		for _, o := range others {
-			names = append(names, o.Name())
-		}
 		o := *cfg.History
-		o.Header = recording.Header{Server: s.Target(), Info: s.mon.Info(), Sources: names, Start: time.Now(), Interval: cfg.Interval, Locktop: versionString(), QueryText: cfg.QueryText.String()}
+		o.Header = recording.Header{Server: s.Target(), Info: s.Info(), Sources: names, Start: time.Now(), Interval: cfg.Interval, Locktop: versionString(), QueryText: cfg.QueryText.String()}
 		if s.hist, err = history.New(o); err != nil {
 			return nil, exitError{code: exitUsage, err: fmt.Errorf("--history: %w", err)}
 		}
 		s.closers = append(s.closers, func() { _ = s.hist.Close() })
 		rec := &recorder{w: s.hist, log: cfg.Log, what: "history"}
-		pg = recordedSource{pg, rec}
+		pg = recordedSource{pg, rec, names[0]}
 		for i, o := range others {
 			others[i] = recordedOther{o, rec, i + 1}
 		}
@@ -222,7 +248,7 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if cfg.Listener != nil {
 		// The endpoints serve the owner's own polls (tee), or the Stack's
 		// (Poll): never a second poller.
-		s.mo = newMonitoring(s.mon, pg.Poll, others, cfg.Poll, 2*cfg.Interval, cfg.QueryText, cfg.Log)
+		s.mo = newMonitoring(s.members, pg.Poll, others, cfg.Poll, cfg.Interval, cfg.QueryText, cfg.Log)
 		if s.hist != nil {
 			s.mo.keep(s.hist)
 		}
@@ -241,11 +267,44 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	return s, nil
 }
 
+// connect connects every target's monitor, at once. The one unnamed
+// target must answer (else one line, exit 2, as always); of several, one
+// that does not answer is logged and retried at each poll, and only a
+// connection string that cannot be parsed at all stops the command.
+func (s *Stack) connect(ctx context.Context, fleet bool) error {
+	for _, m := range s.members {
+		s.closers = append(s.closers, m.Close)
+	}
+	if !fleet {
+		_, err := s.members[0].connect(ctx)
+		return err
+	}
+	errs := make([]error, len(s.members))
+	var wg sync.WaitGroup
+	for i, m := range s.members {
+		wg.Go(func() { _, errs[i] = m.connect(ctx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var ce *pgsource.ConnectError
+		switch {
+		case err == nil:
+		case errors.As(err, &ce) && ce.Kind == pgsource.KindBadDSN:
+			return usagef("target %s: %v", s.members[i].name, err)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		default:
+			s.cfg.Log.Warn("target not answering; retrying at each poll", "target", s.members[i].name, "err", err.Error())
+		}
+	}
+	return nil
+}
+
 // openMonitor connects the read-only pgsource. A server that cannot be used
 // (bad DSN, unreachable, wrong password, no such database) is the caller's
 // problem to fix: one line and exit code 2.
-func openMonitor(ctx context.Context, dsn string) (*pgsource.Monitor, error) {
-	m, err := pgsource.Connect(ctx, dsn, pgsource.Options{})
+func openMonitor(ctx context.Context, dsn string, opts pgsource.Options) (*pgsource.Monitor, error) {
+	m, err := pgsource.Connect(ctx, dsn, opts)
 	if err != nil {
 		var ce *pgsource.ConnectError
 		if errors.As(err, &ce) {
@@ -262,8 +321,8 @@ func openMonitor(ctx context.Context, dsn string) (*pgsource.Monitor, error) {
 // and health probe never wait for it), and the SQLite file. A source that
 // cannot be set up (a bad URL or DSN) is bad usage (exit 2); one that
 // fails later shows as that source's error only.
-func (s *Stack) openOthers(ctx context.Context) ([]source.Source, error) {
-	c := s.cfg.Sources
+func (s *Stack) openOthers(ctx context.Context, t Target) ([]source.Source, error) {
+	c := t.Sources
 	var out []source.Source
 	add := func(src source.Source, close func()) {
 		out = append(out, source.WithTimeout(src, c.Timeout))
@@ -279,8 +338,18 @@ func (s *Stack) openOthers(ctx context.Context) ([]source.Source, error) {
 		add(r, r.Close)
 	}
 	leaseDSN, optional := c.LeaseDSN, false
+	if leaseDSN == "" && t.Name != "" {
+		// Of several targets, the target's own lease tables are read over
+		// its monitor connection, when it has one: one connection per
+		// target (the two take turns).
+		add(leasesource.Postgres("lease", s.member(t.Name).leaseQuerier(), "", true), nil)
+		if c.LeaseSQLite != "" {
+			add(leasesource.SQLite("lease-sqlite", c.LeaseSQLite), nil)
+		}
+		return out, nil
+	}
 	if leaseDSN == "" {
-		leaseDSN, optional = s.cfg.DSN, true
+		leaseDSN, optional = t.DSN, true
 	}
 	pc, err := pgsource.Config(leaseDSN, pgsource.Options{})
 	if err != nil {
@@ -299,6 +368,16 @@ func (s *Stack) openOthers(ctx context.Context) ([]source.Source, error) {
 	return out, nil
 }
 
+// member is the target called name.
+func (s *Stack) member(name string) *member {
+	for _, m := range s.members {
+		if m.name == name {
+			return m
+		}
+	}
+	return nil
+}
+
 // Server is the watched server as the owner polls it: its errors carry no
 // password, and each answer is recorded and published to the endpoints
 // when the Stack has them. The dashboard's Options.Source.
@@ -311,33 +390,66 @@ func (s *Stack) Server() ui.Source { return s.server }
 func (s *Stack) Sources() []source.Source { return s.others }
 
 // PollAll polls the server and every other source once, at once, for
-// model.Merge: the server's part first, named "postgres".
+// model.Merge: the server's part first, named "postgres" (with several
+// targets, "NAME/postgres" for each).
 func (s *Stack) PollAll(ctx context.Context) []model.Part {
-	return source.PollAll(ctx, append([]source.Source{source.Named(pgSource, s.server.Poll)}, s.others...))
+	return source.PollAll(ctx, append([]source.Source{source.Named(s.members[0].apiName(), s.server.Poll)}, s.others...))
 }
 
 // Named waits for the names of other databases' relations that the last
-// poll asked for (pgsource.Monitor.Named) and reports whether there were
-// any: a poll after it shows them.
+// poll asked for (pgsource.Monitor.Named), on every target, and reports
+// whether there were any: a poll after it shows them.
 func (s *Stack) Named(ctx context.Context) bool {
-	waited, _ := s.mon.Named(ctx)
+	waited := false
+	for _, m := range s.members {
+		if mon := m.current(); mon != nil {
+			w, _ := mon.Named(ctx)
+			waited = waited || w
+		}
+	}
 	return waited
 }
 
-// Info describes the watched server, as the monitor found it on connecting.
-func (s *Stack) Info() model.ServerInfo { return s.mon.Info() }
+// Info describes the watched server (the first target), as the monitor
+// found it on connecting.
+func (s *Stack) Info() model.ServerInfo { return s.members[0].Info() }
 
 // Target names the watched server for people and logs:
-// user@host:port/database, never the password.
-func (s *Stack) Target() string { return s.red.target() }
+// user@host:port/database, never the password; with several targets,
+// their names.
+func (s *Stack) Target() string {
+	if s.members[0].name == "" {
+		return s.members[0].red.target()
+	}
+	return strconv.Itoa(len(s.members)) + " servers: " + strings.Join(s.Targets(), ", ")
+}
 
-// Redact returns err with the DSN's password removed from its text.
-func (s *Stack) Redact(err error) error { return s.red.err(err) }
+// Targets are the names of the watched targets, in order; none for the one
+// unnamed target.
+func (s *Stack) Targets() []string {
+	if s.members[0].name == "" {
+		return nil
+	}
+	out := make([]string, len(s.members))
+	for i, m := range s.members {
+		out[i] = m.name
+	}
+	return out
+}
+
+// Redact returns err with every target's DSN's password removed from its
+// text.
+func (s *Stack) Redact(err error) error {
+	for _, m := range s.members {
+		err = m.red.err(err)
+	}
+	return err
+}
 
 // Terminate ends backend pid on the watched server (the dashboard's
 // --allow-terminate), its error redacted.
 func (s *Stack) Terminate(ctx context.Context, pid int32) error {
-	return s.red.err(s.mon.Terminate(ctx, pid))
+	return s.members[0].Terminate(ctx, pid)
 }
 
 // Observers are what lock users in this process report to, so that the

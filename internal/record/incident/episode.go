@@ -173,7 +173,7 @@ func (r *Report) review(f Frames, lo, hi int) error {
 				hk := holdKey{l.KeyID(), l.Holder(), l.HeldSince.UnixNano()}
 				h := holds[hk]
 				if h == nil {
-					h = &Hold{Key: l.KeyLabel(), Kind: string(l.Kind), Holder: l.Holder(), Application: l.ApplicationName, Since: l.HeldSince}
+					h = &Hold{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Holder: l.Holder(), Application: l.ApplicationName, Since: l.HeldSince}
 					if h.Since.IsZero() {
 						h.Since = t
 					}
@@ -309,7 +309,7 @@ func (ep *episodeState) add(rows []*model.Lock, t time.Time, s model.Snapshot, u
 		k := l.KeyID()
 		if !ep.keys[k] {
 			ep.keys[k] = true
-			ep.e.Keys = append(ep.e.Keys, l.KeyLabel())
+			ep.e.Keys = append(ep.e.Keys, l.ServerKeyLabel())
 		}
 		kind := string(l.Kind)
 		if kind == "" {
@@ -372,7 +372,7 @@ func (ep *episodeState) add(rows []*model.Lock, t time.Time, s model.Snapshot, u
 				}
 				if !rs.keys[g.KeyID()] {
 					rs.keys[g.KeyID()] = true
-					rs.r.Keys = append(rs.r.Keys, g.KeyLabel())
+					rs.r.Keys = append(rs.r.Keys, g.ServerKeyLabel())
 				}
 				if !g.HeldSince.IsZero() && (rs.r.HeldSince.IsZero() || g.HeldSince.Before(rs.r.HeldSince)) {
 					rs.r.HeldSince = g.HeldSince

@@ -31,6 +31,9 @@ type Deps struct {
 	// healthy, an error is the reason for a 503. Concurrent requests share
 	// one check, and its result is reused for HealthMaxAge.
 	Health func(ctx context.Context) error
+	// Targets, when set (several targets), says how each target answers,
+	// for /healthz's targets; a target down makes the status "degraded".
+	Targets func() []TargetHealth
 	// HealthMaxAge is how long a check's result answers /healthz: 0 means
 	// DefaultHealthMaxAge, < 0 a check per request.
 	HealthMaxAge time.Duration
@@ -137,6 +140,22 @@ type Health struct {
 	// "degraded" (still 200): the monitor works, that source's locks are
 	// missing.
 	Sources []SourceDoc `json:"sources,omitempty"`
+	// Targets says how each target's server answered its newest poll,
+	// when locktop watches several (Deps.Targets).
+	Targets []TargetHealth `json:"targets,omitempty"`
+}
+
+// TargetHealth is one target's server in /healthz.
+type TargetHealth struct {
+	Name string `json:"name"`
+	// Up: its newest poll answered.
+	Up bool `json:"up"`
+	// Fresh: it is up and its newest answer is no older than two intervals.
+	Fresh bool `json:"fresh"`
+	// Age is how long ago it last answered, in seconds (absent: never).
+	Age float64 `json:"age,omitempty"`
+	// Error is why its newest poll failed.
+	Error string `json:"error,omitempty"`
 }
 
 func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
@@ -147,6 +166,16 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 	hb := Health{Status: "ok", Took: seconds(res.took)}
 	if !res.at.IsZero() {
 		hb.Age = seconds(max(time.Since(res.at), 0))
+	}
+	if h.d.Targets != nil {
+		hb.Targets = h.d.Targets()
+		for i := range hb.Targets {
+			t := &hb.Targets[i]
+			t.Error = oneLine(t.Error)
+			if !t.Up && hb.Status == "ok" {
+				hb.Status, hb.Reason = "degraded", t.Name+": "+t.Error
+			}
+		}
 	}
 	if h.d.Latest != nil {
 		if snap, ok := h.d.Latest.Newest(); ok && len(snap.Sources) > 1 {

@@ -80,7 +80,10 @@ type LockDoc struct {
 	// ("AGENT", "SESSION", "MAP"), when it has one.
 	Namespace string `json:"namespace,omitempty"`
 	// Source names the source the lock was read from.
-	Source  string `json:"source"`
+	Source string `json:"source"`
+	// Server is the name of the target the lock was read from, when
+	// locktop watches several (--target NAME=…); absent with one.
+	Server  string `json:"server,omitempty"`
 	Mode    string `json:"mode"`
 	Granted bool   `json:"granted"`
 	// Holder names who holds the lock on a holding row: a pid as a string,
@@ -166,7 +169,7 @@ func newLockDoc(l *model.Lock, now time.Time, source string) LockDoc {
 		kind = model.KindAdvisory
 	}
 	out := LockDoc{
-		Kind: string(kind), Key: l.KeyLabel(), Namespace: l.Namespace, Source: source,
+		Kind: string(kind), Key: l.KeyLabel(), Namespace: l.Namespace, Source: source, Server: l.Server,
 		Mode: l.Mode, Granted: l.Granted, QueuePosition: l.QueuePos,
 		HeldSince: timePtr(l.HeldSince), WaitStart: timePtr(l.WaitStart), XactStart: timePtr(l.XactStart),
 	}

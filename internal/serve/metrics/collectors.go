@@ -18,6 +18,9 @@ type snapshotCollector struct {
 	held, waiting, longest, backends, taken, latency *prometheus.Desc
 	sourceUp, sourceLatency                          *prometheus.Desc
 	waitedTotal, recoveries                          *prometheus.Desc
+	// byServer: several targets, each metric labelled with its server
+	// (the target's name: as many values as targets, a bounded set).
+	byServer bool
 
 	mu   sync.Mutex
 	have bool
@@ -30,29 +33,35 @@ type snapshotCollector struct {
 	audit     auditMark
 }
 
-type snapKey struct{ kind, database, namespace string }
+type snapKey struct{ server, kind, database, namespace string }
 
 type snapRow struct {
 	held, waiting   int
 	longest, waited time.Duration // waited: since the poll before, summed
 }
 
-func newSnapshotCollector() *snapshotCollector {
+func newSnapshotCollector(byServer bool) *snapshotCollector {
 	l := []string{"kind", "database", "namespace"}
+	var one []string
+	src := []string{"source"}
+	if byServer {
+		l, one, src = append([]string{"server"}, l...), []string{"server"}, []string{"server", "source"}
+	}
 	return &snapshotCollector{
 		held:          prometheus.NewDesc("locktop_snapshot_locks_held", "Locks held, as of the monitor's last snapshot.", l, nil),
 		waiting:       prometheus.NewDesc("locktop_snapshot_locks_waiting", "Lock requests waiting, as of the monitor's last snapshot.", l, nil),
 		longest:       prometheus.NewDesc("locktop_snapshot_longest_wait_seconds", "The longest current wait, as of the monitor's last snapshot.", l, nil),
-		backends:      prometheus.NewDesc("locktop_snapshot_backends", "Client backends on the server, as of the monitor's last snapshot.", nil, nil),
-		taken:         prometheus.NewDesc("locktop_snapshot_timestamp_seconds", "Server time of the monitor's last snapshot, in Unix seconds.", nil, nil),
-		latency:       prometheus.NewDesc("locktop_snapshot_poll_seconds", "How long the monitor's last poll took, round trip and decoding.", nil, nil),
-		sourceUp:      prometheus.NewDesc("locktop_source_up", "1 when the source (postgres, redis, lease) answered the monitor's last poll, else 0.", []string{"source"}, nil),
-		sourceLatency: prometheus.NewDesc("locktop_source_poll_seconds", "How long the source's part of the monitor's last poll took.", []string{"source"}, nil),
+		backends:      prometheus.NewDesc("locktop_snapshot_backends", "Client backends on the server, as of the monitor's last snapshot.", one, nil),
+		taken:         prometheus.NewDesc("locktop_snapshot_timestamp_seconds", "Server time of the monitor's last snapshot, in Unix seconds.", one, nil),
+		latency:       prometheus.NewDesc("locktop_snapshot_poll_seconds", "How long the monitor's last poll took, round trip and decoding.", one, nil),
+		sourceUp:      prometheus.NewDesc("locktop_source_up", "1 when the source (postgres, redis, lease) answered the monitor's last poll, else 0.", src, nil),
+		sourceLatency: prometheus.NewDesc("locktop_source_poll_seconds", "How long the source's part of the monitor's last poll took.", src, nil),
 		waitedTotal:   prometheus.NewDesc("locktop_snapshot_wait_seconds_total", "Time lock requests spent waiting, summed over waiters, as the monitor's polls saw it: each poll adds every waiter's wait since the poll before.", l, nil),
 		recoveries:    prometheus.NewDesc("locktop_lease_recoveries_total", "Stale lease holders taken over or freed, from the lease audit trail, since this process began watching.", []string{"namespace"}, nil),
 		rows:          map[snapKey]snapRow{},
 		waited:        map[snapKey]float64{},
 		recovered:     map[string]float64{},
+		byServer:      byServer,
 	}
 }
 
@@ -64,7 +73,7 @@ func (c *snapshotCollector) set(s model.Snapshot, l *labeler) {
 		if kind == "" {
 			kind = string(model.KindAdvisory)
 		}
-		k := snapKey{kind: kind, database: lk.Database, namespace: l.lock(lk)}
+		k := snapKey{server: lk.Server, kind: kind, database: lk.Database, namespace: l.lock(lk)}
 		r := rows[k]
 		if lk.Granted {
 			r.held++
@@ -157,27 +166,60 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		return // no snapshot yet: no gauges rather than false zeros
 	}
 	for k, r := range c.rows {
-		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(r.held), k.kind, k.database, k.namespace)
-		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(r.waiting), k.kind, k.database, k.namespace)
-		ch <- prometheus.MustNewConstMetric(c.longest, prometheus.GaugeValue, r.longest.Seconds(), k.kind, k.database, k.namespace)
+		lv := []string{k.kind, k.database, k.namespace}
+		if c.byServer {
+			lv = append([]string{k.server}, lv...)
+		}
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(r.held), lv...)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(r.waiting), lv...)
+		ch <- prometheus.MustNewConstMetric(c.longest, prometheus.GaugeValue, r.longest.Seconds(), lv...)
 	}
 	for k, v := range c.waited {
-		ch <- prometheus.MustNewConstMetric(c.waitedTotal, prometheus.CounterValue, v, k.kind, k.database, k.namespace)
+		lv := []string{k.kind, k.database, k.namespace}
+		if c.byServer {
+			lv = append([]string{k.server}, lv...)
+		}
+		ch <- prometheus.MustNewConstMetric(c.waitedTotal, prometheus.CounterValue, v, lv...)
 	}
 	for ns, v := range c.recovered {
 		ch <- prometheus.MustNewConstMetric(c.recoveries, prometheus.CounterValue, v, ns)
+	}
+	if c.byServer {
+		c.collectServers(ch)
+		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.backends, prometheus.GaugeValue, float64(c.last.Connections))
 	ch <- prometheus.MustNewConstMetric(c.taken, prometheus.GaugeValue, float64(c.last.Taken.UnixNano())/1e9)
 	ch <- prometheus.MustNewConstMetric(c.latency, prometheus.GaugeValue, c.last.Latency.Seconds())
 	for _, src := range c.last.Sources {
-		up := 0.0
-		if src.Err == "" {
-			up = 1
-		}
-		ch <- prometheus.MustNewConstMetric(c.sourceUp, prometheus.GaugeValue, up, src.Name)
+		ch <- prometheus.MustNewConstMetric(c.sourceUp, prometheus.GaugeValue, up(src), src.Name)
 		ch <- prometheus.MustNewConstMetric(c.sourceLatency, prometheus.GaugeValue, src.Latency.Seconds(), src.Name)
 	}
+}
+
+// collectServers emits the per-server gauges of several targets: each
+// source's, and each server's backends, time and poll latency from its
+// PostgreSQL source ("NAME/postgres") when it answered.
+func (c *snapshotCollector) collectServers(ch chan<- prometheus.Metric) {
+	for _, src := range c.last.Sources {
+		server, name := model.SplitSource(src.Name)
+		ch <- prometheus.MustNewConstMetric(c.sourceUp, prometheus.GaugeValue, up(src), server, name)
+		ch <- prometheus.MustNewConstMetric(c.sourceLatency, prometheus.GaugeValue, src.Latency.Seconds(), server, name)
+		if name != "postgres" || src.Err != "" {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.backends, prometheus.GaugeValue, float64(src.Connections), server)
+		ch <- prometheus.MustNewConstMetric(c.taken, prometheus.GaugeValue, float64(src.Taken.UnixNano())/1e9, server)
+		ch <- prometheus.MustNewConstMetric(c.latency, prometheus.GaugeValue, src.Latency.Seconds(), server)
+	}
+}
+
+// up is 1 when the source answered, else 0.
+func up(src model.SourceStatus) float64 {
+	if src.Err == "" {
+		return 1
+	}
+	return 0
 }
 
 // poolCollector reads its pool sources at scrape time.

@@ -64,9 +64,24 @@ type Metrics struct {
 	pools      *poolCollector
 }
 
+// An Option changes what New builds.
+type Option func(*options)
+
+type options struct{ byServer bool }
+
+// ByServer labels the snapshot and source metrics with the target they
+// are of ("server"), for a locktop that watches several servers: as many
+// values as targets, a bounded set. Without it they carry no such label,
+// as before.
+func ByServer() Option { return func(o *options) { o.byServer = true } }
+
 // New returns Metrics on a fresh registry that also carries the Go runtime
 // and process collectors.
-func New() *Metrics {
+func New(opts ...Option) *Metrics {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	ns := []string{"namespace"}
 	nsAcq := []string{"namespace", "acquire"}
 	counter := func(name, help string, labels []string) *prometheus.CounterVec {
@@ -101,7 +116,7 @@ func New() *Metrics {
 			Name: "locktop_monitor_poll_errors_total",
 			Help: "Polls of the lock table that failed.",
 		}),
-		snap:  newSnapshotCollector(),
+		snap:  newSnapshotCollector(o.byServer),
 		pools: &poolCollector{},
 	}
 	m.labels.spaces = map[string]struct{}{}

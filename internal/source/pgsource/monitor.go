@@ -30,6 +30,10 @@ type Options struct {
 	// NamesIdle is how long a connection that names another database's
 	// relations stays open unused before it is closed. Default 1 minute.
 	NamesIdle time.Duration
+	// MaxConns bounds the monitor's pool; default 2 (a poll and a health
+	// probe). A collector of many servers sets 1: one connection per
+	// server, whatever shares it waiting its turn.
+	MaxConns int32
 }
 
 // Monitor polls one server. It is safe for concurrent use, but polls run one
@@ -121,6 +125,9 @@ func Config(dsn string, opts Options) (*pgxpool.Config, error) {
 	rp["lock_timeout"] = fmt.Sprint(lt.Milliseconds())
 	rp["idle_in_transaction_session_timeout"] = fmt.Sprint((10 * st).Milliseconds())
 	cfg.MaxConns = 2
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
 	cfg.MinConns = 0
 	// pgxpool would ping a connection idle for a second before each poll:
 	// a second statement per poll. Poll retries once instead, on a fresh

@@ -178,6 +178,15 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	return c.launch(ctx)
 }
 
+// Down stops the server (a fast shutdown) and keeps its data and socket
+// directory, for tests of a server that is gone for a while; Up starts it
+// again on the same data and socket. Neither may run concurrently with
+// Stop, Restart or Crash.
+func (c *Cluster) Down() { c.shutdown() }
+
+// Up starts a server that Down stopped.
+func (c *Cluster) Up(ctx context.Context) error { return c.launch(ctx) }
+
 // Crash stops the server as a crash would (an immediate shutdown, what
 // `pg_ctl stop -m immediate` sends: no checkpoint, and WAL still in the
 // server's buffers is lost, as with synchronous_commit=off) and starts it
