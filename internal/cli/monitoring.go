@@ -195,6 +195,7 @@ func newMonitoring(mon *pgsource.Monitor, server source.PollFunc, others []sourc
 		Past:      mo,
 		Log:       log,
 		QueryText: qt,
+		Version:   versionString(),
 	})
 	return mo
 }

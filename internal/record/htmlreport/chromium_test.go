@@ -1,21 +1,22 @@
 package htmlreport
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/locktop/locktop/internal/testenv/headless"
 )
 
 // TestPileUpInChromium opens the report of a recorded pile-up in headless
 // Chromium: no console errors, the lanes and marks the recording implies
 // in the DOM, a screenshot beside the page.
 func TestPileUpInChromium(t *testing.T) {
-	b := newBrowser(t)
+	b := headless.New(t)
 	dir := t.TempDir()
-	b.open(t, dir, "pileup.html", rendered(t, recorded(t, false)))
+	b.Open(t, dir, "pileup.html", rendered(t, recorded(t, false)))
 
 	counts := map[string]int{
 		"g.lane":              3, // AGENT 7, AGENT 9, the lease map:m1
@@ -31,38 +32,32 @@ func TestPileUpInChromium(t *testing.T) {
 		"#holders tr a":       2,
 	}
 	for sel, want := range counts {
-		n := eval[int](t, b, `document.querySelectorAll(`+jsString(sel)+`).length`)
+		n := headless.Eval[int](t, b, `document.querySelectorAll(`+jsString(sel)+`).length`)
 		if n != want {
 			t.Errorf("%s: %d elements, want %d", sel, n, want)
 		}
 	}
-	first := eval[string](t, b, `document.querySelector("#lane-1 .key").firstChild.textContent`)
+	first := headless.Eval[string](t, b, `document.querySelector("#lane-1 .key").firstChild.textContent`)
 	if first != "AGENT 7" {
 		t.Errorf("the first lane is %q, want AGENT 7 (the most waited-for key)", first)
 	}
-	leaseOutcome := eval[string](t, b, `[...document.querySelectorAll(".lane.k-lease .bar.hold")].map(e => e.classList[2]).join(" ")`)
+	leaseOutcome := headless.Eval[string](t, b, `[...document.querySelectorAll(".lane.k-lease .bar.hold")].map(e => e.classList[2]).join(" ")`)
 	if !strings.Contains(leaseOutcome, "o-expired") && !strings.Contains(leaseOutcome, "o-recovered") {
 		t.Errorf("the lease's holds end %q: want the first expired or recovered", leaseOutcome)
 	}
 	// A table's link moves to the key's lane, which :target highlights.
-	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(`#waits tr a`))); err != nil {
+	if err := chromedp.Do(b.Ctx, chromedp.Click(chromedp.CSS(`#waits tr a`))); err != nil {
 		t.Fatal(err)
 	}
-	target := eval[string](t, b, `location.hash`)
+	target := headless.Eval[string](t, b, `location.hash`)
 	if target != "#lane-1" {
 		t.Errorf("the longest wait links to %q, want #lane-1", target)
 	}
 
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
 	shot := filepath.Join(dir, "pileup.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
-	if errs := b.errors(); len(errs) > 0 {
+	b.Screenshot(t, shot)
+	t.Logf("screenshot: %s", shot)
+	if errs := b.Errors(); len(errs) > 0 {
 		t.Errorf("the page reported errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
@@ -73,26 +68,26 @@ func TestPileUpInChromium(t *testing.T) {
 // active (no script ran, no element was injected, no bidi control is in
 // the text), and all of them are shown, escaped.
 func TestHostileRecordingInert(t *testing.T) {
-	b := newBrowser(t)
-	b.open(t, t.TempDir(), "hostile.html", rendered(t, recorded(t, true)))
+	b := headless.New(t)
+	b.Open(t, t.TempDir(), "hostile.html", rendered(t, recorded(t, true)))
 
-	pwned := eval[string](t, b, `String(window.__pwned)`)
+	pwned := headless.Eval[string](t, b, `String(window.__pwned)`)
 	if pwned != "undefined" {
 		t.Errorf("a script from the recording ran: window.__pwned = %q", pwned)
 	}
-	injected := eval[int](t, b, `document.querySelectorAll("script, img, iframe, object, embed, [onerror], [onload], [src]").length`)
+	injected := headless.Eval[int](t, b, `document.querySelectorAll("script, img, iframe, object, embed, [onerror], [onload], [src]").length`)
 	if injected != 0 {
 		t.Errorf("%d elements injected by the recording's strings", injected)
 	}
-	bidi := eval[bool](t, b, `/[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/.test(document.documentElement.textContent)`)
+	bidi := headless.Eval[bool](t, b, `/[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/.test(document.documentElement.textContent)`)
 	if bidi {
 		t.Error("a bidi control from the recording is in the page's text")
 	}
-	shown := eval[bool](t, b, `document.documentElement.textContent.includes('<script>window.__pwned') && document.documentElement.textContent.includes('U+202E')`)
+	shown := headless.Eval[bool](t, b, `document.documentElement.textContent.includes('<script>window.__pwned') && document.documentElement.textContent.includes('U+202E')`)
 	if !shown {
 		t.Error("the hostile strings are not shown as text")
 	}
-	if errs := b.errors(); len(errs) > 0 {
+	if errs := b.Errors(); len(errs) > 0 {
 		t.Errorf("the page reported errors (a blocked script or image would):\n%s", strings.Join(errs, "\n"))
 	}
 }

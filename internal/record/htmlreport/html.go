@@ -26,6 +26,11 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	},
 }).Parse(pageText))
 
+// ContentSecurityPolicy is the page's policy (in a meta element, and a
+// header where it is served): styles inline, nothing else, so no script
+// runs and nothing is loaded whatever the page holds.
+const ContentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'"
+
 // Options say what the page's header tells beside the report, and in
 // which time zone its times are shown.
 type Options struct {
@@ -41,6 +46,7 @@ type Options struct {
 // Write renders the report and its timeline as one HTML page.
 func Write(w io.Writer, rep *incident.Report, tl *Timeline, o Options) error {
 	v := render(rep, tl, o)
+	v.CSP = ContentSecurityPolicy
 	var b strings.Builder
 	if err := pageTmpl.Execute(&b, v); err != nil {
 		return err

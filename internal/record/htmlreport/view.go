@@ -13,6 +13,7 @@ import (
 // page is what the template draws: every coordinate computed, every
 // string from the recording cleaned (the template escapes it).
 type page struct {
+	CSP                 string
 	Server, Sources     string
 	Range, Zone, Lasted string
 	Snapshots, Damaged  int
