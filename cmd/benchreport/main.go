@@ -126,7 +126,7 @@ func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Dur
 
 // benchPackages are the packages whose test binaries hold benchmarks
 // (internal/cli has the dashboard's refresh benchmark).
-var benchPackages = []string{"lockcore", "internal/source/pgsource", "ui", "internal/cli", "internal/record/recording", "internal/record/history"}
+var benchPackages = []string{"lockcore", "internal/source/pgsource", "ui", "internal/cli", "internal/record/recording", "internal/record/history", "internal/record/htmlreport"}
 
 // only, if set (-only), selects the steps to run by name.
 var only *regexp.Regexp
@@ -146,6 +146,7 @@ var steps = []struct {
 	{"simulator at scale: acf and fole", simSystems},
 	{"recording size", recordingSize},
 	{"history", history},
+	{"HTML report", htmlReport},
 	{"lease locks", leaseLocks},
 	{"Redis session mutex", redisMutex},
 	{"one pane", onePane},

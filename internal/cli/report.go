@@ -55,6 +55,9 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *asJSON && *html != "" {
 		return usagef("--json and --html: choose one")
 	}
+	if *html != "" {
+		return writeHTMLReport(r, f, t, *html, stdout)
+	}
 	rep, err := incident.Build(r, r.Header.Server, f, t)
 	if err != nil {
 		return err
@@ -63,19 +66,17 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *asJSON {
 		return printJSON(stdout, rep)
 	}
-	if *html != "" {
-		return writeHTMLReport(r, rep, *html, stdout)
-	}
 	return rep.WriteText(stdout, incident.TextOptions{Clean: ui.Sanitize})
 }
 
-// writeHTMLReport writes the review of r as the HTML page to path, or to
-// stdout for "-".
-func writeHTMLReport(r *recording.Recording, rep *incident.Report, path string, stdout io.Writer) error {
-	tl, err := htmlreport.Build(r, rep)
+// writeHTMLReport writes the review of r from from to to as the HTML
+// page to path, or to stdout for "-".
+func writeHTMLReport(r *recording.Recording, from, to time.Time, path string, stdout io.Writer) error {
+	rep, tl, err := htmlreport.Review(r, r.Header.Server, from, to)
 	if err != nil {
 		return err
 	}
+	rep.Damaged = len(r.Damage)
 	var b bytes.Buffer
 	o := htmlreport.Options{Location: time.Local, Sources: r.Header.Sources, Recorded: r.Header.Locktop, Version: versionString()}
 	if err := htmlreport.Write(&b, rep, tl, o); err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktop/locktop/internal/record/incident"
 	"github.com/locktop/locktop/internal/record/recording"
 	"github.com/locktop/locktop/model"
 )
@@ -109,11 +108,7 @@ func recorded(t testing.TB, hostile bool) *recording.Recording {
 // rendered renders a recording's whole span as the CLI does.
 func rendered(t testing.TB, r *recording.Recording) []byte {
 	t.Helper()
-	rep, err := incident.Build(r, r.Header.Server, time.Time{}, time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl, err := Build(r, rep)
+	rep, tl, err := Review(r, r.Header.Server, time.Time{}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}

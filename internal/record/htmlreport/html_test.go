@@ -2,8 +2,10 @@ package htmlreport
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPageGolden(t *testing.T) {
@@ -44,6 +46,29 @@ func TestClean(t *testing.T) {
 		}
 		if got := clean(in, n); got != want {
 			t.Errorf("clean(%q, %d) = %q, want %q", in, n, got, want)
+		}
+	}
+}
+
+// Review feeds the lanes from the report's own reading of the frames: the
+// same timeline as Build's reading of its own, over the whole span and a
+// part of it.
+func TestReviewSameAsBuild(t *testing.T) {
+	r := recorded(t, false)
+	for _, span := range [][2]time.Time{{}, {t0.Add(5 * time.Second), t0.Add(21 * time.Second)}} {
+		rep, tl, err := Review(r, "", span[0], span[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Build(r, rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(tl, again) {
+			t.Errorf("span %v: Review's timeline differs from Build's:\n%+v\n%+v", span, tl, again)
+		}
+		if len(tl.Queue) != rep.Snapshots || len(tl.Lanes) == 0 {
+			t.Errorf("span %v: %d queue points for %d snapshots, %d lanes", span, len(tl.Queue), rep.Snapshots, len(tl.Lanes))
 		}
 	}
 }

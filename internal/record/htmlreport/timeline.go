@@ -80,25 +80,10 @@ type waitID struct {
 
 // Build reads the frames of f between rep.From and rep.To (as
 // incident.Build chose them) into lanes, and takes the report's lease
-// events and root blockers onto the bars.
+// events and root blockers onto the bars. Review does the same without
+// reading the frames again.
 func Build(f incident.Frames, rep *incident.Report) (*Timeline, error) {
-	tl := &Timeline{From: rep.From, To: rep.To}
-	lanes := map[laneID]*Lane{}
-	holds := map[holdID]*Bar{}
-	waits := map[waitID]*Bar{}
-	lane := func(l *model.Lock) *Lane {
-		k := l.KeyID()
-		ln := lanes[k]
-		if ln == nil {
-			kind := string(l.Kind)
-			if kind == "" {
-				kind = string(model.KindAdvisory)
-			}
-			ln = &Lane{Key: l.KeyLabel(), Kind: kind}
-			lanes[k] = ln
-		}
-		return ln
-	}
+	b := newBuilder()
 	for i := range f.Len() {
 		t := f.Time(i)
 		if t.Before(rep.From) || t.After(rep.To) {
@@ -108,82 +93,158 @@ func Build(f incident.Frames, rep *incident.Report) (*Timeline, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.PollError() != "" {
-			continue // an outage ends no bar; the report marks it
+		b.add(t, s)
+	}
+	return b.finish(rep), nil
+}
+
+// Review builds the report (incident.Build) and its timeline in the same
+// reading of the frames: each frame's snapshot, decoded for the report's
+// first pass, feeds the lanes too (decoding is most of the cost of an
+// hour of locks). Should the report read the frames in another order, the
+// timeline reads them again itself.
+func Review(f incident.Frames, server string, from, to time.Time) (*incident.Report, *Timeline, error) {
+	tf := &tee{Frames: f, b: newBuilder(), next: -1}
+	rep, err := incident.Build(tf, server, from, to)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Fed every frame of the span once, in order (contiguous: the frames
+	// fed lie within the span and are as many as it holds)?
+	if tf.broken || tf.fed != rep.Snapshots {
+		tl, err := Build(f, rep)
+		return rep, tl, err
+	}
+	return rep, tf.b.finish(rep), nil
+}
+
+// tee hands the builder every frame the report reads for the first time,
+// as long as it reads them in order without a gap.
+type tee struct {
+	incident.Frames
+	b      *builder
+	next   int // the index the builder takes next; -1 before the first
+	fed    int
+	broken bool // read out of order: the builder's lanes are not to be used
+}
+
+func (t *tee) Merged(i int) (model.Snapshot, error) {
+	s, err := t.Frames.Merged(i)
+	if err != nil || t.broken {
+		return s, err
+	}
+	switch {
+	case t.next < 0:
+	case i < t.next:
+		return s, nil // a later pass
+	case i > t.next:
+		t.broken = true
+		return s, nil
+	}
+	t.b.add(t.Frames.Time(i), s)
+	t.next, t.fed = i+1, t.fed+1
+	return s, nil
+}
+
+// builder takes snapshots in order and keeps every key's bars.
+type builder struct {
+	lanes map[laneID]*Lane
+	holds map[holdID]*Bar
+	waits map[waitID]*Bar
+	queue []Point
+}
+
+func newBuilder() *builder {
+	return &builder{lanes: map[laneID]*Lane{}, holds: map[holdID]*Bar{}, waits: map[waitID]*Bar{}}
+}
+
+func (bd *builder) lane(l *model.Lock) {
+	k := l.KeyID()
+	if bd.lanes[k] == nil {
+		kind := string(l.Kind)
+		if kind == "" {
+			kind = string(model.KindAdvisory)
 		}
-		seenH := map[holdID]bool{}
-		seenW := map[waitID]bool{}
-		holding := map[model.KeyID][]string{}
-		n := 0
-		for j := range s.Locks {
-			l := &s.Locks[j]
-			if l.Granted {
-				since := l.HeldSince
-				id := holdID{l.KeyID(), l.Holder(), since.UnixNano()}
-				holding[id.key] = append(holding[id.key], id.who)
-				seenH[id] = true
-				if b := holds[id]; b != nil {
-					b.End = t
-					continue
-				}
-				if since.IsZero() || since.After(t) {
-					since = t
-				}
-				holds[id] = &Bar{Who: l.Holder(), Application: l.ApplicationName, Query: l.Query, Mode: l.Mode,
-					Start: since, End: t, Outcome: Held, Count: 1}
-				lane(l)
-				continue
-			}
-			n++
-			start := l.WaitStart
-			if start.IsZero() || start.After(t) {
-				start = t
-			}
-			id := waitID{l.KeyID(), l.Holder(), start.UnixNano()}
-			seenW[id] = true
-			if b := waits[id]; b != nil {
+		bd.lanes[k] = &Lane{Key: l.KeyLabel(), Kind: kind}
+	}
+}
+
+// add takes the snapshot taken at t.
+func (bd *builder) add(t time.Time, s model.Snapshot) {
+	if s.PollError() != "" {
+		return // an outage ends no bar; the report marks it
+	}
+	lanes, holds, waits := bd.lanes, bd.holds, bd.waits
+	seenH := map[holdID]bool{}
+	seenW := map[waitID]bool{}
+	holding := map[model.KeyID][]string{}
+	n := 0
+	for j := range s.Locks {
+		l := &s.Locks[j]
+		if l.Granted {
+			since := l.HeldSince
+			id := holdID{l.KeyID(), l.Holder(), since.UnixNano()}
+			holding[id.key] = append(holding[id.key], id.who)
+			seenH[id] = true
+			if b := holds[id]; b != nil {
 				b.End = t
 				continue
 			}
-			waits[id] = &Bar{Wait: true, Who: l.Holder(), Application: l.ApplicationName, Query: l.Query, Mode: l.Mode,
-				Start: start, End: t, Outcome: StillWait, Count: 1}
-			lane(l)
-		}
-		tl.Queue = append(tl.Queue, Point{t, n})
-		for id, b := range holds {
-			if !seenH[id] && b.Outcome == Held {
-				b.Outcome = Released
+			if since.IsZero() || since.After(t) {
+				since = t
 			}
+			holds[id] = &Bar{Who: l.Holder(), Application: l.ApplicationName, Query: l.Query, Mode: l.Mode,
+				Start: since, End: t, Outcome: Held, Count: 1}
+			bd.lane(l)
+			continue
 		}
-		for id, b := range waits {
-			if seenW[id] || b.Outcome != StillWait {
-				continue
-			}
+		n++
+		start := l.WaitStart
+		if start.IsZero() || start.After(t) {
+			start = t
+		}
+		id := waitID{l.KeyID(), l.Holder(), start.UnixNano()}
+		seenW[id] = true
+		if b := waits[id]; b != nil {
+			b.End = t
+			continue
+		}
+		waits[id] = &Bar{Wait: true, Who: l.Holder(), Application: l.ApplicationName, Query: l.Query, Mode: l.Mode,
+			Start: start, End: t, Outcome: StillWait, Count: 1}
+		bd.lane(l)
+	}
+	bd.queue = append(bd.queue, Point{t, n})
+	// Bars not shown any more end: a hold released, a wait granted (its
+	// waiter holds the key now) or given up. A later snapshot showing the
+	// same hold again (same grant time) starts a new bar.
+	for id, b := range holds {
+		if !seenH[id] {
+			b.Outcome = Released
+			lanes[id.key].Bars = append(lanes[id.key].Bars, *b)
+			delete(holds, id)
+		}
+	}
+	for id, b := range waits {
+		if !seenW[id] {
 			b.Outcome = GaveUp
 			if slices.Contains(holding[id.key], id.who) {
 				b.Outcome = Granted
 			}
-		}
-		// Ended bars keep their outcome; a later snapshot showing the
-		// same hold again (same grant time) is a new bar.
-		for id, b := range holds {
-			if !seenH[id] {
-				lanes[id.key].Bars = append(lanes[id.key].Bars, *b)
-				delete(holds, id)
-			}
-		}
-		for id, b := range waits {
-			if !seenW[id] {
-				lanes[id.key].Bars = append(lanes[id.key].Bars, *b)
-				delete(waits, id)
-			}
+			lanes[id.key].Bars = append(lanes[id.key].Bars, *b)
+			delete(waits, id)
 		}
 	}
+}
+
+// finish is the timeline of the snapshots taken, over rep's span.
+func (bd *builder) finish(rep *incident.Report) *Timeline {
+	tl := &Timeline{From: rep.From, To: rep.To, Queue: bd.queue}
+	lanes := bd.lanes
 	// Still held or waiting at the end: the lanes' sort orders them.
-	for id, b := range holds {
+	for id, b := range bd.holds {
 		lanes[id.key].Bars = append(lanes[id.key].Bars, *b)
 	}
-	for id, b := range waits {
+	for id, b := range bd.waits {
 		lanes[id.key].Bars = append(lanes[id.key].Bars, *b)
 	}
 	for _, ln := range lanes {
@@ -204,7 +265,7 @@ func Build(f incident.Frames, rep *incident.Report) (*Timeline, error) {
 		return cmp.Or(cmp.Compare(b.Waited, a.Waited), cmp.Compare(b.Held, a.Held), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Kind, b.Kind))
 	})
 	tl.mark(rep)
-	return tl, nil
+	return tl
 }
 
 // mark takes the report's lease events and root blockers onto the bars.

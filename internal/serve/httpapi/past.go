@@ -139,9 +139,17 @@ func (h *handler) report(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer h.past.leave()
-	if _, rep, ok := h.review(w, req); ok {
-		writeJSON(w, http.StatusOK, rep)
+	r, from, to, ok := h.span(w, req)
+	if !ok {
+		return
 	}
+	rep, err := incident.Build(r, r.Header.Server, from, to)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, pastError{Error: "reading the history: " + oneLine(err.Error())})
+		return
+	}
+	rep.Damaged = len(r.Damage)
+	writeJSON(w, http.StatusOK, rep)
 }
 
 // reportPage serves GET /report?from=&to=: the same review as the HTML
@@ -151,13 +159,14 @@ func (h *handler) reportPage(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer h.past.leave()
-	r, rep, ok := h.review(w, req)
+	r, from, to, ok := h.span(w, req)
 	if !ok {
 		return
 	}
-	tl, err := htmlreport.Build(r, rep)
+	rep, tl, err := htmlreport.Review(r, r.Header.Server, from, to)
 	var b bytes.Buffer
 	if err == nil {
+		rep.Damaged = len(r.Damage)
 		err = htmlreport.Write(&b, rep, tl, htmlreport.Options{Location: time.Local, Sources: r.Header.Sources, Recorded: r.Header.Locktop, Version: h.d.Version})
 	}
 	if err != nil {
@@ -171,38 +180,30 @@ func (h *handler) reportPage(w http.ResponseWriter, req *http.Request) {
 	_, _ = w.Write(b.Bytes())
 }
 
-// review reads ?from=&to= and builds the review of that span of the kept
-// past, or answers why not (a 400 names the kept range or the span's cap).
-func (h *handler) review(w http.ResponseWriter, req *http.Request) (*recording.Recording, *incident.Report, bool) {
-	r, ok := h.recording(w)
+// span reads ?from=&to= over the kept past, or answers why not (a 400
+// names the kept range or the span's cap).
+func (h *handler) span(w http.ResponseWriter, req *http.Request) (r *recording.Recording, from, to time.Time, ok bool) {
+	r, ok = h.recording(w)
 	if !ok {
-		return nil, nil, false
+		return nil, from, to, false
 	}
 	first, last := r.Span()
-	from, ok := h.moment(w, req, r, "from", first)
-	if !ok {
-		return nil, nil, false
+	if from, ok = h.moment(w, req, r, "from", first); !ok {
+		return nil, from, to, false
 	}
-	to, ok := h.moment(w, req, r, "to", last)
-	if !ok {
-		return nil, nil, false
+	if to, ok = h.moment(w, req, r, "to", last); !ok {
+		return nil, from, to, false
 	}
 	if to.Before(from) {
 		writeJSON(w, http.StatusBadRequest, pastError{Error: "to is before from"})
-		return nil, nil, false
+		return nil, from, to, false
 	}
 	if to.Sub(from) > MaxReportSpan {
 		writeJSON(w, http.StatusBadRequest, pastError{Error: fmt.Sprintf("from %s to %s spans %s: a report spans at most %s; ask for a narrower range",
 			from.Format(time.RFC3339), to.Format(time.RFC3339), to.Sub(from).Round(time.Second), MaxReportSpan), First: timePtr(first), Last: timePtr(last)})
-		return nil, nil, false
+		return nil, from, to, false
 	}
-	rep, err := incident.Build(r, r.Header.Server, from, to)
-	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, pastError{Error: "reading the history: " + oneLine(err.Error())})
-		return nil, nil, false
-	}
-	rep.Damaged = len(r.Damage)
-	return r, rep, true
+	return r, from, to, true
 }
 
 // historyFile serves GET /api/history: the kept past as one recording.
