@@ -1,6 +1,7 @@
 package htmlreport
 
 import (
+	"cmp"
 	_ "embed"
 	"fmt"
 	"html/template"
@@ -75,6 +76,10 @@ func render(rep *incident.Report, tl *Timeline, o Options) *page {
 		W: num(svgW), LabelW: num(labelW), PlotW: num(plotW), PlotEnd: num(labelW + plotW),
 		ChartH: num(chartH), Peak: rep.Queue.Peak, PeakAt: clock(rep.Queue.PeakAt),
 	}
+	capped := *rep
+	capped.Leases = firstEvents(v, rep.Leases, "lease expiries, recoveries and losses")
+	capped.Outages = firstEvents(v, rep.Outages, "source outages")
+	rep = &capped
 	v.Axis = ticks(sc, tl.From, tl.To, loc)
 	v.chart(tl, sc)
 	v.marks(rep, sc, clock)
@@ -118,7 +123,9 @@ func render(rep *incident.Report, tl *Timeline, o Options) *page {
 	}
 	v.LanesH = num(y + 4)
 	v.AxisY = num(y + 14)
-	for i, e := range rep.Episodes {
+	shownEps := v.episodesShown(rep.Episodes)
+	for _, i := range shownEps {
+		e := rep.Episodes[i]
 		x0, x1 := sc.x(e.Start), sc.x(e.End)
 		to := clock(e.End)
 		if e.Ongoing {
@@ -141,6 +148,24 @@ func render(rep *incident.Report, tl *Timeline, o Options) *page {
 	}
 	v.tables(rep, anchors, clock)
 	return v
+}
+
+// episodesShown are the indices of the episodes drawn and listed, in
+// order: all of them, or the MaxEpisodes with the most total wait (the
+// page says so).
+func (v *page) episodesShown(eps []incident.Episode) []int {
+	idx := make([]int, len(eps))
+	for i := range idx {
+		idx[i] = i
+	}
+	if len(eps) <= MaxEpisodes {
+		return idx
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(eps[b].Waited, eps[a].Waited) })
+	idx = idx[:MaxEpisodes]
+	slices.Sort(idx)
+	v.Notices = append(v.Notices, fmt.Sprintf("%d contention episodes: the %d with the most total wait are shaded and listed (numbered in the order of all of them).", len(eps), MaxEpisodes))
+	return idx
 }
 
 // restH is the height of the band of keys without a lane of their own.

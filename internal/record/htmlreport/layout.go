@@ -11,10 +11,15 @@ import (
 // What a screen can show: beyond MaxLanes keys the rest are drawn as one
 // density band, and a lane with more than MaxBars bars has its bars too
 // short to tell apart merged, then only its MaxBars longest drawn. The
-// page says so wherever it happens.
+// page says so wherever it happens. So do the episodes, lease events and
+// outages beyond MaxEpisodes and MaxEvents.
 const (
 	MaxLanes = 100
 	MaxBars  = 60
+	// MaxEpisodes is how many episodes are shaded and listed, MaxEvents
+	// how many lease events and outages are marked and listed (the first).
+	MaxEpisodes = 200
+	MaxEvents   = 500
 	// maxRows is how many rows of overlapping bars a lane's holds or
 	// waits get; more overlap draws over the last row.
 	maxRows = 4

@@ -181,3 +181,13 @@ func leaseTitle(e incident.LeaseEvent, clock func(time.Time) string) string {
 	}
 	return t
 }
+
+// firstEvents are the first MaxEvents of events; beyond, the page says how
+// many are left out.
+func firstEvents[E any](v *page, events []E, what string) []E {
+	if len(events) <= MaxEvents {
+		return events
+	}
+	v.Notices = append(v.Notices, fmt.Sprintf("%d %s: the first %d are marked and listed.", len(events), what, MaxEvents))
+	return events[:MaxEvents]
+}
