@@ -118,8 +118,8 @@ func render(rep *incident.Report, tl *Timeline, o Options) *page {
 		}
 	}
 	if merged > 0 {
-		v.Notices = append(v.Notices, fmt.Sprintf("%d lanes had more than %d bars: their bars closer than the drawing can tell apart are merged (the tooltip says how many), and only the longest %d are drawn; the lane's label says what was left out.",
-			merged, MaxBars, MaxBars))
+		v.Notices = append(v.Notices, fmt.Sprintf("%d lanes had more than %d bars: in them, bars too close to tell apart at this width are merged into one, drawn lighter (its tooltip says how many it stands for); the lane's label says \"merged\".",
+			merged, MaxBars))
 	}
 	v.LanesH = num(y + 4)
 	v.AxisY = num(y + 14)
@@ -190,7 +190,11 @@ func (v *page) lane(ln *Lane, i int, y float64, sc scale, clock func(time.Time) 
 	lv := laneView{ID: "lane-" + itoa(i+1), Kind: kindClass(ln.Kind), KindName: clean(ln.Kind, 16), Key: clean(ln.Key, 36), Y: num(y)}
 	lv.Title = fmt.Sprintf("%s (%s): %d bars, %d waits, waited %s, held %s", clean(ln.Key, nameRunes), ln.Kind, len(ln.Bars), ln.Waits, dur(ln.Waited), dur(ln.Held))
 	if sh.merged > 0 || sh.dropped > 0 {
-		lv.Note = fmt.Sprintf("%d bars: %d merged, %d not drawn", len(ln.Bars), sh.merged, sh.dropped)
+		lv.Note = "merged"
+		lv.Title += fmt.Sprintf("; too many to draw one by one: %d merged into the bars beside them (drawn lighter)", sh.merged)
+		if sh.dropped > 0 {
+			lv.Title += fmt.Sprintf(", %d of the shortest not drawn", sh.dropped)
+		}
 	}
 	top := y + laneP
 	add := func(bs []Bar, xs [][2]float64, rows []int, base float64, h float64) {
@@ -202,6 +206,9 @@ func (v *page) lane(ln *Lane, i int, y float64, sc scale, clock func(time.Time) 
 			cls += " " + classOf(b.Outcome)
 			if b.Root {
 				cls += " root"
+			}
+			if b.Count > 1 {
+				cls += " merged"
 			}
 			lv.Bars = append(lv.Bars, barView{Class: cls, X: num(xs[j][0]), W: num(xs[j][1] - xs[j][0]),
 				Y: num(base + float64(rows[j])*rowH), H: num(h), Title: barTitle(b, ln, clock)})

@@ -2,7 +2,6 @@ package htmlreport
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -68,22 +67,44 @@ func num(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
 // shown is a lane as drawn: its bars merged and capped.
 type shown struct {
 	bars    []Bar
-	dropped int // bars not drawn
 	merged  int // bars drawn merged into others
+	dropped int // bars not drawn
 }
 
-// fit merges the bars of a lane that are closer than a unit of the plot
-// (same kind of bar, same outcome) when there are more than MaxBars, then
-// keeps the MaxBars longest.
+// fit draws at most MaxBars bars of a lane: when it has more, bars of the
+// same kind and outcome closer than a unit of the plot are merged, then
+// closer than two, four... units, so that every span that had bars still
+// shows one (a merged bar is drawn lighter, and says how many it stands
+// for). Only if that is not enough are the shortest left out.
 func fit(ln *Lane, sc scale) shown {
-	if len(ln.Bars) <= MaxBars {
-		return shown{bars: ln.Bars}
+	out := shown{bars: ln.Bars}
+	for gap := sc.unit(); len(out.bars) > MaxBars && gap <= sc.span; gap *= 2 {
+		out = merge(ln.Bars, gap)
+	}
+	if len(out.bars) > MaxBars {
+		keep := slices.Clone(out.bars)
+		slices.SortStableFunc(keep, func(a, b Bar) int { return cmp.Compare(b.End.Sub(b.Start), a.End.Sub(a.Start)) })
+		for _, b := range keep[MaxBars:] {
+			out.dropped += b.Count
+		}
+		keep = keep[:MaxBars]
+		slices.SortStableFunc(keep, func(a, b Bar) int { return a.Start.Compare(b.Start) })
+		out.bars = keep
+	}
+	return out
+}
+
+// merge joins bars of the same kind and outcome that begin less than gap
+// after the previous one ended.
+func merge(bars []Bar, gap time.Duration) shown {
+	type kind struct {
+		wait, root bool
+		outcome    string
 	}
 	var out shown
-	gap := sc.unit()
-	last := map[string]int{} // the last bar of a kind and outcome, in out.bars
-	for _, b := range ln.Bars {
-		k := fmt.Sprint(b.Wait, b.Outcome, b.Root)
+	last := map[kind]int{} // the last bar of a kind, in out.bars
+	for _, b := range bars {
+		k := kind{b.Wait, b.Root, b.Outcome}
 		if i, ok := last[k]; ok {
 			p := &out.bars[i]
 			if b.Start.Sub(p.End) < gap {
@@ -95,16 +116,6 @@ func fit(ln *Lane, sc scale) shown {
 		}
 		out.bars = append(out.bars, b)
 		last[k] = len(out.bars) - 1
-	}
-	if len(out.bars) > MaxBars {
-		keep := slices.Clone(out.bars)
-		slices.SortStableFunc(keep, func(a, b Bar) int { return cmp.Compare(b.End.Sub(b.Start), a.End.Sub(a.Start)) })
-		for _, b := range keep[MaxBars:] {
-			out.dropped += b.Count
-		}
-		keep = keep[:MaxBars]
-		slices.SortStableFunc(keep, func(a, b Bar) int { return a.Start.Compare(b.Start) })
-		out.bars = keep
 	}
 	return out
 }
