@@ -29,14 +29,15 @@ const (
 // 100 with 201 and 202 queued behind it (201 is granted, 202 gives up);
 // AGENT 9 held by 300 with 301 behind it; a lease that runs out and is
 // recovered by another owner; the Redis source failing from second 20 to
-// 23. With hostile set, the application names, queries and an owner carry
-// markup and bidi controls.
+// 23. With hostile set, the application names, queries, an owner and the
+// lease's resource name carry markup and bidi controls.
 func pileUp(sec int, hostile bool) model.Snapshot {
 	t := t0.Add(time.Duration(sec) * time.Second)
 	s := model.Snapshot{Taken: t, Connections: 12}
-	app, query, owner := "hook", "SELECT pg_advisory_lock(1, 7)", "worker-2"
+	app, query, owner, resource := "hook", "SELECT pg_advisory_lock(1, 7)", "worker-2", "map:m1"
 	if hostile {
 		app, query, owner = evilScript+evilBidi, "SELECT 1 /* "+evilImg+" */ -- \u202Edrop", evilImg
+		resource = `map:</text><svg onload="window.__pwned='lane'">` + "\u202E"
 	}
 	at := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
 	adv := func(id int64, pid int32, granted bool, since time.Time, behind ...int32) {
@@ -66,7 +67,7 @@ func pileUp(sec int, hostile bool) model.Snapshot {
 		adv(9, 301, false, at(5), 300)
 	}
 	lease := func(o string, since, expires time.Time) {
-		s.Locks = append(s.Locks, model.Lock{Kind: model.KindLease, Database: "app", Granted: true, Name: "map:m1",
+		s.Locks = append(s.Locks, model.Lock{Kind: model.KindLease, Database: "app", Granted: true, Name: resource,
 			Owner: o, HeldSince: since, Expires: expires, Mode: "write", ApplicationName: app})
 	}
 	switch {
