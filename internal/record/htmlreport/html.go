@@ -70,7 +70,7 @@ func render(rep *incident.Report, tl *Timeline, o Options) *page {
 	sc := newScale(tl.From, tl.To)
 	v := &page{
 		Server: clean(rep.Server, nameRunes), Sources: clean(strings.Join(o.Sources, ", "), nameRunes*2),
-		Range: rep.From.In(loc).Format("2006-01-02 15:04:05") + " – " + clock(rep.To), Zone: loc.String(),
+		Range: rep.From.In(loc).Format("2006-01-02 15:04:05") + " – " + clock(rep.To), Zone: rep.From.In(loc).Format("MST -07:00"),
 		Lasted: dur(rep.To.Sub(rep.From)), Snapshots: rep.Snapshots, Damaged: rep.Damaged,
 		Recorded: orDash(clean(o.Recorded, nameRunes)), Version: orDash(clean(o.Version, nameRunes)),
 		W: num(svgW), LabelW: num(labelW), PlotW: num(plotW), PlotEnd: num(labelW + plotW),
