@@ -73,7 +73,7 @@ func render(rep *incident.Report, tl *Timeline, o Options) *page {
 		Range: rep.From.In(loc).Format("2006-01-02 15:04:05") + " – " + clock(rep.To), Zone: rep.From.In(loc).Format("MST -07:00"),
 		Lasted: dur(rep.To.Sub(rep.From)), Snapshots: rep.Snapshots, Damaged: rep.Damaged,
 		Recorded: orDash(clean(o.Recorded, nameRunes)), Version: orDash(clean(o.Version, nameRunes)),
-		W: num(svgW), LabelW: num(labelW), PlotW: num(plotW), PlotEnd: num(labelW + plotW),
+		W: num(svgW), LabelW: num(labelW),
 		ChartH: num(chartH), Peak: rep.Queue.Peak, PeakAt: clock(rep.Queue.PeakAt),
 	}
 	capped := *rep

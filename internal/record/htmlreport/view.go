@@ -20,19 +20,19 @@ type page struct {
 	Recorded, Version   string
 	Notices             []string
 
-	W, LabelW, PlotW, PlotEnd string
-	Axis                      []tick
-	AxisY                     string
+	W, LabelW string
+	Axis      []tick
+	AxisY     string
 
 	ChartH, ChartPath, ChartLine string
 	Peak                         int
 	PeakAt                       string
 
-	LanesH, LanesTop, MarksY string
-	Marks                    []mark
-	Episodes                 []episodeView
-	Lanes                    []laneView
-	Rest                     *restView
+	LanesH, MarksY string
+	Marks          []mark
+	Episodes       []episodeView
+	Lanes          []laneView
+	Rest           *restView
 
 	EpisodeRows []episodeRow
 	Waits       []row
