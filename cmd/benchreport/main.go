@@ -137,7 +137,7 @@ func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Dur
 
 // benchPackages are the packages whose test binaries hold benchmarks
 // (internal/cli has the dashboard's refresh benchmark).
-var benchPackages = []string{"lockcore", "internal/source/pgsource", "ui", "internal/cli", "internal/record/recording", "internal/record/history"}
+var benchPackages = []string{"lockcore", "internal/source/pgsource", "ui", "internal/cli", "internal/record/recording", "internal/record/history", "internal/record/htmlreport"}
 
 // only, if set (-only), selects the steps to run by name.
 var only *regexp.Regexp
@@ -158,6 +158,7 @@ var steps = []struct {
 	{name: "simulator at scale: acf and fole", run: simSystems},
 	{name: "recording size", run: recordingSize},
 	{name: "history", run: history},
+	{name: "HTML report", run: htmlReport},
 	{name: "lease locks", run: leaseLocks},
 	{name: "Redis session mutex", run: redisMutex},
 	{name: "one pane", run: onePane},

@@ -230,6 +230,7 @@ func newMonitoring(members []*member, server source.PollFunc, others []source.So
 		Past:      mo,
 		Log:       log,
 		QueryText: qt,
+		Version:   versionString(),
 	}
 	if fleet {
 		deps.Health = mo.fleetHealth

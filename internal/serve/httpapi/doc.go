@@ -4,6 +4,7 @@
 //	GET /api/locks           every kind of lock from every source (LocksDocument);
 //	                         ?at=TIME: as it was then, from the kept history
 //	GET /api/report          locktop report's JSON over the kept history (?from=&to=)
+//	GET /report              the same review as locktop report --html's page (?from=&to=)
 //	GET /api/history         the kept history as one recording file
 //	GET /metrics             Prometheus metrics (internal/metrics)
 //	GET /healthz             200 when a probe lock can be taken and released

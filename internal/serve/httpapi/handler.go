@@ -39,11 +39,13 @@ type Deps struct {
 	HealthMaxAge time.Duration
 	// Metrics serves /metrics (Metrics.Handler).
 	Metrics http.Handler
-	// Past, when set, answers /api/locks?at=, /api/report and
+	// Past, when set, answers /api/locks?at=, /api/report, /report and
 	// /api/history from the history the process keeps (past.go).
 	Past Past
 	// Log receives failed requests; nil means slog.Default().
 	Log *slog.Logger
+	// Version is the locktop version the /report page names.
+	Version string
 	// QueryText is how much of each session's query text the documents
 	// carry (querytext.Full, the zero value, is all of it).
 	QueryText querytext.Mode
@@ -71,6 +73,7 @@ func New(d Deps) http.Handler {
 	mux.HandleFunc("GET /api/advisory-locks", h.locks)
 	mux.HandleFunc("GET /api/locks", h.allLocks)
 	mux.HandleFunc("GET /api/report", h.report)
+	mux.HandleFunc("GET /report", h.reportPage)
 	mux.HandleFunc("GET /api/history", h.historyFile)
 	if d.Health != nil {
 		mux.HandleFunc("GET /healthz", h.healthz)
@@ -95,6 +98,7 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	if h.d.Past != nil {
 		b.WriteString("/api/locks?at=TIME   the same as it was at TIME (RFC 3339, a time of day today, -5m), from the kept history\n")
 		b.WriteString("/api/report          the incident review of the kept history as JSON (?from=TIME&to=TIME)\n")
+		b.WriteString("/report              the same review as an HTML page with the lock timeline (?from=TIME&to=TIME)\n")
 		b.WriteString("/api/history         the kept history as a recording (locktop replay/report http://HOST:PORT)\n")
 	}
 	if h.d.Metrics != nil {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/record/history"
+	"github.com/locktop/locktop/internal/record/htmlreport"
 	"github.com/locktop/locktop/internal/record/incident"
 	"github.com/locktop/locktop/internal/record/recording"
 )
@@ -26,6 +28,7 @@ type Past interface {
 //
 //	GET /api/locks?at=TIME         the /api/locks document as it was at TIME
 //	GET /api/report?from=T&to=T    locktop report's JSON over that span (default: all kept)
+//	GET /report?from=T&to=T        locktop report --html's page over that span
 //	GET /api/history               the kept past as one recording file
 //	                               (locktop replay and report read it from http://HOST:PORT)
 //
@@ -136,26 +139,8 @@ func (h *handler) report(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer h.past.leave()
-	r, ok := h.recording(w)
+	r, from, to, ok := h.span(w, req)
 	if !ok {
-		return
-	}
-	first, last := r.Span()
-	from, ok := h.moment(w, req, r, "from", first)
-	if !ok {
-		return
-	}
-	to, ok := h.moment(w, req, r, "to", last)
-	if !ok {
-		return
-	}
-	if to.Before(from) {
-		writeJSON(w, http.StatusBadRequest, pastError{Error: "to is before from"})
-		return
-	}
-	if to.Sub(from) > MaxReportSpan {
-		writeJSON(w, http.StatusBadRequest, pastError{Error: fmt.Sprintf("from %s to %s spans %s: a report spans at most %s; ask for a narrower range",
-			from.Format(time.RFC3339), to.Format(time.RFC3339), to.Sub(from).Round(time.Second), MaxReportSpan), First: timePtr(first), Last: timePtr(last)})
 		return
 	}
 	rep, err := incident.Build(r, r.Header.Server, from, to)
@@ -165,6 +150,60 @@ func (h *handler) report(w http.ResponseWriter, req *http.Request) {
 	}
 	rep.Damaged = len(r.Damage)
 	writeJSON(w, http.StatusOK, rep)
+}
+
+// reportPage serves GET /report?from=&to=: the same review as the HTML
+// page locktop report --html writes, under the same bounds.
+func (h *handler) reportPage(w http.ResponseWriter, req *http.Request) {
+	if !h.past.enter(w) {
+		return
+	}
+	defer h.past.leave()
+	r, from, to, ok := h.span(w, req)
+	if !ok {
+		return
+	}
+	rep, tl, err := htmlreport.Review(r, r.Header.Server, from, to)
+	var b bytes.Buffer
+	if err == nil {
+		rep.Damaged = len(r.Damage)
+		err = htmlreport.Write(&b, rep, tl, htmlreport.Options{Location: time.Local, Sources: r.Header.Sources, Recorded: r.Header.Locktop, Version: h.d.Version})
+	}
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, pastError{Error: "rendering the report: " + oneLine(err.Error())})
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	// The page's own policy, also as a header: no script, nothing loaded.
+	w.Header().Set("Content-Security-Policy", htmlreport.ContentSecurityPolicy)
+	_, _ = w.Write(b.Bytes())
+}
+
+// span reads ?from=&to= over the kept past, or answers why not (a 400
+// names the kept range or the span's cap).
+func (h *handler) span(w http.ResponseWriter, req *http.Request) (r *recording.Recording, from, to time.Time, ok bool) {
+	r, ok = h.recording(w)
+	if !ok {
+		return nil, from, to, false
+	}
+	first, last := r.Span()
+	if from, ok = h.moment(w, req, r, "from", first); !ok {
+		return nil, from, to, false
+	}
+	if to, ok = h.moment(w, req, r, "to", last); !ok {
+		return nil, from, to, false
+	}
+	if to.Before(from) {
+		writeJSON(w, http.StatusBadRequest, pastError{Error: "to is before from"})
+		return nil, from, to, false
+	}
+	if to.Sub(from) > MaxReportSpan {
+		writeJSON(w, http.StatusBadRequest, pastError{Error: fmt.Sprintf("from %s to %s spans %s: a report spans at most %s; ask for a narrower range",
+			from.Format(time.RFC3339), to.Format(time.RFC3339), to.Sub(from).Round(time.Second), MaxReportSpan), First: timePtr(first), Last: timePtr(last)})
+		return nil, from, to, false
+	}
+	return r, from, to, true
 }
 
 // historyFile serves GET /api/history: the kept past as one recording.
