@@ -26,6 +26,7 @@ type names struct {
 	database, namespace, mode   string
 	pair                        bool
 	relation, row, object, name string
+	relationOID                 uint32 // when set, relation is "" (as in model.KeyID)
 }
 
 // maxNames bounds the interner: past it (and past twice what it kept the
@@ -45,7 +46,10 @@ type interner struct {
 }
 
 func (n *interner) id(l *model.Lock) uint32 {
-	k := names{l.Kind, l.Database, l.Namespace, l.Mode, l.Pair, l.Relation, l.Row, l.Object, l.Name}
+	k := names{l.Kind, l.Database, l.Namespace, l.Mode, l.Pair, l.Relation, l.Row, l.Object, l.Name, l.RelationOID}
+	if l.RelationOID != 0 {
+		k.relation = "" // the oid identifies it, so a name that comes later changes nothing
+	}
 	if n.lastID != 0 && k == n.last {
 		return n.lastID
 	}
@@ -64,11 +68,11 @@ func (n *interner) id(l *model.Lock) uint32 {
 
 // grantOf and waitOf identify a granted and a waiting row across polls.
 func (m *Monitor) grantOf(l *model.Lock) grantID {
-	return grantID{pid: l.PID, names: m.names.id(l), key: l.EntityID}
+	return grantID{pid: l.PID, names: m.keyNames.id(l), key: l.EntityID}
 }
 
 func (m *Monitor) waitOf(l *model.Lock) grantID {
-	id := grantID{pid: l.PID, names: m.names.id(l), key: l.EntityID}
+	id := grantID{pid: l.PID, names: m.keyNames.id(l), key: l.EntityID}
 	if !l.WaitStart.IsZero() {
 		id.wait = l.WaitStart.UnixNano()
 	}
@@ -90,7 +94,7 @@ type grantSeen struct {
 // bounds only the holders that blocked it when this monitor first saw it
 // wait. Held times are never more than the truth.
 func (m *Monitor) track(snap *model.Snapshot) {
-	if n := len(m.names.byID); n > maxNames && n > 2*m.names.kept {
+	if n := len(m.keyNames.byID); n > maxNames && n > 2*m.keyNames.kept {
 		m.renumber()
 	}
 	m.polls++
@@ -144,12 +148,12 @@ func (m *Monitor) track(snap *model.Snapshot) {
 // renumber interns afresh only the names that the remembered grants and
 // waits use, and rewrites their keys to match.
 func (m *Monitor) renumber() {
-	old := m.names
-	m.names = interner{}
+	old := m.keyNames
+	m.keyNames = interner{}
 	re := func(id grantID) grantID {
 		n := old.byID[id.names-1]
-		id.names = m.names.id(&model.Lock{Kind: n.kind, Database: n.database, Namespace: n.namespace, Mode: n.mode,
-			Pair: n.pair, Relation: n.relation, Row: n.row, Object: n.object, Name: n.name})
+		id.names = m.keyNames.id(&model.Lock{Kind: n.kind, Database: n.database, Namespace: n.namespace, Mode: n.mode,
+			Pair: n.pair, Relation: n.relation, RelationOID: n.relationOID, Row: n.row, Object: n.object, Name: n.name})
 		return id
 	}
 	seen := make(map[grantID]*grantSeen, len(m.firstSeen))
@@ -161,5 +165,5 @@ func (m *Monitor) renumber() {
 		waits[re(id)] = b
 	}
 	m.firstSeen, m.seenWaits = seen, waits
-	m.names.kept = len(m.names.byID)
+	m.keyNames.kept = len(m.keyNames.byID)
 }

@@ -23,16 +23,16 @@ func TestTrackRenumbersNames(t *testing.T) {
 		return s
 	}
 	// A name seen once, long ago, so that the ones in use are not numbered 1.
-	m.names.id(&model.Lock{Kind: model.KindAdvisory, Database: "db", Namespace: "999", Mode: model.ModeExclusive})
+	m.keyNames.id(&model.Lock{Kind: model.KindAdvisory, Database: "db", Namespace: "999", Mode: model.ModeExclusive})
 	first := snap(t0)
 	m.track(&first)
 	// Many namespaces come and go (an unregistered space per tenant).
 	for i := range maxNames + 1 {
-		m.names.id(&model.Lock{Kind: model.KindAdvisory, Database: "db", Namespace: fmt.Sprint(1000 + i), Mode: model.ModeExclusive})
+		m.keyNames.id(&model.Lock{Kind: model.KindAdvisory, Database: "db", Namespace: fmt.Sprint(1000 + i), Mode: model.ModeExclusive})
 	}
 	later := snap(t0.Add(time.Minute))
 	m.track(&later)
-	if got := len(m.names.byID); got > 2 {
+	if got := len(m.keyNames.byID); got > 2 {
 		t.Errorf("the interner holds %d names after renumbering, want the 2 in use", got)
 	}
 	if h := later.Locks[0]; !h.HeldSince.Equal(t0) {
