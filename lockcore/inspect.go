@@ -150,15 +150,17 @@ type Backend struct {
 	XactStart time.Time
 }
 
-// lockRow is an advisory row of InspectSQL before it is sorted.
+// lockRow is an advisory row of InspectSQL before it is sorted. It holds no
+// pointer (the wait start is a number), so sorting 10,000 of them moves
+// plain memory, with no write barriers.
 type lockRow struct {
 	pid     int32
 	db      uint32
 	key     Key
 	share   bool
 	granted bool
-	wait    time.Time
 	hasWait bool
+	wait    int64 // UnixNano
 }
 
 // ReadLocks reads every advisory lock on the server, holders and waiters,
@@ -209,7 +211,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 			}
 			locks = append(locks, lockRow{
 				pid: pid.Int32, db: oid.Uint32, key: key, share: share.Bool, granted: granted.Bool,
-				wait: ts.Time, hasWait: ts.Valid,
+				wait: ts.Time.UnixNano(), hasWait: ts.Valid,
 			})
 		case 2:
 			b := &Backend{User: t1.String, Application: t2.String, ClientAddr: t3.String, State: t4.String, Query: t5.String}
@@ -248,7 +250,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 	for i := range locks {
 		r := &locks[i]
 		if !r.granted && !r.hasWait { // waitstart is null for a moment after a wait begins
-			r.wait = t.Taken
+			r.wait = t.Taken.UnixNano()
 		}
 	}
 	slices.SortFunc(locks, func(a, b lockRow) int {
@@ -264,7 +266,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		if a.granted != b.granted {
 			return compareBool(!a.granted, !b.granted) // holders first
 		}
-		if c := a.wait.Compare(b.wait); c != 0 && !a.granted {
+		if c := cmp.Compare(a.wait, b.wait); c != 0 && !a.granted {
 			return c
 		}
 		return cmp.Compare(a.pid, b.pid)
@@ -301,7 +303,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		}
 		t.Rows[i] = LockRow{Key: r.key, Database: dbs[r.db], PID: r.pid, Share: r.share, Granted: r.granted, Backend: b}
 		if !r.granted {
-			t.Rows[i].WaitStart = r.wait
+			t.Rows[i].WaitStart = time.Unix(0, r.wait)
 		}
 	}
 	return t, nil

@@ -26,9 +26,25 @@ type holdKey struct {
 //     never earlier. An advisory lock may be a session's, older than any
 //     transaction, so the cap does not apply to it.
 func bound(locks []model.Lock, blocked func(w *model.Lock, pid int32) bool) {
+	// Only the holders a waiter names, on a waiter's entity id, can be
+	// bounded: find those with int keys first, so that 10,000 holders and
+	// a few waiters cost 10,000 int lookups, not 10,000 KeyIDs hashed.
+	var pids map[int32]bool
+	var ids map[int64]bool
+	for i := range locks {
+		if w := &locks[i]; !w.Granted && !w.WaitStart.IsZero() && len(w.BlockedBy) > 0 {
+			if pids == nil {
+				pids, ids = map[int32]bool{}, map[int64]bool{}
+			}
+			for _, pid := range w.BlockedBy {
+				pids[pid] = true
+			}
+			ids[w.EntityID] = true
+		}
+	}
 	var holds map[holdKey][]int
 	for i := range locks {
-		if l := &locks[i]; l.Granted && l.PID != 0 {
+		if l := &locks[i]; l.Granted && l.PID != 0 && pids[l.PID] && ids[l.EntityID] {
 			if holds == nil {
 				holds = map[holdKey][]int{}
 			}

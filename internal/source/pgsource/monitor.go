@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,20 +50,11 @@ type Monitor struct {
 	// for its turn gives up when its context ends. It guards the fields
 	// below.
 	polling   chan struct{}
-	firstSeen map[grantID]time.Time
+	firstSeen map[grantID]*grantSeen
 	seenWaits map[grantID][]int32 // each wait's blockers when first seen
+	keyNames  interner            // the names in firstSeen's and seenWaits' keys
+	polls     uint64              // polls tracked
 	lastTaken time.Time
-}
-
-// grantID identifies one backend's hold, or one wait, of one key in one
-// mode. A wait includes its start, so a backend that waits again counts as
-// a new wait.
-type grantID struct {
-	pid     int32
-	key     model.KeyID
-	mode    string
-	granted bool
-	wait    time.Time
 }
 
 // Connect opens the monitor's connection to dsn ("" means the PG*
@@ -87,7 +77,7 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 		st = defaultStatementTimeout
 	}
 	m := &Monitor{pool: pool, pollTimeout: st + pollGrace, polling: make(chan struct{}, 1),
-		firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID][]int32{},
+		firstSeen: map[grantID]*grantSeen{}, seenWaits: map[grantID][]int32{},
 		// The connection is read-only: no fencing sequence to create or draw from.
 		probeLocks: lockcore.New(pool, lockcore.SharedPool(), lockcore.ApplicationName(""),
 			lockcore.Wait(ProbeTimeout), lockcore.NoFencing())}
@@ -224,58 +214,6 @@ func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, error) {
 	snap.Partial = partial
 	snap.Latency = time.Since(start)
 	return snap, nil
-}
-
-// track works out held times and counts new waits. A holder's HeldSince is
-// the earliest time the lock is known to have been held since: when this
-// monitor first saw the grant, unless the backend has started a statement
-// since (it may have released and taken the lock again, so counting starts
-// anew), or Inspect's bounds (see bound), whichever is earlier; a waiter
-// bounds only the holders that blocked it when this monitor first saw it
-// wait. Held times are never more than the truth.
-func (m *Monitor) track(snap *model.Snapshot) {
-	seen := make(map[grantID]time.Time, len(snap.Locks))
-	waits := make(map[grantID][]int32)
-	for i := range snap.Locks {
-		l := &snap.Locks[i]
-		if l.Granted {
-			continue
-		}
-		id := waitID(l)
-		first, ok := m.seenWaits[id]
-		if !ok {
-			first = slices.Clone(l.BlockedBy)
-			if !m.lastTaken.IsZero() {
-				snap.NewWaits++
-			}
-		}
-		waits[id] = first
-	}
-	bound(snap.Locks, func(w *model.Lock, pid int32) bool { return slices.Contains(waits[waitID(w)], pid) })
-	for i := range snap.Locks {
-		l := &snap.Locks[i]
-		if !l.Granted {
-			continue
-		}
-		id := grantID{pid: l.PID, key: l.KeyID(), mode: l.Mode, granted: true}
-		first, ok := m.firstSeen[id]
-		if !ok || l.QueryStart.After(first) {
-			first = snap.Taken
-		}
-		seen[id] = first
-		if l.HeldSince.IsZero() || first.Before(l.HeldSince) {
-			l.HeldSince = first
-		}
-	}
-	if !m.lastTaken.IsZero() {
-		snap.Interval = snap.Taken.Sub(m.lastTaken)
-	}
-	m.firstSeen, m.seenWaits, m.lastTaken = seen, waits, snap.Taken
-}
-
-// waitID identifies a waiting row across polls.
-func waitID(l *model.Lock) grantID {
-	return grantID{pid: l.PID, key: l.KeyID(), mode: l.Mode, wait: l.WaitStart}
 }
 
 // Terminate ends a backend with pg_terminate_backend. Only the dashboard's

@@ -1,0 +1,169 @@
+package pgsource
+
+import (
+	"slices"
+	"time"
+
+	"github.com/locktop/locktop/model"
+)
+
+// grantID identifies one backend's hold, or one wait, of one key in one
+// mode. A wait includes its start, so a backend that waits again counts as
+// a new wait. What identifies the key and the mode is interned (see
+// interner): a poll of 10,000 locks hashes 10,000 keys of three numbers,
+// not nine strings for each.
+type grantID struct {
+	pid   int32
+	names uint32 // the row's kind, database, key names and mode, interned
+	key   int64  // model.Lock.EntityID
+	wait  int64  // a wait's start (UnixNano); 0 for a grant
+}
+
+// names are the strings of a row's identity that the number of the key
+// (EntityID) leaves out, and its mode.
+type names struct {
+	kind                        model.Kind
+	database, namespace, mode   string
+	pair                        bool
+	relation, row, object, name string
+	relationOID                 uint32 // when set, relation is "" (as in model.KeyID)
+}
+
+// maxNames bounds the interner: past it (and past twice what it kept the
+// last time), track renumbers what it still remembers, so a server that
+// cycles through many namespaces over days does not grow it for ever.
+const maxNames = 4096
+
+// interner numbers names, from 1. Rows come grouped by database and key, so
+// an advisory row's names are mostly the previous row's, and checking that
+// is a few compares of the same strings.
+type interner struct {
+	ids    map[names]uint32
+	byID   []names // byID[id-1] are the names numbered id
+	last   names
+	lastID uint32
+	kept   int // how many names the last renumbering kept
+}
+
+func (n *interner) id(l *model.Lock) uint32 {
+	k := names{l.Kind, l.Database, l.Namespace, l.Mode, l.Pair, l.Relation, l.Row, l.Object, l.Name, l.RelationOID}
+	if l.RelationOID != 0 {
+		k.relation = "" // the oid identifies it, so a name that comes later changes nothing
+	}
+	if n.lastID != 0 && k == n.last {
+		return n.lastID
+	}
+	id, ok := n.ids[k]
+	if !ok {
+		if n.ids == nil {
+			n.ids = map[names]uint32{}
+		}
+		n.byID = append(n.byID, k)
+		id = uint32(len(n.byID))
+		n.ids[k] = id
+	}
+	n.last, n.lastID = k, id
+	return id
+}
+
+// grantOf and waitOf identify a granted and a waiting row across polls.
+func (m *Monitor) grantOf(l *model.Lock) grantID {
+	return grantID{pid: l.PID, names: m.keyNames.id(l), key: l.EntityID}
+}
+
+func (m *Monitor) waitOf(l *model.Lock) grantID {
+	id := grantID{pid: l.PID, names: m.keyNames.id(l), key: l.EntityID}
+	if !l.WaitStart.IsZero() {
+		id.wait = l.WaitStart.UnixNano()
+	}
+	return id
+}
+
+// grantSeen is what a Monitor remembers of a grant: when it first saw it,
+// and the last poll that showed it.
+type grantSeen struct {
+	first time.Time
+	poll  uint64
+}
+
+// track works out held times and counts new waits. A holder's HeldSince is
+// the earliest time the lock is known to have been held since: when this
+// monitor first saw the grant, unless the backend has started a statement
+// since (it may have released and taken the lock again, so counting starts
+// anew), or Inspect's bounds (see bound), whichever is earlier; a waiter
+// bounds only the holders that blocked it when this monitor first saw it
+// wait. Held times are never more than the truth.
+func (m *Monitor) track(snap *model.Snapshot) {
+	if n := len(m.keyNames.byID); n > maxNames && n > 2*m.keyNames.kept {
+		m.renumber()
+	}
+	m.polls++
+	waits := make(map[grantID][]int32)
+	for i := range snap.Locks {
+		l := &snap.Locks[i]
+		if l.Granted {
+			continue
+		}
+		id := m.waitOf(l)
+		first, ok := m.seenWaits[id]
+		if !ok {
+			first = slices.Clone(l.BlockedBy)
+			if !m.lastTaken.IsZero() {
+				snap.NewWaits++
+			}
+		}
+		waits[id] = first
+	}
+	bound(snap.Locks, func(w *model.Lock, pid int32) bool { return slices.Contains(waits[m.waitOf(w)], pid) })
+	for i := range snap.Locks {
+		l := &snap.Locks[i]
+		if !l.Granted {
+			continue
+		}
+		// One lookup per grant, updated in place: the grants a poll shows
+		// are mostly the last poll's.
+		g := m.firstSeen[m.grantOf(l)]
+		if g == nil {
+			g = &grantSeen{first: snap.Taken}
+			m.firstSeen[m.grantOf(l)] = g
+		} else if l.QueryStart.After(g.first) {
+			g.first = snap.Taken
+		}
+		g.poll = m.polls
+		if l.HeldSince.IsZero() || g.first.Before(l.HeldSince) {
+			l.HeldSince = g.first
+		}
+	}
+	for id, g := range m.firstSeen {
+		if g.poll != m.polls {
+			delete(m.firstSeen, id) // released since
+		}
+	}
+	if !m.lastTaken.IsZero() {
+		snap.Interval = snap.Taken.Sub(m.lastTaken)
+	}
+	m.seenWaits, m.lastTaken = waits, snap.Taken
+}
+
+// renumber interns afresh only the names that the remembered grants and
+// waits use, and rewrites their keys to match.
+func (m *Monitor) renumber() {
+	old := m.keyNames
+	m.keyNames = interner{}
+	re := func(id grantID) grantID {
+		n := old.byID[id.names-1]
+		id.names = m.keyNames.id(&model.Lock{Kind: n.kind, Database: n.database, Namespace: n.namespace, Mode: n.mode,
+			Pair: n.pair, Relation: n.relation, RelationOID: n.relationOID, Row: n.row, Object: n.object, Name: n.name})
+		return id
+	}
+	seen := make(map[grantID]*grantSeen, len(m.firstSeen))
+	for id, g := range m.firstSeen {
+		seen[re(id)] = g
+	}
+	waits := make(map[grantID][]int32, len(m.seenWaits))
+	for id, b := range m.seenWaits {
+		waits[re(id)] = b
+	}
+	m.firstSeen, m.seenWaits = seen, waits
+	m.keyNames.kept = len(m.keyNames.byID)
+}
