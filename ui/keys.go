@@ -32,6 +32,9 @@ type KeyMap struct {
 	Sort     key.Binding
 	// Forest draws who waits for whom, root blockers first.
 	Forest key.Binding
+	// Deadlocks opens the details of the deadlocks now (cycles of waits
+	// across kinds, seen in two polls in a row).
+	Deadlocks key.Binding
 
 	// The simulator's controls, enabled only with a simulator.
 	Scenario    key.Binding
@@ -94,6 +97,8 @@ func DefaultKeyMap() KeyMap {
 		Filter:   b("/", "filter", "/"),
 		Sort:     b("o", "sort", "o"),
 		Forest:   b("w", "wait-for forest", "w"),
+
+		Deadlocks: b("D", "deadlocks", "D"),
 
 		Scenario:    b("s", "scenario", "s"),
 		RatesUp:     b("+", "rates up", "+", "="),

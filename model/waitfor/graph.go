@@ -8,20 +8,39 @@ import (
 	"github.com/locktop/locktop/model"
 )
 
-// Session is one party of the graph: a backend (PID) or an owner, of one
-// source of the snapshot.
+// Session is one party of the graph, a node: an owner id when the row
+// carries one (the lock family stamps one per process on every kind, so the
+// same owner in PostgreSQL, Redis and a lease table is one node, whatever
+// the source: Source and PID are then zero), else a PostgreSQL backend of
+// one source (Source, PID).
 type Session struct {
 	Source int
 	PID    int32
-	Owner  string // when PID is 0
+	Owner  string // when set, Source and PID are zero
 }
 
-// Of is the session of a lock row.
+// Of is the session of a lock row: its owner when it carries one, else its
+// backend.
 func Of(l *model.Lock) Session {
-	if l.PID != 0 {
-		return Session{Source: l.Source, PID: l.PID}
+	if l.Owner != "" {
+		return Session{Owner: l.Owner}
 	}
-	return Session{Source: l.Source, Owner: l.Owner}
+	return Session{Source: l.Source, PID: l.PID}
+}
+
+// backend is the session of the holder pid of source src names: the
+// owner its rows carry, else the backend.
+func (g *Graph) backend(src int, pid int32) Session {
+	if o, ok := g.owners[pidKey{src, pid}]; ok {
+		return Session{Owner: o}
+	}
+	return Session{Source: src, PID: pid}
+}
+
+// pidKey is a backend of a source.
+type pidKey struct {
+	src int
+	pid int32
 }
 
 // Cost is what a root blocker costs: the sessions waiting behind it,
@@ -50,12 +69,23 @@ type Graph struct {
 	order    []Session // every session, in the order of first appearance
 	roots    []Root
 	rootIdx  map[Session]int
+	owners   map[pidKey]string // a backend's owner id, from its rows
+	cycles   []Cycle           // found on first use (Cycles)
+	cycled   bool
 }
 
 // Build builds the graph of s. s must not change while the graph is used.
 func Build(s *model.Snapshot) *Graph {
 	g := &Graph{snap: s, blockers: map[Session][]Session{}, waiters: map[Session][]Session{},
-		waits: map[Session][]int{}, holds: map[Session][]int{}, waited: map[Session]time.Duration{}, rootIdx: map[Session]int{}}
+		waits: map[Session][]int{}, holds: map[Session][]int{}, waited: map[Session]time.Duration{}, rootIdx: map[Session]int{},
+		owners: map[pidKey]string{}}
+	// A waiter names its holders by pid: the owner a holder's rows carry
+	// makes it the same node as that owner's Redis and lease locks.
+	for i := range s.Locks {
+		if l := &s.Locks[i]; l.PID != 0 && l.Owner != "" {
+			g.owners[pidKey{l.Source, l.PID}] = l.Owner
+		}
+	}
 	seen := map[Session]bool{}
 	note := func(x Session) {
 		if !seen[x] {
@@ -82,10 +112,10 @@ func Build(s *model.Snapshot) *Graph {
 			g.waiters[b] = append(g.waiters[b], me)
 		}
 		for _, p := range l.BlockedBy {
-			add(Session{Source: l.Source, PID: p})
+			add(g.backend(l.Source, p))
 		}
 		for _, o := range l.BlockedByOwners {
-			add(Session{Source: l.Source, Owner: o})
+			add(Session{Owner: o})
 		}
 	}
 	for _, x := range g.order {

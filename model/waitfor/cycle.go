@@ -1,0 +1,293 @@
+package waitfor
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/locktop/locktop/model"
+)
+
+// Edge is one wait inside a cycle: From waits for To. Wait is From's
+// waiting row that names To; Held is To's granted row of the same key, when
+// the snapshot has it (a Redis or lease holder, an advisory holder), else
+// the zero Lock. They are copies, so a Cycle outlives its snapshot.
+type Edge struct {
+	From, To Session
+	Wait     model.Lock
+	Held     model.Lock
+}
+
+// Cycle is a set of sessions that wait for each other, every one of them
+// (a strongly connected part of the graph): none can go on until one gives
+// up. Across kinds no server sees it; inside one PostgreSQL server, the
+// server's own detector cancels one of them after deadlock_timeout.
+type Cycle struct {
+	// Sessions in the cycle, in a fixed order (owners by name, then
+	// backends by source and pid).
+	Sessions []Session
+	// Edges are the waits between them, From in the order of Sessions.
+	Edges []Edge
+	// Kinds of the waits, in the order of model.Kinds, each once.
+	Kinds []model.Kind
+	// ServerResolves says every wait is a PostgreSQL lock of one server:
+	// that server's deadlock detector will break the cycle by itself.
+	ServerResolves bool
+}
+
+// ID identifies the cycle across polls: its sessions and the keys they
+// wait on. The same parties waiting on other keys are another cycle.
+func (c *Cycle) ID() string {
+	var b strings.Builder
+	for _, e := range c.Edges {
+		b.WriteString(e.From.String())
+		b.WriteString(">")
+		b.WriteString(e.To.String())
+		b.WriteString("@")
+		b.WriteString(e.Wait.KeyLabel())
+		b.WriteString(";")
+	}
+	return b.String()
+}
+
+// KindsLabel names the kinds involved, joined by "+": "advisory+redis".
+// There are few kinds, so it is a bounded metric label.
+func (c *Cycle) KindsLabel() string {
+	s := make([]string, len(c.Kinds))
+	for i, k := range c.Kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, "+")
+}
+
+// Formed is when the cycle closed: the latest start of its waits.
+func (c *Cycle) Formed() time.Time {
+	var t time.Time
+	for _, e := range c.Edges {
+		if e.Wait.WaitStart.After(t) {
+			t = e.Wait.WaitStart
+		}
+	}
+	return t
+}
+
+// String names a session for logs and keys: "owner pod-3", "pid 4711"
+// (source 0), "pid 4711@2".
+func (x Session) String() string {
+	if x.Owner != "" {
+		return "owner " + x.Owner
+	}
+	s := "pid " + strconv.Itoa(int(x.PID))
+	if x.Source != 0 {
+		s += "@" + strconv.Itoa(x.Source)
+	}
+	return s
+}
+
+// compareSessions orders owners by name before backends by source and pid.
+func compareSessions(a, b Session) int {
+	if (a.Owner == "") != (b.Owner == "") {
+		if a.Owner != "" {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Or(cmp.Compare(a.Owner, b.Owner), cmp.Compare(a.Source, b.Source), cmp.Compare(a.PID, b.PID))
+}
+
+// Cycles are the graph's cycles of waits, each strongly connected part of
+// two sessions or more (a session's wait for itself is never an edge),
+// ordered by their first session. Found once, on first use.
+func (g *Graph) Cycles() []Cycle {
+	if !g.cycled {
+		g.cycled = true
+		for _, scc := range g.components() {
+			g.cycles = append(g.cycles, g.cycleOf(scc))
+		}
+		slices.SortFunc(g.cycles, func(a, b Cycle) int { return compareSessions(a.Sessions[0], b.Sessions[0]) })
+	}
+	return g.cycles
+}
+
+// components are the strongly connected parts of two sessions or more
+// (Tarjan's algorithm, iterative so a long chain cannot exhaust the stack).
+func (g *Graph) components() [][]Session {
+	type frame struct {
+		x Session
+		i int // next blocker to visit
+	}
+	index, low := map[Session]int{}, map[Session]int{}
+	on := map[Session]bool{}
+	var stack []Session
+	var out [][]Session
+	n := 0
+	for _, root := range g.order {
+		if _, seen := index[root]; seen || len(g.blockers[root]) == 0 {
+			continue
+		}
+		calls := []frame{{x: root}}
+		index[root], low[root] = n, n
+		n++
+		stack = append(stack, root)
+		on[root] = true
+		for len(calls) > 0 {
+			f := &calls[len(calls)-1]
+			if bs := g.blockers[f.x]; f.i < len(bs) {
+				y := bs[f.i]
+				f.i++
+				if _, seen := index[y]; !seen {
+					index[y], low[y] = n, n
+					n++
+					stack = append(stack, y)
+					on[y] = true
+					calls = append(calls, frame{x: y})
+				} else if on[y] {
+					low[f.x] = min(low[f.x], index[y])
+				}
+				continue
+			}
+			x := f.x
+			calls = calls[:len(calls)-1]
+			if len(calls) > 0 {
+				p := calls[len(calls)-1].x
+				low[p] = min(low[p], low[x])
+			}
+			if low[x] != index[x] {
+				continue
+			}
+			i := len(stack) - 1
+			for stack[i] != x {
+				i--
+			}
+			part := slices.Clone(stack[i:])
+			for _, y := range part {
+				on[y] = false
+			}
+			stack = stack[:i]
+			if len(part) > 1 {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
+}
+
+// cycleOf describes one strongly connected part: its waits, their kinds,
+// and whether one server will break it.
+func (g *Graph) cycleOf(part []Session) Cycle {
+	slices.SortFunc(part, compareSessions)
+	in := map[Session]bool{}
+	for _, x := range part {
+		in[x] = true
+	}
+	c := Cycle{Sessions: part, ServerResolves: true}
+	src := -1
+	for _, x := range part {
+		for _, y := range g.blockers[x] {
+			if !in[y] {
+				continue
+			}
+			e := Edge{From: x, To: y}
+			for _, i := range g.waits[x] {
+				if g.names(&g.snap.Locks[i], y) {
+					e.Wait = g.snap.Locks[i]
+					break
+				}
+			}
+			key := e.Wait.KeyID()
+			for _, i := range g.holds[y] {
+				if h := &g.snap.Locks[i]; h.KeyID() == key && h.Source == e.Wait.Source {
+					e.Held = *h
+					break
+				}
+			}
+			c.Edges = append(c.Edges, e)
+			if !slices.Contains(c.Kinds, e.Wait.Kind) {
+				c.Kinds = append(c.Kinds, e.Wait.Kind)
+			}
+			if !e.Wait.Kind.PG() || (src >= 0 && e.Wait.Source != src) {
+				c.ServerResolves = false
+			}
+			src = e.Wait.Source
+		}
+	}
+	slices.SortFunc(c.Kinds, func(a, b model.Kind) int { return cmp.Compare(kindRank(a), kindRank(b)) })
+	return c
+}
+
+// names reports whether waiting row l names y among its holders.
+func (g *Graph) names(l *model.Lock, y Session) bool {
+	for _, p := range l.BlockedBy {
+		if g.backend(l.Source, p) == y {
+			return true
+		}
+	}
+	return y.Owner != "" && slices.Contains(l.BlockedByOwners, y.Owner)
+}
+
+// kindRank is k's place in model.Kinds (unknown kinds last).
+func kindRank(k model.Kind) int {
+	if i := slices.Index(model.Kinds, k); i >= 0 {
+		return i
+	}
+	return len(model.Kinds)
+}
+
+// Party names a session for people: its owner or pid, with the pids of an
+// owner's PostgreSQL backends in the snapshot's rows of the cycle ("x (pid
+// 10)").
+func (c *Cycle) Party(x Session) string {
+	s := x.String()
+	if x.Owner == "" {
+		return s
+	}
+	var pids []int32
+	for _, e := range c.Edges {
+		for _, l := range []*model.Lock{&e.Wait, &e.Held} {
+			if Of(l) == x && l.PID != 0 && !slices.Contains(pids, l.PID) {
+				pids = append(pids, l.PID)
+			}
+		}
+	}
+	for i, p := range pids {
+		if i == 0 {
+			s += " (pid "
+		} else {
+			s += ", "
+		}
+		s += strconv.Itoa(int(p))
+		if i == len(pids)-1 {
+			s += ")"
+		}
+	}
+	return s
+}
+
+// Text says what one wait is, for people: "owner x (pid 10) waits for
+// owner y on redis K (exclusive) since 15:04:05".
+func (c *Cycle) Text(e Edge) string {
+	s := c.Party(e.From) + " waits for " + c.Party(e.To) + " on " + string(e.Wait.Kind) + " " + e.Wait.KeyLabel()
+	if e.Wait.Mode != "" {
+		s += " (" + e.Wait.Mode + ")"
+	}
+	if !e.Wait.WaitStart.IsZero() {
+		s += " since " + e.Wait.WaitStart.Format("15:04:05.000")
+	}
+	return s
+}
+
+// Summary is the cycle in one line, for an event or a log: its kinds, then
+// each wait; and who will break it when a server will.
+func (c *Cycle) Summary() string {
+	parts := make([]string, len(c.Edges))
+	for i, e := range c.Edges {
+		parts[i] = c.Text(e)
+	}
+	s := c.KindsLabel() + ": " + strings.Join(parts, "; ")
+	if c.ServerResolves {
+		s += " (PostgreSQL will cancel one of them after deadlock_timeout)"
+	}
+	return s
+}
