@@ -56,6 +56,7 @@ type Stack struct {
 	mon    *pgsource.Monitor
 	server ui.Source       // what Server returns
 	others []source.Source // what Sources returns
+	redis  *redissource.Source // the Redis source, when watched (ForceRelease)
 	mo     *monitoring     // the endpoints; nil without a Listener
 	w      *recording.Writer
 	hist   *history.History // the kept past; nil with no History
@@ -276,6 +277,7 @@ func (s *Stack) openOthers(ctx context.Context) ([]source.Source, error) {
 			return nil, usagef("--redis: %v", err)
 		}
 		add(r, r.Close)
+		s.redis = r
 	}
 	leaseDSN, optional := c.LeaseDSN, false
 	if leaseDSN == "" {
@@ -329,6 +331,19 @@ func (s *Stack) Redact(err error) error { return s.red.err(err) }
 // --allow-terminate), its error redacted.
 func (s *Stack) Terminate(ctx context.Context, pid int32) error {
 	return s.red.err(s.mon.Terminate(ctx, pid))
+}
+
+// ForceRelease deletes the hold of Redis lock name (its full key) through
+// the lock library's audited path, recording locktop as the actor (the
+// dashboard breaking a deadlock, with --allow-terminate). Nil when no Redis
+// is watched.
+func (s *Stack) ForceRelease() func(ctx context.Context, name string) error {
+	if s.redis == nil {
+		return nil
+	}
+	return func(ctx context.Context, name string) error {
+		return s.red.err(s.redis.ForceRelease(ctx, name, "locktop", "breaking a deadlock from the dashboard"))
+	}
 }
 
 // Observers are what lock users in this process report to, so that the
