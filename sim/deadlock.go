@@ -313,10 +313,9 @@ func (d *deadlocks) check(rec *recorder) DeadlockStats {
 	}
 	for _, m := range d.made {
 		st.Made[m.kinds]++
-		if !d.watched || m.at.After(end.Add(-3*DeadlockPoll)) {
-			continue // formed as the watch ended: not asked about
+		if !d.watched {
+			continue
 		}
-		st.Checked++
 		j := -1
 		for k := range d.found {
 			f := &d.found[k]
@@ -329,6 +328,10 @@ func (d *deadlocks) check(rec *recorder) DeadlockStats {
 			j = k
 			break
 		}
+		if j < 0 && m.at.After(end.Add(-3*DeadlockPoll)) {
+			continue // formed as the watch ended, not reported: not asked about
+		}
+		st.Checked++
 		if j < 0 {
 			st.Missed++
 			rec.Violation(InvDeadlocks, m.kinds, fmt.Sprintf("a %s cycle made at %s between %s and %s was never reported", m.kinds, m.at.Format("15:04:05.000"), m.x, m.y))
