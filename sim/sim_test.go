@@ -170,7 +170,7 @@ func TestScenariosKeepInvariants(t *testing.T) {
 			if !r.OK {
 				t.Errorf("invariants broken: %s", broken(r))
 			}
-			if r.Sections == 0 {
+			if r.Sections == 0 && name != "deadlock" { // its cycles end in timeouts, not sections
 				t.Error("no critical section completed")
 			}
 			if r.Scenario != name || !r.LocksEnabled {
