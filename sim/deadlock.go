@@ -174,7 +174,9 @@ func (d *deadlocks) close() {
 // take takes a lock of kind k named by n for p, waiting at most wait, and
 // returns its release.
 func (p *party) take(ctx context.Context, k model.Kind, n int64, wait time.Duration) (func(), error) {
-	bg := func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 5*time.Second) }
+	bg := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 5*time.Second)
+	}
 	switch k {
 	case model.KindAdvisory:
 		l, err := p.locks.Acquire(ctx, lockcore.AgentKey(int32(1_000_000+n)), wait)

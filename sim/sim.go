@@ -111,7 +111,7 @@ type Sim struct {
 	leasePool *pgxpool.Pool
 	dead      *deadlocks     // the deadlock system and its watch's findings
 	deadStats *DeadlockStats // the last run's, once checked
-	sysDir    string // the jobs' maps (and SQLite lease file), removed by Close
+	sysDir    string         // the jobs' maps (and SQLite lease file), removed by Close
 
 	// ctl serialises the control methods (start, stop, scenario switches);
 	// mu guards the fields below and is held only briefly.

@@ -54,10 +54,10 @@ type Stack struct {
 	cfg    StackConfig
 	red    *redactor
 	mon    *pgsource.Monitor
-	server ui.Source       // what Server returns
-	others []source.Source // what Sources returns
+	server ui.Source           // what Server returns
+	others []source.Source     // what Sources returns
 	redis  *redissource.Source // the Redis source, when watched (ForceRelease)
-	mo     *monitoring     // the endpoints; nil without a Listener
+	mo     *monitoring         // the endpoints; nil without a Listener
 	w      *recording.Writer
 	hist   *history.History // the kept past; nil with no History
 

@@ -40,8 +40,14 @@ func TestServerDeadlockReportedAndMarked(t *testing.T) {
 		err error
 	}
 	errs := make(chan ended, 2)
-	go func() { _, err := a.Exec(ctx, "SELECT pg_advisory_lock($1, $2)", k2.Space(), k2.ID()); errs <- ended{a, err} }()
-	go func() { _, err := b.Exec(ctx, "SELECT pg_advisory_lock($1, $2)", k1.Space(), k1.ID()); errs <- ended{b, err} }()
+	go func() {
+		_, err := a.Exec(ctx, "SELECT pg_advisory_lock($1, $2)", k2.Space(), k2.ID())
+		errs <- ended{a, err}
+	}()
+	go func() {
+		_, err := b.Exec(ctx, "SELECT pg_advisory_lock($1, $2)", k1.Space(), k1.ID())
+		errs <- ended{b, err}
+	}()
 	ours := []waitfor.Session{{PID: int32(a.PgConn().PID())}, {PID: int32(b.PgConn().PID())}}
 	slices.SortFunc(ours, func(x, y waitfor.Session) int { return int(x.PID - y.PID) })
 
