@@ -113,35 +113,40 @@ func (g *Graph) Cycles() []Cycle {
 
 // components are the strongly connected parts of two sessions or more
 // (Tarjan's algorithm, iterative so a long chain cannot exhaust the stack).
-func (g *Graph) components() [][]Session {
+func (g *Graph) components() [][]int32 {
 	type frame struct {
-		x Session
+		x int32
 		i int // next blocker to visit
 	}
-	index, low := map[Session]int{}, map[Session]int{}
-	on := map[Session]bool{}
-	var stack []Session
-	var out [][]Session
-	n := 0
-	for _, root := range g.order {
-		if _, seen := index[root]; seen || len(g.blockers[root]) == 0 {
+	n := len(g.order)
+	index, low := make([]int32, n), make([]int32, n)
+	for i := range index {
+		index[i] = -1
+	}
+	on := make([]bool, n)
+	var stack []int32
+	var out [][]int32
+	next := int32(0)
+	visit := func(x int32) {
+		index[x], low[x] = next, next
+		next++
+		stack = append(stack, x)
+		on[x] = true
+	}
+	var calls []frame
+	for root := range int32(n) {
+		if index[root] >= 0 || len(g.blockers[root]) == 0 {
 			continue
 		}
-		calls := []frame{{x: root}}
-		index[root], low[root] = n, n
-		n++
-		stack = append(stack, root)
-		on[root] = true
+		visit(root)
+		calls = append(calls[:0], frame{x: root})
 		for len(calls) > 0 {
 			f := &calls[len(calls)-1]
 			if bs := g.blockers[f.x]; f.i < len(bs) {
 				y := bs[f.i]
 				f.i++
-				if _, seen := index[y]; !seen {
-					index[y], low[y] = n, n
-					n++
-					stack = append(stack, y)
-					on[y] = true
+				if index[y] < 0 {
+					visit(y)
 					calls = append(calls, frame{x: y})
 				} else if on[y] {
 					low[f.x] = min(low[f.x], index[y])
@@ -161,14 +166,13 @@ func (g *Graph) components() [][]Session {
 			for stack[i] != x {
 				i--
 			}
-			part := slices.Clone(stack[i:])
-			for _, y := range part {
+			for _, y := range stack[i:] {
 				on[y] = false
 			}
-			stack = stack[:i]
-			if len(part) > 1 {
-				out = append(out, part)
+			if len(stack)-i > 1 {
+				out = append(out, slices.Clone(stack[i:]))
 			}
+			stack = stack[:i]
 		}
 	}
 	return out
@@ -176,22 +180,25 @@ func (g *Graph) components() [][]Session {
 
 // cycleOf describes one strongly connected part: its waits, their kinds,
 // and whether one server will break it.
-func (g *Graph) cycleOf(part []Session) Cycle {
+func (g *Graph) cycleOf(ids []int32) Cycle {
+	part := g.sessions(ids)
 	slices.SortFunc(part, compareSessions)
-	in := map[Session]bool{}
-	for _, x := range part {
+	in := map[int32]bool{}
+	for _, x := range ids {
 		in[x] = true
 	}
 	c := Cycle{Sessions: part, ServerResolves: true}
 	src := -1
-	for _, x := range part {
+	for _, xs := range part {
+		x := g.ids[xs]
 		for _, y := range g.blockers[x] {
 			if !in[y] {
 				continue
 			}
-			e := Edge{From: x, To: y}
+			ys := g.order[y]
+			e := Edge{From: xs, To: ys}
 			for _, i := range g.waits[x] {
-				if g.names(&g.snap.Locks[i], y) {
+				if g.names(&g.snap.Locks[i], ys) {
 					e.Wait = g.snap.Locks[i]
 					break
 				}
