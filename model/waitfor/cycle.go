@@ -104,7 +104,9 @@ func (g *Graph) Cycles() []Cycle {
 	if !g.cycled {
 		g.cycled = true
 		for _, scc := range g.components() {
-			g.cycles = append(g.cycles, g.cycleOf(scc))
+			if c := g.cycleOf(scc); c.plausible() {
+				g.cycles = append(g.cycles, c)
+			}
 		}
 		slices.SortFunc(g.cycles, func(a, b Cycle) int { return compareSessions(a.Sessions[0], b.Sessions[0]) })
 	}
@@ -297,4 +299,41 @@ func (c *Cycle) Summary() string {
 		s += " (PostgreSQL will cancel one of them after deadlock_timeout)"
 	}
 	return s
+}
+
+// plausible reports whether every party of the cycle could be one task
+// that holds what the others wait for and waits itself. A party is an owner
+// id, often a process running many tasks; a task that waits cannot be
+// granted a lock meanwhile, so where a party's hold was granted after its
+// wait began (both on one source's clock, the grant recorded exactly: a
+// Redis or lease hold), that hold belongs to another of its tasks, and
+// unless another of its holds fits, the cycle is no deadlock: two pods each
+// holding a conversation the other pod waits for, from other goroutines.
+func (c *Cycle) plausible() bool {
+	ins, outs := map[Session][]int{}, map[Session][]int{}
+	for i, e := range c.Edges {
+		ins[e.To] = append(ins[e.To], i)
+		outs[e.From] = append(outs[e.From], i)
+	}
+	for _, x := range c.Sessions {
+		ok := false
+		for _, i := range ins[x] {
+			for _, o := range outs[x] {
+				if !grantedAfter(&c.Edges[i].Held, &c.Edges[o].Wait) {
+					ok = true
+				}
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// grantedAfter reports whether hold h is known to have been granted after
+// wait w began: both on one source, h's grant recorded exactly.
+func grantedAfter(h, w *model.Lock) bool {
+	exact := h.Granted && (h.Kind == model.KindRedis || h.Kind == model.KindLease)
+	return exact && h.Source == w.Source && !h.HeldSince.IsZero() && !w.WaitStart.IsZero() && h.HeldSince.After(w.WaitStart)
 }
