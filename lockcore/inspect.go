@@ -25,7 +25,7 @@ type Querier interface {
 // connection count. l is a filter on p, not a second copy of the rows.
 //
 // Row kinds: 0 header (now, client connections counted from
-// pg_stat_database, which every role may read in full); 1 advisory lock
+// pg_stat_database, which every role may read in full, this database's oid); 1 advisory lock
 // (pid, database oid, classid, objid, objsubid, share mode, granted,
 // waitstart: advisory locks are ExclusiveLock or ShareLock, so the mode
 // travels as a bool); 2 backend (pid, user, application, client address,
@@ -51,7 +51,7 @@ const InspectSQL = `WITH p AS MATERIALIZED (
 l AS NOT MATERIALIZED (SELECT pid, database, classid, objid, objsubid, mode, granted, waitstart FROM p WHERE locktype = 'advisory'),
 o AS MATERIALIZED (
 	SELECT * FROM p WHERE locktype <> 'advisory' AND EXISTS (SELECT 1 FROM p w WHERE NOT w.granted AND w.locktype <> 'advisory'))
-SELECT 0 AS kind, NULL::int4 AS pid, NULL::oid AS oid, NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid,
+SELECT 0 AS kind, NULL::int4 AS pid, (SELECT oid FROM pg_database WHERE datname = current_database()) AS oid, NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid,
 	NULL::bool AS share, NULL::bool AS granted, now() AS ts, NULL::timestamptz AS ts2,
 	(SELECT sum(numbackends) FROM pg_stat_database)::text AS t1,
 	NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5, NULL::timestamptz AS ts3
@@ -100,13 +100,16 @@ type OtherRow struct {
 	Database string // the database's name; "" for a lock outside any (a transaction id)
 	// Relation is the relation's schema-qualified name; "" when the lock
 	// has none, or the relation is in another database (its name cannot be
-	// read from here).
+	// read from here: RelationOID says which, for a reader that can).
 	Relation string
-	Tuple    string // "(page,tuple)" of a tuple lock
-	Object   string // what else identifies it: a transaction id, a virtual xid, a page
-	PID      int32
-	Mode     string // as pg_locks spells it
-	Granted  bool
+	// DatabaseOID and RelationOID are pg_locks.database and .relation (0
+	// when null): a relation's identity, named or not.
+	DatabaseOID, RelationOID uint32
+	Tuple                    string // "(page,tuple)" of a tuple lock
+	Object                   string // what else identifies it: a transaction id, a virtual xid, a page
+	PID                      int32
+	Mode                     string // as pg_locks spells it
+	Granted                  bool
 	// WaitStart is when a waiter started waiting (or Taken while the
 	// server has not recorded it yet); zero for a granted row.
 	WaitStart time.Time
@@ -185,6 +188,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		others              []OtherRow
 		objs                []object // others' objects, by index
 		relations           = map[uint32]string{}
+		ownDB               uint32 // this connection's database
 	)
 	// One destination slice for every row: a fresh variadic slice per Scan
 	// would be an allocation per lock.
@@ -196,6 +200,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		switch kind {
 		case 0:
 			t.Taken = ts.Time
+			ownDB = oid.Uint32
 			t.Connections, _ = strconv.Atoi(t1.String)
 		case 1:
 			key, ok := keyFromLockRow(classid.Uint32, objid.Uint32, objsubid.Int16)
@@ -274,7 +279,11 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 	for i := range others {
 		o := &others[i]
 		o.Database = dbs[objs[i].database]
-		o.Relation = relations[objs[i].relation]
+		o.DatabaseOID, o.RelationOID = objs[i].database, objs[i].relation
+		if db := objs[i].database; db == 0 || db == ownDB {
+			// Another database's relation oid may be one of this database's.
+			o.Relation = relations[objs[i].relation]
+		}
 		if !o.Granted && o.WaitStart.IsZero() {
 			o.WaitStart = t.Taken
 		}

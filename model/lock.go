@@ -111,6 +111,10 @@ type Lock struct {
 	Relation string
 	Row      string
 	Object   string
+	// RelationOID is the relation's oid (pg_locks.relation), 0 when the
+	// lock has none. A relation of another database whose name is not
+	// known (yet) shows as "DATABASE oid N" (see KeyLabel).
+	RelationOID uint32
 
 	// Name is the key of a Redis lock (the whole key, prefix included) or
 	// the resource of a lease ("map:m1").
@@ -176,33 +180,56 @@ type KeyID struct {
 	Pair      bool
 	Namespace string
 	EntityID  int64
-	Relation  string
-	Row       string
-	Object    string
-	Name      string
+	// A relation is identified by its oid where the row has one (Relation
+	// is then ""), so a key keeps its identity when its name comes in
+	// later; by its name otherwise (a recording made before oids).
+	Relation    string
+	RelationOID uint32
+	Row         string
+	Object      string
+	Name        string
 }
 
 // KeyID returns the identity of the key this row is about.
 func (l *Lock) KeyID() KeyID {
-	return KeyID{Kind: l.Kind, Database: l.Database, Pair: l.Pair, Namespace: l.Namespace, EntityID: l.EntityID,
-		Relation: l.Relation, Row: l.Row, Object: l.Object, Name: l.Name}
+	id := KeyID{Kind: l.Kind, Database: l.Database, Pair: l.Pair, Namespace: l.Namespace, EntityID: l.EntityID,
+		Relation: l.Relation, RelationOID: l.RelationOID, Row: l.Row, Object: l.Object, Name: l.Name}
+	if l.RelationOID != 0 {
+		id.Relation = ""
+	}
+	return id
+}
+
+// RelationLabel names the row's relation: its schema-qualified name, else
+// "DATABASE oid N" for a relation whose name is not known (another
+// database that could not be read), else "".
+func (l *Lock) RelationLabel() string {
+	if l.Relation != "" || l.RelationOID == 0 {
+		return l.Relation
+	}
+	oid := "oid " + strconv.FormatUint(uint64(l.RelationOID), 10)
+	if l.Database == "" {
+		return oid
+	}
+	return l.Database + " " + oid
 }
 
 // KeyLabel renders the key for people, through the registry's formatters:
 // "AGENT 7", "IDEMPOTENCY_CLEANUP", "5 -3" for an unregistered pair, the
 // bare number of a one-bigint key; "public.turns row (0,3)", "public.turns",
+// "db2 oid 16390" (a relation not named, see RelationLabel),
 // "transaction 1234"; a Redis key or a lease resource as it is named.
 func (l *Lock) KeyLabel() string {
 	switch l.Kind {
 	case KindRow:
-		return registry.RowLabel(l.Relation, l.Row)
+		return registry.RowLabel(l.RelationLabel(), l.Row)
 	case KindRelation:
-		return registry.RowLabel(l.Relation, "")
+		return registry.RowLabel(l.RelationLabel(), "")
 	case KindTransaction:
 		return registry.TransactionLabel(l.Object)
 	case KindOther:
-		if l.Relation != "" {
-			return l.LockType + " " + l.Relation + " " + l.Object
+		if rel := l.RelationLabel(); rel != "" {
+			return l.LockType + " " + rel + " " + l.Object
 		}
 		return l.LockType + " " + l.Object
 	case KindRedis, KindLease:

@@ -339,7 +339,8 @@ func (t *lockTable) columns(brief, kind bool) []column {
 			switch {
 			case r.first:
 				s := l.KeyLabel()
-				if l.Database != "" && t.db != "" && l.Database != t.db {
+				// An unnamed relation's label names its database already.
+				if l.Database != "" && t.db != "" && l.Database != t.db && (l.Relation != "" || l.RelationOID == 0) {
 					s += " @" + l.Database
 				}
 				return Sanitize(s), p.key

@@ -283,8 +283,8 @@ func kindDetails(line func(label, value string), sel *model.Lock, now time.Time,
 		}
 	default:
 		obj := sel.LockType
-		if sel.Relation != "" {
-			obj += " on " + sel.Relation
+		if rel := sel.RelationLabel(); rel != "" {
+			obj += " on " + rel
 		}
 		if sel.Row != "" {
 			obj += " row " + sel.Row

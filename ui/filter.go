@@ -16,6 +16,7 @@ import (
 //	app:TEXT            the application name contains TEXT
 //	pid:N               the backend's pid is N
 //	kind:TEXT           the lock's kind contains TEXT ("kind:lease")
+//	database:NAME       the lock is in database NAME, exactly ("db:NAME" too)
 //	TEXT                any of the above, or the owner; a number also matches
 //	                    the pid exactly
 //
@@ -25,7 +26,7 @@ import (
 // it; the hash is of the text as typed, case kept.
 type filter struct {
 	raw   string
-	field string // "ns", "app", "pid", "kind" or "" for any
+	field string // "ns", "app", "pid", "kind", "db" or "" for any
 	text  string // lower-cased
 	pid   int64
 	isPID bool
@@ -56,6 +57,9 @@ func parseFilter(s string) filter {
 			s = rest
 		case "kind":
 			f.field = "kind"
+			s = rest
+		case "db", "database":
+			f.field = "db"
 			s = rest
 		}
 	}
@@ -109,6 +113,9 @@ func (f filter) match(l *model.Lock) bool {
 		return f.isPID && int64(l.PID) == f.pid
 	case "kind":
 		return containsFold(string(l.Kind), f.text)
+	case "db":
+		// Exactly: "database:app" must not also pick app_archive.
+		return strings.EqualFold(l.Database, f.text)
 	}
 	return (f.isPID && int64(l.PID) == f.pid) ||
 		f.matchKey(l) ||

@@ -20,7 +20,7 @@ type filterInput struct {
 func newFilterInput(st *Styles, k *KeyMap, current string, change func(string)) (*filterInput, tea.Cmd) {
 	in := textinput.New()
 	in.Prompt = hint(k.Filter) + " "
-	in.Placeholder = "AGENT 7, ns:AGENT =7, app:NAME, pid:N, kind:KIND, tenant-a:2025-01-15"
+	in.Placeholder = "AGENT 7, ns:AGENT =7, app:NAME, pid:N, kind:KIND, database:NAME, tenant-a:2025-01-15"
 	in.CharLimit = 200
 	// A steady cursor: blinking would redraw the screen twice a second.
 	styles := in.Styles()

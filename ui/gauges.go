@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,9 +24,60 @@ type gauges struct {
 	held     int
 	waiting  int
 	kinds    []model.KindCount // per kind, when the table holds more than advisory locks
+	dbs      []dbCount         // per database of PostgreSQL locks
 	waitRate []float64         // waits/s per poll, the latest last
 	polled   bool
 	kindRow  bool // the row of counts per kind is shown (the layout holds it still)
+	dbRow    bool // the row of counts per database is shown (likewise)
+}
+
+// dbCount is the holders and waiters of one database.
+type dbCount struct {
+	name          string
+	held, waiting int
+}
+
+// countDatabases counts the PostgreSQL locks of each database, in order of
+// first appearance (the table's order: by database).
+func countDatabases(locks []model.Lock) []dbCount {
+	var out []dbCount
+	for i := range locks {
+		l := &locks[i]
+		if !l.Kind.PG() || l.Database == "" {
+			continue
+		}
+		j := slices.IndexFunc(out, func(c dbCount) bool { return c.name == l.Database })
+		if j < 0 {
+			j = len(out)
+			out = append(out, dbCount{name: l.Database})
+		}
+		if l.Granted {
+			out[j].held++
+		} else {
+			out[j].waiting++
+		}
+	}
+	return out
+}
+
+// byDatabase reports whether the gauges count locks per database: when
+// locks are in more than one.
+func (g *gauges) byDatabase() bool { return len(g.dbs) > 1 }
+
+// dbCounts renders the holders and waiters of each database: "app 12·3w
+// db2 3·2w".
+func (g *gauges) dbCounts(w int) string {
+	s := cell("by database", gaugeLabelW)
+	for i, d := range g.dbs {
+		if i > 0 {
+			s += "  "
+		}
+		s += Sanitize(d.name) + " " + fmtCount(int64(d.held))
+		if d.waiting > 0 {
+			s += g.st.Waits.Render("·" + fmtCount(int64(d.waiting)) + "w")
+		}
+	}
+	return fitLine(s, w)
 }
 
 // rateHistory is how many polls of waits/s the sparkline keeps.
@@ -94,6 +146,9 @@ func (g *gauges) Height() int {
 	if g.kindRow {
 		h++
 	}
+	if g.dbRow {
+		h++
+	}
 	return h
 }
 
@@ -130,6 +185,9 @@ func (g *gauges) View() string {
 	}
 	if g.kindRow {
 		lines = append(lines, g.kindCounts(g.width))
+	}
+	if g.dbRow {
+		lines = append(lines, g.dbCounts(g.width))
 	}
 	return fitBlock(lines, g.width, len(lines))
 }

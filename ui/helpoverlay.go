@@ -77,7 +77,8 @@ func (o *helpOverlay) render(groups [][]key.Binding, w int) string {
 		"Held times are \"≥\": PostgreSQL does not record when a lock was granted.",
 		"Waits turn " + o.st.TimeWarn.Render("yellow from "+fmtDur(waitWarn)) + " and " +
 			o.st.TimeCrit.Render("red from "+fmtDur(waitCrit)) + " (! and !! without colour).",
-		"by kind: each kind's holders·waiters (redis 3·4w: 3 held, 4 waiting). lock waits/s: the waits that began " +
+		"by kind: each kind's holders·waiters (redis 3·4w: 3 held, 4 waiting); by database, the same per database " +
+			"when locks are in more than one. lock waits/s: the waits that began " +
 			"per second (new since the previous refresh), not how many wait, which follows it (\"8 waiting now\").",
 		"\"idle in tx\": the holder's session is idle inside a transaction, holding its locks while doing nothing.",
 		o.st.Root.Render("ROOT") + ": a root blocker, a holder that waits for nothing while others wait behind it; " +
@@ -95,6 +96,7 @@ func (o *helpOverlay) render(groups [][]key.Binding, w int) string {
 		"ns:AGENT 7            the key contains AGENT 7 (AGENT 71 too)",
 		"ns:AGENT =7           exactly AGENT 7; so does key:\"AGENT 7\"",
 		"app:NAME pid:N kind:K the application, the backend, the kind of lock",
+		"database:NAME         the locks in database NAME, exactly (db:NAME too)",
 		"tenant-a:2025-01-15   a hashed key's string finds its FNV-1a key",
 	}
 	for i, l := range legend {

@@ -59,6 +59,7 @@ func (m *Model) layout() {
 	m.gauges.SetSize(w, 0)
 	m.footer.SetSize(w, 1)
 	m.gauges.kindRow = m.kindRow.hold(m.gauges.byKind(), now, fresh)
+	m.gauges.dbRow = m.dbRow.hold(m.gauges.byDatabase(), now, fresh)
 	var want bodyShape
 	body := h - m.header.Height() - m.gauges.Height() - 1
 	if m.replay != nil {

@@ -59,6 +59,7 @@ type Model struct {
 	lay       arrangement
 	shapes    steady[bodyShape] // the body's shares, held still
 	kindRow   steady[bool]      // the gauges' row of counts per kind, held still
+	dbRow     steady[bool]      // the gauges' row of counts per database, held still
 	laidW     int               // the size last laid out: a change is a resize
 	laidH     int
 	hadEvents bool      // the event log had events at the last layout
@@ -244,6 +245,7 @@ func (m *Model) apply(i int, s model.Snapshot) {
 	}
 	m.gauges.held, m.gauges.waiting = m.table.held, m.table.waiting
 	m.gauges.kinds = m.merged.CountKinds()
+	m.gauges.dbs = countDatabases(m.merged.Locks)
 }
 
 // readSim reads the simulator's status (its pools with it), unless a read

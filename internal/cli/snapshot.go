@@ -45,6 +45,11 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	defer st.Close()
 	parts := st.PollAll(ctx)
+	if parts[0].Err == nil && st.Named(ctx) {
+		// Relations of other databases are named in their own databases,
+		// after the poll that met them: once more, to print their names.
+		parts = st.PollAll(ctx)
+	}
 	if err := parts[0].Err; err != nil {
 		return errors.Unwrap(err) // the monitor's own error: its exit code
 	}

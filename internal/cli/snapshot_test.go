@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
@@ -281,5 +284,52 @@ func TestSnapshotShowsRowLockWaits(t *testing.T) {
 	_, table, _ := runCmd(t, "snapshot", pgtest.DSN(t))
 	if !regexp.MustCompile(`(?m)^row\s+public\.snap_turns row \(\d+,\d+\)`).MatchString(table) {
 		t.Errorf("the table has no row lock line:\n%s", table)
+	}
+}
+
+// A row lock queue in another database than the one snapshot connects to
+// is printed with its relation's name, read in that database, in one run.
+func TestSnapshotNamesOtherDatabases(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Database(t, "lt_snap_other_"+strconv.Itoa(os.Getpid()))
+	conn := func() *pgx.Conn {
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		return c
+	}
+	holder := conn()
+	if _, err := holder.Exec(ctx, `CREATE TABLE other_orders (id int PRIMARY KEY); INSERT INTO other_orders VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT * FROM other_orders WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	waiter := conn()
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = waiter.Exec(wctx, "SELECT * FROM other_orders WHERE id = 1 FOR UPDATE")
+	}()
+	defer func() { cancel(); <-done }()
+	pgtest.Eventually(t, "the waiter waits", func() bool {
+		var n int
+		err := holder.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE pid = $1 AND NOT granted", waiter.PgConn().PID()).Scan(&n)
+		return err == nil && n > 0
+	})
+	code, out, stderr := runCmd(t, "snapshot", pgtest.DSN(t))
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^row\s+public\.other_orders row \(0,1\)\s+lt_snap_other_`).MatchString(out) {
+		t.Errorf("the other database's row lock is not named:\n%s", out)
 	}
 }

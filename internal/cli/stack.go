@@ -172,6 +172,7 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if s.mon, err = openMonitor(ctx, cfg.DSN); err != nil {
 		return nil, err
 	}
+	s.mon.SetLog(cfg.Log)
 	s.closers = append(s.closers, s.mon.Close)
 	others, err := s.openOthers(ctx)
 	if err != nil {
@@ -315,6 +316,14 @@ func (s *Stack) Sources() []source.Source { return s.others }
 // model.Merge: the server's part first, named "postgres".
 func (s *Stack) PollAll(ctx context.Context) []model.Part {
 	return source.PollAll(ctx, append([]source.Source{source.Named(pgSource, s.server.Poll)}, s.others...))
+}
+
+// Named waits for the names of other databases' relations that the last
+// poll asked for (pgsource.Monitor.Named) and reports whether there were
+// any: a poll after it shows them.
+func (s *Stack) Named(ctx context.Context) bool {
+	waited, _ := s.mon.Named(ctx)
+	return waited
 }
 
 // Info describes the watched server, as the monitor found it on connecting.

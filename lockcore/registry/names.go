@@ -118,8 +118,8 @@ func match(pattern, s string) (literal int, ok bool) {
 
 // RowLabel renders a row lock's key: the relation's schema-qualified name
 // and the row's tuple id, "public.turns row (0,3)". relation "" (a relation
-// of another database, whose name this connection cannot read) reads as
-// "relation ?"; tid "" leaves the row out.
+// known neither by name nor by oid) reads as "relation ?"; tid "" leaves
+// the row out.
 func RowLabel(relation, tid string) string {
 	if relation == "" {
 		relation = "relation ?"

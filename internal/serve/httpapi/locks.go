@@ -100,8 +100,11 @@ type LockDoc struct {
 	EntityID        *int64     `json:"entity_id,omitempty"` // advisory
 	LockType        string     `json:"lock_type,omitempty"` // other PostgreSQL kinds: pg_locks.locktype
 	Relation        string     `json:"relation,omitempty"`
-	Row             string     `json:"row,omitempty"`
-	Object          string     `json:"object,omitempty"`
+	// RelationOID is the relation's oid, given when its name is not known
+	// (a database the monitor could not enter): key reads "DB oid N".
+	RelationOID uint32 `json:"relation_oid,omitempty"`
+	Row         string `json:"row,omitempty"`
+	Object      string `json:"object,omitempty"`
 
 	// Redis and lease kinds.
 	Name         string     `json:"name,omitempty"`
@@ -191,6 +194,9 @@ func newLockDoc(l *model.Lock, now time.Time, source string) LockDoc {
 			out.EntityID = &id
 		} else {
 			out.LockType, out.Relation, out.Row, out.Object = l.LockType, l.Relation, l.Row, l.Object
+			if l.Relation == "" {
+				out.RelationOID = l.RelationOID
+			}
 		}
 		return out
 	}

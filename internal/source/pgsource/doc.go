@@ -8,4 +8,13 @@
 // (Inspect, on lockcore.ReadLocks). Between polls the Monitor remembers when it first saw
 // each grant, so held times are "held for at least". It reconnects on the
 // next Poll after the connection drops.
+//
+// The poll names relations of the monitor's own database (and shared
+// catalogs) only; those of other databases come back as oids. The Monitor
+// names them in their own databases, asynchronously, through a cache and a
+// connection per database opened on a miss and closed when idle (see
+// namer): a poll never waits for a lookup, an unknown relation reads
+// "db2 oid 16390" until its name is in, and a database that cannot be
+// entered is said in Snapshot.Partial. Named waits for the lookups in
+// flight, for a reader that polls once.
 package pgsource

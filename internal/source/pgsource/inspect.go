@@ -23,21 +23,19 @@ import (
 // idle; for a holder that blocks a waiter, the time that waiter has waited;
 // otherwise zero (a Monitor, which polls over time, does better).
 func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
-	snap, err := read(ctx, q)
-	if err != nil {
-		return snap, err
-	}
-	bound(snap.Locks, nil)
-	return snap, nil
-}
-
-// read is Inspect without the held bounds that waiters give: a Monitor
-// works those out with what it saw in earlier polls.
-func read(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 	t, err := lockcore.ReadLocks(ctx, q)
 	if err != nil {
 		return model.Snapshot{}, err
 	}
+	snap := build(&t)
+	bound(snap.Locks, nil)
+	return snap, nil
+}
+
+// build turns the rows read into model locks, without the held bounds that
+// waiters give: a Monitor works those out with what it saw in earlier
+// polls.
+func build(t *lockcore.LockTable) model.Snapshot {
 	// Room for the other kinds too, so appending them does not copy the
 	// advisory rows again.
 	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(t.Others))}
@@ -76,8 +74,8 @@ func read(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 		}
 	}
 	queue(snap.Locks)
-	snap.Locks = others(&t, snap.Locks)
-	return snap, nil
+	snap.Locks = others(t, snap.Locks)
+	return snap
 }
 
 // idle reports whether a backend state means no statement is running.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -26,6 +27,9 @@ type Options struct {
 	// ConnectTimeout bounds Connect: the connection and the first query.
 	// Default: the DSN's connect_timeout, else connect.DefaultTimeout.
 	ConnectTimeout time.Duration
+	// NamesIdle is how long a connection that names another database's
+	// relations stays open unused before it is closed. Default 1 minute.
+	NamesIdle time.Duration
 }
 
 // Monitor polls one server. It is safe for concurrent use, but polls run one
@@ -33,6 +37,7 @@ type Options struct {
 type Monitor struct {
 	pool       *pgxpool.Pool
 	info       model.ServerInfo
+	names      *namer             // relations of other databases
 	probes     singleflight.Group // concurrent Probe calls share one probe
 	probeLocks *lockcore.Service  // takes the health probe's lock on pool
 
@@ -86,6 +91,7 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 		pool.Close()
 		return nil, Describe(err)
 	}
+	m.names = newNamer(cfg.ConnConfig, m.info.Database, opts.NamesIdle, cto+m.pollTimeout)
 	return m, nil
 }
 
@@ -146,8 +152,23 @@ func (m *Monitor) Info() model.ServerInfo { return m.info }
 // probe or for tests.
 func (m *Monitor) Pool() *pgxpool.Pool { return m.pool }
 
-// Close closes the connection.
-func (m *Monitor) Close() { m.pool.Close() }
+// SetLog sends the monitor's log lines (a database whose relations cannot
+// be named, once per change) to log; by default they are dropped. Call it
+// before the first Poll.
+func (m *Monitor) SetLog(log *slog.Logger) { m.names.log = log }
+
+// Named returns once the lookups of relation names that earlier polls
+// started have ended (named, not found, or failed), or ctx ends, and
+// reports whether there were any: a Poll after it shows every name that
+// can be known. A one-shot reader (snapshot) uses it; a dashboard simply
+// polls again.
+func (m *Monitor) Named(ctx context.Context) (bool, error) { return m.names.wait(ctx) }
+
+// Close ends the lookups of relation names and closes every connection.
+func (m *Monitor) Close() {
+	m.names.close()
+	m.pool.Close()
+}
 
 const (
 	defaultStatementTimeout = 2 * time.Second
@@ -187,9 +208,15 @@ func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.pollTimeout)
 	defer cancel()
 	start := time.Now()
-	snap, err := read(ctx, m.pool)
+	t, err := lockcore.ReadLocks(ctx, m.pool)
+	if err != nil {
+		return model.Snapshot{}, err
+	}
+	partial := m.names.apply(&t)
+	snap := build(&t)
+	snap.Partial = partial
 	snap.Latency = time.Since(start)
-	return snap, err
+	return snap, nil
 }
 
 // track works out held times and counts new waits. A holder's HeldSince is

@@ -10,18 +10,21 @@ import (
 
 // objKey is a pg_locks object as the rows name it.
 type objKey struct {
-	lockType, database, relation, tuple, object string
+	lockType, database string
+	relation           uint32
+	tuple, object      string
 }
 
 func objOf(r *lockcore.OtherRow) objKey {
-	return objKey{r.LockType, r.Database, r.Relation, r.Tuple, r.Object}
+	return objKey{r.LockType, r.Database, r.RelationOID, r.Tuple, r.Object}
 }
 
 // heavyGroup is the waiters of one locked object and the holders that
 // block them.
 type heavyGroup struct {
-	id   model.KeyID
-	rows []model.Lock
+	id       model.KeyID
+	relation string // the relation's name, "" when not known
+	rows     []model.Lock
 	// pids with a row in the group, and those holding it: slices, not
 	// maps, since a group has a handful of rows and a poll many groups.
 	pids, holds []int32
@@ -61,23 +64,24 @@ func others(t *lockcore.LockTable, out []model.Lock) []model.Lock {
 	var groups []*heavyGroup
 	byID := map[model.KeyID]*heavyGroup{}
 	byObj := map[objKey]*heavyGroup{} // the objects waited for
-	group := func(id model.KeyID) *heavyGroup {
+	group := func(id model.KeyID, relation string) *heavyGroup {
 		g := byID[id]
 		if g == nil {
-			g = &heavyGroup{id: id}
+			g = &heavyGroup{id: id, relation: relation}
 			byID[id] = g
 			groups = append(groups, g)
 		}
 		return g
 	}
-	row := func(r *lockcore.OtherRow, id model.KeyID) model.Lock {
+	row := func(r *lockcore.OtherRow, g *heavyGroup) model.Lock {
+		id := g.id
 		b := r.Backend
 		l := model.Lock{
 			Kind: id.Kind, PID: r.PID, Database: id.Database,
 			User: b.User, ApplicationName: b.Application, ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
 			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart, Owner: ownerOf(b.Application),
 			Mode: r.Mode, Granted: r.Granted, LockType: r.LockType,
-			Relation: id.Relation, Row: id.Row, Object: id.Object,
+			Relation: g.relation, RelationOID: id.RelationOID, Row: id.Row, Object: id.Object,
 		}
 		if !r.Granted {
 			l.WaitStart = r.WaitStart
@@ -94,13 +98,15 @@ func others(t *lockcore.LockTable, out []model.Lock) []model.Lock {
 		if r.Granted {
 			continue
 		}
-		id := model.KeyID{Database: r.Database, Relation: r.Relation}
+		id := model.KeyID{Database: r.Database, RelationOID: r.RelationOID}
+		rel := r.Relation
 		switch r.LockType {
 		case "tuple":
 			id.Kind, id.Row = model.KindRow, r.Tuple
 		case "transactionid":
 			if tr := rowOf[r.PID]; tr != nil {
-				id = model.KeyID{Kind: model.KindRow, Database: tr.Database, Relation: tr.Relation, Row: tr.Tuple}
+				id = model.KeyID{Kind: model.KindRow, Database: tr.Database, RelationOID: tr.RelationOID, Row: tr.Tuple}
+				rel = tr.Relation
 			} else {
 				id.Kind, id.Object = model.KindTransaction, r.Object
 			}
@@ -109,9 +115,9 @@ func others(t *lockcore.LockTable, out []model.Lock) []model.Lock {
 		default:
 			id.Kind, id.Object = model.KindOther, r.Object
 		}
-		g := group(id)
+		g := group(id, rel)
 		byObj[objOf(r)] = g
-		g.rows = append(g.rows, row(r, id))
+		g.rows = append(g.rows, row(r, g))
 		g.pids = append(g.pids, r.PID)
 	}
 	// Then the granted rows on what they wait for.
@@ -127,7 +133,7 @@ func others(t *lockcore.LockTable, out []model.Lock) []model.Lock {
 		if r.LockType == "tuple" && waitsXID[r.PID] {
 			continue // the head of a row's queue: a waiter, not a holder
 		}
-		g.rows = append(g.rows, row(r, g.id))
+		g.rows = append(g.rows, row(r, g))
 		g.pids = append(g.pids, r.PID)
 		g.holds = append(g.holds, r.PID)
 	}
@@ -166,7 +172,7 @@ func others(t *lockcore.LockTable, out []model.Lock) []model.Lock {
 				b = &lockcore.Backend{}
 			}
 			r := lockcore.OtherRow{PID: pid, Granted: true, Backend: b, LockType: g.rows[0].LockType}
-			g.rows = append(g.rows, row(&r, g.id))
+			g.rows = append(g.rows, row(&r, g))
 		}
 		slices.SortFunc(g.rows, func(a, b model.Lock) int {
 			return cmp.Or(
@@ -187,7 +193,8 @@ func others(t *lockcore.LockTable, out []model.Lock) []model.Lock {
 		return cmp.Or(
 			cmp.Compare(kindRank(a.id.Kind), kindRank(b.id.Kind)),
 			cmp.Compare(a.id.Database, b.id.Database),
-			cmp.Compare(a.id.Relation, b.id.Relation),
+			cmp.Compare(a.relation, b.relation),
+			cmp.Compare(a.id.RelationOID, b.id.RelationOID),
 			cmp.Compare(a.id.Row, b.id.Row),
 			cmp.Compare(a.id.Object, b.id.Object),
 		)

@@ -245,6 +245,41 @@ func Role(t testing.TB, name, password string, grants ...string) string {
 	return d
 }
 
+// Database creates a database of the test's own named name (dropped first
+// if a failed run left it), dropped with its sessions ended when the test
+// ends, and returns a superuser DSN on it: for tests that watch several
+// databases of one server.
+func Database(t testing.TB, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, AdminDSN(t))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer admin.Close(ctx)
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+		t.Fatalf("pgtest: creating database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, adminDSN); err == nil {
+			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)")
+			c.Close(ctx)
+		}
+	})
+	d, err := WithDatabase(adminDSN, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // Eventually polls cond every 10ms until it holds, and fails t (saying what
 // it waited for) if it has not within 20 seconds.
 func Eventually(t testing.TB, what string, cond func() bool) {

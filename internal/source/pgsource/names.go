@@ -1,0 +1,308 @@
+package pgsource
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/locktop/locktop/lockcore"
+)
+
+// The poll reads pg_class of the monitor's own database only: a relation
+// of another database comes back as an oid. A namer names those relations
+// in their own databases, asynchronously so that a poll never waits for
+// it: a miss shows as "db2 oid 16390" in the poll that meets it, and the
+// lookup it starts names it in a later poll. It keeps
+//
+//   - a cache (database oid, relation oid) → schema.table, never emptied
+//     while the monitor runs (a relation not found — dropped, or created by
+//     a transaction not yet committed — is looked up again after
+//     namesRetry);
+//   - per database, at most one connection, opened on the first miss with
+//     the monitor's settings (read-only, named locktop.monitor, its
+//     timeouts) and the database changed, closed after Options.NamesIdle
+//     unused; a database without locks of other types is never entered;
+//   - one query per batch: the misses of one poll in one database, each
+//     unknown object asked for once (misses already asked for are not
+//     asked again while the answer is due);
+//   - for a database that cannot be entered (no CONNECT privilege, too
+//     many connections, dropped) why, said in Snapshot.Partial while its
+//     relations are unnamed and logged once per change; it is tried again
+//     after namesRetry.
+type namer struct {
+	cfg   *pgx.ConnConfig // the monitor's: copied with another database
+	own   string          // the monitor's database: the poll names its relations
+	idle  time.Duration
+	bound time.Duration // one lookup: the connection and the query
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	names map[relKey]name
+	dbs   map[uint32]*dbNamer
+	done  chan struct{} // closed by close
+	// changed is closed, and replaced, when a lookup ends.
+	changed chan struct{}
+	wg      sync.WaitGroup
+}
+
+// relKey is a relation in a database.
+type relKey struct{ db, rel uint32 }
+
+// name is a cached answer: the relation's name, or "" when it was not
+// found (to look up again after at).
+type name struct {
+	text string
+	at   time.Time
+}
+
+// dbNamer is one database's queue, connection and failure.
+type dbNamer struct {
+	db      uint32
+	name    string
+	queue   []uint32            // misses to look up next
+	asked   map[uint32]struct{} // queued or in flight
+	wake    chan struct{}       // a non-blocking signal that queue has work
+	running bool                // a goroutine serves the queue
+	failed  string              // why the database could not be entered; "" when it could
+	retry   time.Time           // when to try a failed database again
+}
+
+const (
+	// namesRetry is how long a relation not found, or a database that
+	// could not be entered, waits before it is looked up again.
+	namesRetry = time.Minute
+	// defaultNamesIdle is Options.NamesIdle's default.
+	defaultNamesIdle = time.Minute
+	// namesSQL names relations by oid in the database it runs in.
+	namesSQL = `SELECT c.oid, format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ANY($1::oid[])`
+)
+
+func newNamer(cfg *pgx.ConnConfig, own string, idle, bound time.Duration) *namer {
+	if idle <= 0 {
+		idle = defaultNamesIdle
+	}
+	return &namer{cfg: cfg, own: own, idle: idle, bound: bound,
+		log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		names: map[relKey]name{}, dbs: map[uint32]*dbNamer{}, done: make(chan struct{}), changed: make(chan struct{})}
+}
+
+// apply names t's relations of other databases from the cache, queues the
+// misses (one batch per database) and returns a line per database whose
+// relations stay unnamed because it cannot be entered. It never waits for
+// a lookup.
+func (n *namer) apply(t *lockcore.LockTable) (partial []string) {
+	now := time.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var woken []*dbNamer
+	for i := range t.Others {
+		o := &t.Others[i]
+		if o.Relation != "" || o.RelationOID == 0 || o.DatabaseOID == 0 || o.Database == "" || o.Database == n.own {
+			continue
+		}
+		k := relKey{o.DatabaseOID, o.RelationOID}
+		if c, ok := n.names[k]; ok {
+			if o.Relation = c.text; c.text != "" || now.Before(c.at.Add(namesRetry)) {
+				continue // named, or not found lately: shown by oid
+			}
+		}
+		d := n.dbs[k.db]
+		if d == nil {
+			d = &dbNamer{db: k.db, name: o.Database, asked: map[uint32]struct{}{}, wake: make(chan struct{}, 1)}
+			n.dbs[k.db] = d
+		}
+		if d.failed != "" && now.Before(d.retry) {
+			if line := "database " + d.name + ": relations not named: " + d.failed; !slices.Contains(partial, line) {
+				partial = append(partial, line)
+			}
+			continue
+		}
+		if _, ok := d.asked[k.rel]; ok {
+			continue
+		}
+		d.asked[k.rel] = struct{}{}
+		d.queue = append(d.queue, k.rel)
+		if !slices.Contains(woken, d) {
+			woken = append(woken, d)
+		}
+	}
+	for _, d := range woken {
+		n.serve(d)
+	}
+	return partial
+}
+
+// serve wakes d's goroutine, or starts one. Called with n.mu held.
+func (n *namer) serve(d *dbNamer) {
+	select {
+	case <-n.done:
+		return
+	default:
+	}
+	if d.running {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+		return
+	}
+	d.running = true
+	n.wg.Add(1)
+	go n.run(d)
+}
+
+// run serves d's queue on one connection, which it closes after n.idle
+// without work, and then ends.
+func (n *namer) run(d *dbNamer) {
+	defer n.wg.Done()
+	var conn *pgx.Conn
+	closeConn := func() {
+		if conn != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = conn.Close(ctx)
+			cancel()
+			conn = nil
+		}
+	}
+	defer closeConn()
+	idle := time.NewTimer(n.idle)
+	defer idle.Stop()
+	for {
+		n.mu.Lock()
+		batch := d.queue
+		d.queue = nil
+		n.mu.Unlock()
+		if len(batch) > 0 {
+			conn = n.lookup(d, conn, batch)
+			idle.Reset(n.idle)
+			continue
+		}
+		select {
+		case <-d.wake:
+		case <-n.done:
+			return
+		case <-idle.C:
+			closeConn()
+			n.mu.Lock()
+			if len(d.queue) == 0 {
+				d.running = false
+				n.mu.Unlock()
+				return
+			}
+			n.mu.Unlock()
+			idle.Reset(n.idle)
+		}
+	}
+}
+
+// lookup names batch in d's database on conn (connecting first when conn
+// is nil) and returns the connection to keep: nil after a failure.
+func (n *namer) lookup(d *dbNamer, conn *pgx.Conn, batch []uint32) *pgx.Conn {
+	ctx, cancel := context.WithTimeout(context.Background(), n.bound)
+	defer cancel()
+	go func() { // close ends the wait for a server that does not answer
+		select {
+		case <-n.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	found := map[uint32]string{}
+	err := func() error {
+		if conn == nil {
+			cfg := n.cfg.Copy()
+			cfg.Database = d.name
+			c, err := pgx.ConnectConfig(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			conn = c
+		}
+		rows, err := conn.Query(ctx, namesSQL, batch)
+		if err != nil {
+			return err
+		}
+		var (
+			oid  uint32
+			text string
+		)
+		_, err = pgx.ForEachRow(rows, []any{&oid, &text}, func() error {
+			found[oid] = text
+			return nil
+		})
+		return err
+	}()
+	if err != nil && conn != nil {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(cctx)
+		ccancel()
+		conn = nil
+	}
+	now := time.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, rel := range batch {
+		delete(d.asked, rel)
+	}
+	close(n.changed)
+	n.changed = make(chan struct{})
+	if err != nil {
+		why := Describe(err).Error()
+		if d.failed != why {
+			n.log.Warn("cannot name relations of a database", "database", d.name, "err", why)
+		}
+		d.failed, d.retry = why, now.Add(namesRetry)
+		return nil
+	}
+	if d.failed != "" {
+		n.log.Info("naming relations of a database again", "database", d.name)
+		d.failed = ""
+	}
+	for _, rel := range batch {
+		n.names[relKey{d.db, rel}] = name{text: found[rel], at: now}
+	}
+	return conn
+}
+
+// wait returns once no lookup is queued or in flight, or ctx ends, and
+// reports whether there was one to wait for.
+func (n *namer) wait(ctx context.Context) (bool, error) {
+	waited := false
+	for {
+		n.mu.Lock()
+		busy := false
+		for _, d := range n.dbs {
+			busy = busy || len(d.asked) > 0
+		}
+		changed := n.changed
+		n.mu.Unlock()
+		if !busy {
+			return waited, nil
+		}
+		waited = true
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return waited, ctx.Err()
+		case <-n.done:
+			return waited, nil
+		}
+	}
+}
+
+// close ends every lookup and closes every connection.
+func (n *namer) close() {
+	n.mu.Lock()
+	select {
+	case <-n.done:
+	default:
+		close(n.done)
+	}
+	n.mu.Unlock()
+	n.wg.Wait()
+}
