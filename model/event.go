@@ -19,6 +19,7 @@ const (
 	OutcomeError     Outcome = "error"     // anything else that went wrong
 	OutcomeLost      Outcome = "lost"      // the lock's session ended while it was held
 	OutcomeViolation Outcome = "violation" // an invariant check failed
+	OutcomeDeadlock  Outcome = "deadlock"  // a cycle of waits seen in two consecutive polls (model/waitfor)
 )
 
 // Event is one thing that happened, for the event log and the event stream.

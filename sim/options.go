@@ -82,6 +82,12 @@ type Options struct {
 	// LeaseSchema is the lease tables' PostgreSQL schema ("":
 	// lease.DefaultSchema, "locktop_lease").
 	LeaseSchema string
+	// WatchDeadlocks runs the deadlock watch in any scenario: every
+	// DeadlockPoll it polls this simulator's PostgreSQL, Redis and lease
+	// store as a monitor would, and a deadlock it reports breaks
+	// InvDeadlocks unless the scenario made it (scenario "deadlock" always
+	// watches).
+	WatchDeadlocks bool
 	// LeasePath is the SQLite file of the lease locks ("": a file in the
 	// simulator's own directory, removed by Close).
 	LeasePath string

@@ -103,6 +103,8 @@ type recorder struct {
 	log      *slog.Logger
 
 	shown atomic.Pointer[shown] // the kinds and invariants of the running systems
+	// watchDeadlocks shows InvDeadlocks whatever the systems (Options.WatchDeadlocks).
+	watchDeadlocks bool
 }
 
 // shown are the worker kinds and invariants a scenario's systems report.
@@ -126,6 +128,9 @@ func (r *recorder) setSystems(sys System) {
 		sh.kinds = append(sh.kinds, workers.JobKinds...)
 		sh.invs = append(sh.invs, workers.JobInvariants...)
 	}
+	if sys&SystemDeadlocks != 0 || r.watchDeadlocks {
+		sh.invs = append(sh.invs, InvDeadlocks)
+	}
 	if !slices.Contains(sh.invs, workers.InvNoLeaks) {
 		sh.invs = append(sh.invs, workers.InvNoLeaks)
 	}
@@ -146,6 +151,7 @@ func newRecorder(buffer int, log *slog.Logger) *recorder {
 	for _, inv := range workers.AllInvariants {
 		r.invs[inv] = &invState{}
 	}
+	r.invs[InvDeadlocks] = &invState{}
 	r.setSystems(SystemAgents)
 	return r
 }

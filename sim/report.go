@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -68,6 +69,9 @@ type Report struct {
 	LeaseStore string            `json:"lease_store,omitempty"`
 	Resources  int               `json:"resources,omitempty"`
 	Jobs       *workers.JobStats `json:"jobs,omitempty"`
+	// Deadlocks is what the deadlock watch saw (scenario "deadlock", or
+	// Options.WatchDeadlocks): cycles made, reported, missed, late.
+	Deadlocks *DeadlockStats `json:"deadlocks,omitempty"`
 }
 
 // LossStats count the critical sections whose lock was lost while they ran
@@ -168,6 +172,9 @@ func (s *Sim) Report() Report {
 		st := s.jobs.Stats()
 		r.LeaseStore, r.Resources, r.Jobs = s.opts.LeaseStore, s.jobs.Resources(), &st
 	}
+	s.mu.Lock()
+	r.Deadlocks = s.deadStats
+	s.mu.Unlock()
 	if !audited && stopped {
 		r.AuditError = "the run was not stopped through Stop: no final checks"
 	}
@@ -280,6 +287,18 @@ func (r Report) WriteText(w io.Writer) error {
 		for _, w := range j.Waits {
 			fmt.Fprintf(&b, "  project %-4s %5d jobs, wait for a slot: avg %.0fms, max %.0fms\n", w.Project, w.Jobs, w.AvgWaitMS, w.MaxWaitMS)
 		}
+	}
+	if d := r.Deadlocks; d != nil {
+		made := 0
+		var kinds []string
+		for k, n := range d.Made {
+			made += n
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+		}
+		slices.Sort(kinds)
+		fmt.Fprintf(&b, "\ndeadlocks: %d made (%s), %d reported over %d polls of every %s; %d checked: %d missed, %d reported late, "+
+			"%d reported that no one made; the slowest took %d poll(s)\n",
+			made, strings.Join(kinds, ", "), d.Reported, d.Polls, DeadlockPoll, d.Checked, d.Missed, d.Late, d.Unexpected, d.MaxPolls)
 	}
 
 	b.WriteString("\n")

@@ -482,6 +482,18 @@ var scenarios = []Scenario{
 		},
 	},
 	{
+		Name: "deadlock",
+		Description: "deadlocks across lock kinds on purpose: two processes each hold a lock of one kind and wait for the other's " +
+			"(advisory and Redis, advisory and lease, Redis and lease), until a timeout breaks the cycle; the deadlock watch must " +
+			"report every one within two polls",
+		Systems: SystemDeadlocks,
+		Drivers: []Driver{
+			{Name: "advisory+redis cycles/s", Goroutines: 1, unit: unitDeadlock(0)},
+			{Name: "advisory+lease cycles/s", Goroutines: 1, unit: unitDeadlock(1)},
+			{Name: "redis+lease cycles/s", Goroutines: 1, unit: unitDeadlock(2)},
+		},
+	},
+	{
 		Name: "scale",
 		Description: "the scale benchmark: 10,000 agents, 1,000 hook goroutines firing back to back at random agents, " +
 			"every background worker and service",

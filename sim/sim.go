@@ -112,7 +112,9 @@ type Sim struct {
 	jobs      *workers.Jobs
 	rdb       redis.UniversalClient
 	leasePool *pgxpool.Pool
-	sysDir    string // the jobs' maps (and SQLite lease file), removed by Close
+	dead      *deadlocks     // the deadlock system and its watch's findings
+	deadStats *DeadlockStats // the last run's, once checked
+	sysDir    string         // the jobs' maps (and SQLite lease file), removed by Close
 
 	// ctl serialises the control methods (start, stop, scenario switches);
 	// mu guards the fields below and is held only briefly.
@@ -216,6 +218,7 @@ func New(ctx context.Context, opts Options) (*Sim, error) {
 	s.order = lockcore.NewOrderGraph()
 	s.order.SetLogger(log)
 	s.order.OnInversion(s.rec.inversion)
+	s.rec.watchDeadlocks = opts.WatchDeadlocks
 	if err := s.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -465,6 +468,13 @@ func (s *Sim) start() error {
 	}
 	r.wg.Go(func() { s.checkConfig(r.gen) })
 	r.wg.Go(func() { s.watchServer(r.gen) })
+	if s.sc.Systems&SystemDeadlocks != 0 || s.opts.WatchDeadlocks {
+		if s.dead == nil {
+			s.dead = &deadlocks{}
+		}
+		d := s.dead
+		r.wg.Go(func() { s.watchDeadlocks(r.gen, d) })
+	}
 	s.rec.stopping.Store(false)
 	s.run = r
 	s.started = time.Now()

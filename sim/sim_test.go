@@ -177,7 +177,7 @@ func TestScenariosKeepInvariants(t *testing.T) {
 			if inv := r.LockOrderInversions; name != "lock-order" && len(inv) > 0 {
 				t.Errorf("lock-order inversions in %s: %v", name, inv)
 			}
-			if r.Sections == 0 {
+			if r.Sections == 0 && name != "deadlock" { // its cycles end in timeouts, not sections
 				t.Error("no critical section completed")
 			}
 			if r.Scenario != name || !r.LocksEnabled {

@@ -92,6 +92,12 @@ func (s *Sim) finish() error {
 	if err := s.checkLeaks(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if s.dead != nil {
+		st := s.dead.check(s.rec)
+		s.mu.Lock()
+		s.deadStats = &st
+		s.mu.Unlock()
+	}
 	err = errors.Join(errs...)
 	s.mu.Lock()
 	s.audited, s.auditErr = true, err

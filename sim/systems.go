@@ -33,6 +33,11 @@ const (
 	// SystemJobs is seed 004's map, sketch and project jobs under lease
 	// locks (lockcore/lease).
 	SystemJobs
+	// SystemDeadlocks makes cycles of waits across kinds on purpose
+	// (advisory and Redis, advisory and lease, Redis and lease), each
+	// broken only by a timeout, for the deadlock watch to report
+	// (deadlock.go). It needs Redis and the lease store.
+	SystemDeadlocks
 )
 
 // Application name of the lease store's pool (PostgreSQL).
@@ -113,26 +118,13 @@ func (s *Sim) scratchDir() (string, error) {
 func (s *Sim) setUpSystems(ctx context.Context, sc Scenario) error {
 	if sc.Systems&SystemTurns != 0 {
 		if s.turns == nil {
-			if s.opts.RedisURL == "" {
-				return fmt.Errorf("%w: %w", ErrUnusable, ErrNoRedis)
+			if err := s.redisClient(ctx); err != nil {
+				return err
 			}
-			pctx, cancel := context.WithTimeout(ctx, connect.DefaultTimeout)
-			rdb, err := connect.Redis(pctx, s.opts.RedisURL, connect.RedisTuning{ClientName: "locktop.sim", PoolSize: 64})
-			if err == nil {
-				err = rdb.Ping(pctx).Err()
-				if err != nil {
-					_ = rdb.Close()
-				}
-			}
-			cancel()
-			if err != nil {
-				return fmt.Errorf("%w: redis: %w", ErrUnusable, err)
-			}
-			s.rdb = rdb
-			s.turns = workers.NewTurns(s.env, rdb, workers.TurnOptions{
+			s.turns = workers.NewTurns(s.env, s.rdb, workers.TurnOptions{
 				Pods: 4, Prefix: s.opts.RedisPrefix, TTL: sc.TurnTTL, FailOpen: s.opts.FailOpen, Logger: s.log,
 			})
-			s.sessions = redislock.New(rdb, redislock.Options{
+			s.sessions = redislock.New(s.rdb, redislock.Options{
 				Prefix: cmp.Or(s.opts.RedisPrefix, redislock.DefaultPrefix), Wait: 2 * time.Second, TTL: 5 * time.Second, Logger: s.log,
 			})
 		}
@@ -151,6 +143,16 @@ func (s *Sim) setUpSystems(ctx context.Context, sc Scenario) error {
 		}
 		s.jobs.SetTiming(sc.JobTiming)
 	}
+	if sc.Systems&SystemDeadlocks != 0 && s.dead == nil {
+		if err := s.redisClient(ctx); err != nil {
+			return err
+		}
+		d, err := s.openDeadlocks(ctx)
+		if err != nil {
+			return err
+		}
+		s.dead = d
+	}
 	return nil
 }
 
@@ -160,14 +162,30 @@ func (s *Sim) openJobs(ctx context.Context) (*workers.Jobs, error) {
 	if err != nil {
 		return nil, err
 	}
-	var open func(ctx context.Context, o lease.Options) (*lease.Manager, error)
-	switch s.opts.LeaseStore {
-	case LeaseSQLite:
+	open, err := s.leaseOpener(ctx)
+	if err != nil {
+		return nil, err
+	}
+	j, err := workers.NewJobs(ctx, s.env, workers.JobOptions{Open: open, Dir: dir, Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
+	}
+	return j, nil
+}
+
+// leaseOpener returns how to open a lease Manager on the lease store,
+// making the store's pool (PostgreSQL) on first use.
+func (s *Sim) leaseOpener(ctx context.Context) (func(ctx context.Context, o lease.Options) (*lease.Manager, error), error) {
+	if _, err := s.scratchDir(); err != nil {
+		return nil, err
+	}
+	if s.opts.LeaseStore == LeaseSQLite {
 		path := s.leasePath()
-		open = func(ctx context.Context, o lease.Options) (*lease.Manager, error) {
+		return func(ctx context.Context, o lease.Options) (*lease.Manager, error) {
 			return lease.OpenSQLite(ctx, path, o)
-		}
-	default:
+		}, nil
+	}
+	if s.leasePool == nil {
 		cfg, err := connect.PoolConfig(s.opts.DSN)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
@@ -182,17 +200,36 @@ func (s *Sim) openJobs(ctx context.Context) (*workers.Jobs, error) {
 			return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
 		}
 		s.leasePool = pool
-		schema := s.opts.LeaseSchema
-		open = func(ctx context.Context, o lease.Options) (*lease.Manager, error) {
-			o.Schema = schema
-			return lease.OpenPostgres(ctx, pool, o)
+	}
+	pool, schema := s.leasePool, s.opts.LeaseSchema
+	return func(ctx context.Context, o lease.Options) (*lease.Manager, error) {
+		o.Schema = schema
+		return lease.OpenPostgres(ctx, pool, o)
+	}, nil
+}
+
+// redisClient connects the simulator's Redis client, once.
+func (s *Sim) redisClient(ctx context.Context) error {
+	if s.rdb != nil {
+		return nil
+	}
+	if s.opts.RedisURL == "" {
+		return fmt.Errorf("%w: %w", ErrUnusable, ErrNoRedis)
+	}
+	pctx, cancel := context.WithTimeout(ctx, connect.DefaultTimeout)
+	defer cancel()
+	rdb, err := connect.Redis(pctx, s.opts.RedisURL, connect.RedisTuning{ClientName: "locktop.sim", PoolSize: 64})
+	if err == nil {
+		err = rdb.Ping(pctx).Err()
+		if err != nil {
+			_ = rdb.Close()
 		}
 	}
-	j, err := workers.NewJobs(ctx, s.env, workers.JobOptions{Open: open, Dir: dir, Logger: s.log})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnusable, err)
+		return fmt.Errorf("%w: redis: %w", ErrUnusable, err)
 	}
-	return j, nil
+	s.rdb = rdb
+	return nil
 }
 
 // auditSystems runs the final checks of the turns and jobs that ran.
@@ -210,6 +247,7 @@ func (s *Sim) auditSystems(ctx context.Context, sys System) error {
 // closeSystems closes the pods, the lease nodes, Redis and the lease pool,
 // and removes the jobs' directory.
 func (s *Sim) closeSystems() {
+	s.dead.close()
 	if s.turns != nil {
 		s.turns.Close()
 	}

@@ -17,7 +17,7 @@ import (
 // and a lease schema of its own.
 func withSystems(t *testing.T, opts *sim.Options) {
 	t.Helper()
-	if sys, _ := sim.SystemsOf(opts.Scenario); sys&sim.SystemTurns != 0 && opts.RedisURL == "" {
+	if sys, _ := sim.SystemsOf(opts.Scenario); sys&(sim.SystemTurns|sim.SystemDeadlocks) != 0 && opts.RedisURL == "" {
 		opts.RedisURL = redistest.Private(t).URL()
 	}
 	if opts.LeaseSchema == "" {

@@ -32,7 +32,7 @@ const (
 // when the common ones stream past it.
 func rare(o model.Outcome) bool {
 	switch o {
-	case model.OutcomeTimeout, model.OutcomeLost, model.OutcomeViolation, model.OutcomeError,
+	case model.OutcomeTimeout, model.OutcomeLost, model.OutcomeViolation, model.OutcomeError, model.OutcomeDeadlock,
 		model.OutcomePhantom, model.OutcomeReentrant, model.OutcomeCanceled, outcomeInfo:
 		return true
 	}
@@ -504,7 +504,7 @@ func (e *eventLog) outcomeStyle(o model.Outcome) lipgloss.Style {
 		return e.st.Waits
 	case model.OutcomeReentrant, outcomeContained:
 		return e.st.Note
-	case model.OutcomeError, model.OutcomeLost, model.OutcomeViolation:
+	case model.OutcomeError, model.OutcomeLost, model.OutcomeViolation, model.OutcomeDeadlock:
 		return e.st.Bad
 	case outcomeInfo:
 		return e.st.Status

@@ -117,6 +117,14 @@ func drawForest(st *Styles, snap *model.Snapshot, g *waitfor.Graph, w int) strin
 		}
 		line("", "Waiting in a cycle, or behind one, with no root: "+strings.Join(names, ", ")+
 			" (a deadlock: PostgreSQL cancels one of its own; across kinds nobody does)")
+		cs := g.Cycles()
+		for i := range cs {
+			c := &cs[i]
+			line("", "Cycle "+strconv.Itoa(i+1)+" · "+c.KindsLabel()+":")
+			for _, e := range c.Edges {
+				line("  ", Sanitize(c.Text(e)))
+			}
+		}
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/model/waitfor"
 )
 
 // header is the top line — locktop, the server it watches, how it runs,
@@ -35,6 +36,8 @@ type header struct {
 	// each one's waiters.
 	targets []string
 	waits   map[string]int
+	// deadlocks are the deadlocks now: a banner each.
+	deadlocks []waitfor.Cycle
 }
 
 // maxWarningLines is how many lines one warning may wrap onto.
@@ -93,6 +96,9 @@ func (h *header) lines() []string {
 		if f.truncated {
 			lines = append(lines, h.st.Warning.Render(cell(" ⚠ "+Sanitize(f.name+": more locks than listed (a bound cut the listing)"), h.width)))
 		}
+	}
+	for i := range h.deadlocks {
+		lines = append(lines, h.st.Banner.Render(cell(" ⚠ "+Sanitize(deadlockBanner(&h.deadlocks[i], h.keys)), h.width)))
 	}
 	warnings := h.warnings
 	if h.info.Warning != "" {

@@ -85,6 +85,9 @@ func (o *helpOverlay) render(groups [][]key.Binding, w int) string {
 			"its BLOCKED BY cell says what it costs: \"5w 2m30s\" is 5 sessions waiting behind it, directly or " +
 			"behind its waiters, 2m30s waited in all. The costliest root's keys come first (" + hint(k.Sort) +
 			" sorts otherwise); " + hint(k.Forest) + " draws the whole wait-for forest, across objects and kinds.",
+		"DEADLOCK: a cycle of waits seen in two polls in a row, across PostgreSQL, Redis and leases (a party is an " +
+			"owner id where its locks carry one, else a backend): a banner while it lasts, " + hint(k.Deadlocks) +
+			" for each wait; with --allow-terminate, " + hint(k.Terminate) + " there breaks it after a confirmation.",
 		"Where the table is narrow, MODE uses short names for PostgreSQL's lock modes: " + shortModeLegend() +
 			"; a name too long for its column is cut in the part it shares with the others (\"p308…brain-1\").",
 		"",

@@ -35,6 +35,9 @@ type KeyMap struct {
 	// Server shows one target at a time, in turn, then all of them again
 	// (several targets only).
 	Server key.Binding
+	// Deadlocks opens the details of the deadlocks now (cycles of waits
+	// across kinds, seen in two polls in a row).
+	Deadlocks key.Binding
 
 	// The simulator's controls, enabled only with a simulator.
 	Scenario    key.Binding
@@ -98,6 +101,8 @@ func DefaultKeyMap() KeyMap {
 		Sort:     b("o", "sort", "o"),
 		Forest:   b("w", "wait-for forest", "w"),
 		Server:   b("v", "next server", "v"),
+
+		Deadlocks: b("D", "deadlocks", "D"),
 
 		Scenario:    b("s", "scenario", "s"),
 		RatesUp:     b("+", "rates up", "+", "="),

@@ -168,7 +168,7 @@ func (t *lockTable) ShortHelp() []key.Binding {
 func (t *lockTable) FullHelp() [][]key.Binding {
 	k := t.keys
 	return [][]key.Binding{
-		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Details, k.Forest},
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Details, k.Forest, k.Deadlocks},
 		{k.Filter, with(k.Close, "clear filter"), k.Sort, k.Terminate},
 	}
 }

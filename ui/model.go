@@ -15,6 +15,7 @@ import (
 	"github.com/charmbracelet/colorprofile"
 
 	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/model/waitfor"
 )
 
 // Model is the dashboard: the root Bubble Tea model. It composes the
@@ -36,6 +37,9 @@ type Model struct {
 	hasSnap []bool
 	merged  model.Snapshot // every source's locks; the others from Options.Source's
 	beats   heartbeats     // the lease heartbeats seen, for the details
+
+	detector  waitfor.Detector // cycles of waits, poll after poll
+	deadlocks []waitfor.Cycle  // the deadlocks now (seen in two polls in a row)
 
 	sim       Simulator
 	simBusy   bool // a status read is in flight
@@ -242,6 +246,7 @@ func (m *Model) apply(i int, s model.Snapshot) {
 	m.table.SetSnapshot(&m.merged)
 	if i == 0 {
 		m.gauges.SetSnapshot(&m.snaps[0])
+		m.watchDeadlocks() // one poll of the server: one step of the two-poll rule
 	}
 	m.gauges.held, m.gauges.waiting = m.table.held, m.table.waiting
 	m.gauges.kinds = m.merged.CountKinds()

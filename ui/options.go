@@ -39,6 +39,10 @@ type Options struct {
 	// action (the --allow-terminate flag). The dashboard is read-only
 	// without it.
 	Terminate func(ctx context.Context, pid int32) error
+	// ForceRelease, when not nil beside Terminate, lets the deadlock
+	// details break a cycle by force-releasing a Redis lock (its full key,
+	// as model.Lock.Name) through the lock library's audited path.
+	ForceRelease func(ctx context.Context, name string) error
 	// Interval is the refresh interval; default DefaultInterval.
 	Interval time.Duration
 	// Server names the watched server in the header, as pg_activity does:

@@ -178,6 +178,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	opts.Targets = st.Targets()
 	if *allowTerminate {
 		opts.Terminate = st.Terminate
+		opts.ForceRelease = st.ForceRelease()
 	}
 	if runSim {
 		s, pools, stop, err := startEmbeddedSimWith(ctx, sim.Options{DSN: dsn, Scenario: *scenario, Logger: logger, Observers: st.Observers(), RedisURL: demo.redisURL})

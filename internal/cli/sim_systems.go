@@ -54,7 +54,7 @@ func (f *systemFlags) redis(ctx context.Context, scenario string, stderr io.Writ
 		return u, func() {}, nil
 	}
 	sys, _ := sim.SystemsOf(scenario)
-	if sys&sim.SystemTurns == 0 {
+	if sys&(sim.SystemTurns|sim.SystemDeadlocks) == 0 {
 		return "", func() {}, nil
 	}
 	fmt.Fprintln(stderr, "starting a throw-away Redis...")

@@ -54,10 +54,11 @@ import (
 // methods are safe for concurrent use once OpenStack has returned.
 type Stack struct {
 	cfg     StackConfig
-	members []*member       // one per target; members[0] is Server's
-	server  ui.Source       // what Server returns
-	others  []source.Source // what Sources returns
-	mo      *monitoring     // the endpoints; nil without a Listener
+	members []*member           // one per target; members[0] is Server's
+	server  ui.Source           // what Server returns
+	others  []source.Source     // what Sources returns
+	redis   *redissource.Source // the first target's Redis source, when watched (ForceRelease)
+	mo      *monitoring         // the endpoints; nil without a Listener
 	w       *recording.Writer
 	hist    *history.History // the kept past; nil with no History
 
@@ -336,6 +337,9 @@ func (s *Stack) openOthers(ctx context.Context, t Target) ([]source.Source, erro
 			return nil, usagef("--redis: %v", err)
 		}
 		add(r, r.Close)
+		if s.redis == nil {
+			s.redis = r
+		}
 	}
 	leaseDSN, optional := c.LeaseDSN, false
 	if leaseDSN == "" && t.Name != "" {
@@ -450,6 +454,19 @@ func (s *Stack) Redact(err error) error {
 // --allow-terminate), its error redacted.
 func (s *Stack) Terminate(ctx context.Context, pid int32) error {
 	return s.members[0].Terminate(ctx, pid)
+}
+
+// ForceRelease deletes the hold of Redis lock name (its full key) through
+// the lock library's audited path, recording locktop as the actor (the
+// dashboard breaking a deadlock, with --allow-terminate). Nil when no Redis
+// is watched.
+func (s *Stack) ForceRelease() func(ctx context.Context, name string) error {
+	if s.redis == nil {
+		return nil
+	}
+	return func(ctx context.Context, name string) error {
+		return s.members[0].red.err(s.redis.ForceRelease(ctx, name, "locktop", "breaking a deadlock from the dashboard"))
+	}
 }
 
 // Observers are what lock users in this process report to, so that the

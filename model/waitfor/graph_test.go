@@ -38,7 +38,7 @@ func TestRootsAndCosts(t *testing.T) {
 	want := []Root{
 		{Session{PID: 1}, Cost{Direct: 2, Behind: 3, Waited: 115 * time.Second}},
 		{Session{PID: 9}, Cost{Direct: 1, Behind: 1, Waited: 100 * time.Second}},
-		{Session{Source: 1, Owner: "pod-a"}, Cost{Direct: 1, Behind: 1, Waited: 3 * time.Second}},
+		{Session{Owner: "pod-a"}, Cost{Direct: 1, Behind: 1, Waited: 3 * time.Second}},
 	}
 	if len(roots) != len(want) {
 		t.Fatalf("roots %+v, want %+v", roots, want)

@@ -44,6 +44,9 @@ type Report struct {
 	Holders      []HolderWait `json:"holders_by_time_waited_on"`
 	LongestHolds []Hold       `json:"longest_holds"`
 	Outages      []Outage     `json:"outages"`
+	// Deadlocks are the cycles of waits seen in two consecutive snapshots
+	// (deadlock.go), in the order they were found.
+	Deadlocks []Deadlock `json:"deadlocks"`
 }
 
 // KeyWait is the waiting on one key.
@@ -179,6 +182,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 
 	var prevT time.Time
 	ranOut := map[model.KeyID]LeaseEvent{} // leases that ran out, their key not taken since
+	var dl deadlocks
 	for i := lo; i < hi; i++ {
 		s, err := f.Merged(i)
 		if err != nil {
@@ -188,6 +192,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 			continue // a failed poll ends no wait and no hold: an outage (episode.go)
 		}
 		t := f.Time(i)
+		dl.observe(t, &s)
 		waiting := map[model.KeyID][]waitID{}
 		holders := map[model.KeyID][]string{}
 		seenW := map[waitID]bool{}
@@ -344,6 +349,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Holder, b.Holder))
 	})
 
+	r.Deadlocks = dl.all
 	if err := r.review(f, lo, hi); err != nil {
 		return nil, err
 	}

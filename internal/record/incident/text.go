@@ -113,6 +113,20 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 					dur(time.Duration(x.Held)), clock(x.Since), clock(x.Until), x.Waiters)
 			}
 		})
+	section("Deadlocks (cycles of waits seen in two snapshots in a row)", "none", len(r.Deadlocks),
+		"FOUND\tLAST\tKINDS\tWAITS\tBROKEN BY", func(tw io.Writer) {
+			for _, d := range r.Deadlocks {
+				var waits []string
+				for _, x := range d.Waits {
+					waits = append(waits, clean(x.Waiter)+" → "+clean(x.Holder)+" on "+clean(x.Kind)+" "+clean(x.Key))
+				}
+				by := "nobody: each waits out its timeout"
+				if d.ServerResolves {
+					by = "the server (deadlock_timeout)"
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", clock(d.Found), clock(d.Last), clean(d.Kinds), strings.Join(waits, "; "), by)
+			}
+		})
 	section("Sources' outages", "none", len(r.Outages),
 		"SOURCE\tFROM\tTO\tERROR", func(tw io.Writer) {
 			for _, o := range r.Outages {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/model/waitfor"
 )
 
 // Label values that stand for many keys.
@@ -60,6 +61,9 @@ type Metrics struct {
 	held      *prometheus.GaugeVec
 
 	pollErrors prometheus.Counter
+	deadlocks  *prometheus.CounterVec
+	detMu      sync.Mutex
+	det        waitfor.Detector // cycles of waits, one step per Snapshot
 	snap       *snapshotCollector
 	pools      *poolCollector
 }
@@ -116,6 +120,9 @@ func New(opts ...Option) *Metrics {
 			Name: "locktop_monitor_poll_errors_total",
 			Help: "Polls of the lock table that failed.",
 		}),
+		deadlocks: counter("locktop_deadlocks_total",
+			"Deadlocks found: cycles of waits, across lock kinds and sources, seen in two consecutive polls (kinds=the kinds of their waits, e.g. advisory+redis).",
+			[]string{"kinds"}),
 		snap:  newSnapshotCollector(o.byServer),
 		pools: &poolCollector{},
 	}
@@ -124,7 +131,7 @@ func New(opts ...Option) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.attempts, m.acquired, m.skipped, m.timeouts, m.reentrant, m.canceled, m.failures, m.phantoms, m.lost,
-		m.wait, m.hold, m.held, m.pollErrors, m.snap, m.pools,
+		m.wait, m.hold, m.held, m.pollErrors, m.deadlocks, m.snap, m.pools,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "locktop_lock_order_inversions_total",
 			Help: "Acquires of this process that took locks of two classes in the reverse of an order seen or declared before (lockcore.Order): a deadlock waiting to happen.",
@@ -191,7 +198,18 @@ func (m *Metrics) Observer() lockcore.Observer {
 // locks and the longest wait by kind, database and namespace, the server's
 // client backends, the poll's latency and its time. It replaces the previous
 // snapshot whole, so gauges of namespaces that are gone disappear.
-func (m *Metrics) Snapshot(s model.Snapshot) { m.snap.set(s, &m.labels) }
+// Each call is also one poll for deadlock detection (model/waitfor): a
+// cycle of waits in this snapshot and the previous one counts once in
+// locktop_deadlocks_total.
+func (m *Metrics) Snapshot(s model.Snapshot) {
+	m.snap.set(s, &m.labels)
+	m.detMu.Lock()
+	_, fresh := m.det.Observe(waitfor.Build(&s))
+	m.detMu.Unlock()
+	for i := range fresh {
+		m.deadlocks.WithLabelValues(fresh[i].KindsLabel()).Inc()
+	}
+}
 
 // PollFailed counts a poll of the lock table that failed. The gauges of the
 // last good snapshot stay; locktop_snapshot_timestamp_seconds shows its age.

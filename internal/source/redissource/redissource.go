@@ -17,6 +17,7 @@ package redissource
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -187,4 +188,30 @@ func sortByName(ls []model.Lock) []model.Lock {
 // describe makes a poll's error one line for the banner.
 func describe(err error) error {
 	return errors.New(strings.Join(strings.Fields(err.Error()), " "))
+}
+
+// ForceRelease deletes the hold of the lock named name (its full key, as
+// model.Lock.Name) through lockcore/redislock's audited path: the audit
+// stream records actor and reason beside the victim, whose Locker finds its
+// lock lost. It reports an error for a name outside the prefix, and
+// redislock.ErrNotHeld when nobody held it.
+func (s *Source) ForceRelease(ctx context.Context, name, actor, reason string) error {
+	key, ok := strings.CutPrefix(name, s.prefix)
+	if !ok {
+		return fmt.Errorf("redis: %q is not a lock under the prefix %q", name, s.prefix)
+	}
+	rdb, err := s.client(ctx)
+	if err != nil {
+		return describe(err)
+	}
+	l := redislock.New(rdb, redislock.Options{Prefix: s.prefix, Owner: actor})
+	defer l.Close()
+	released, err := l.ForceRelease(ctx, key, reason)
+	if err != nil {
+		return err
+	}
+	if !released {
+		return fmt.Errorf("redis: %s: %w", name, redislock.ErrNotHeld)
+	}
+	return nil
 }
