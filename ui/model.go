@@ -317,9 +317,15 @@ func (m *Model) onAction(msg actionMsg) tea.Cmd {
 	return nil
 }
 
-// note adds the dashboard's own line to the event log.
+// note adds the dashboard's own line to the event log. On a timeline
+// (replay, rewind) it is stamped with the moment shown, so that the log
+// tells one clock, the recording's.
 func (m *Model) note(o model.Outcome, detail string) {
-	e := model.Event{Time: m.now(), Worker: "locktop", Outcome: o, Detail: detail}
+	at := m.now()
+	if r := m.replay; r != nil && r.pos >= 0 && r.pos < r.rep.Len() {
+		at = r.rep.Time(r.pos)
+	}
+	e := model.Event{Time: at, Worker: "locktop", Outcome: o, Detail: detail}
 	if m.poll.paused {
 		m.held = append(m.held, e)
 		return
