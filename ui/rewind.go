@@ -38,6 +38,10 @@ func (m *Model) rewind() tea.Cmd {
 	m.snaps, m.hasSnap = make([]model.Snapshot, len(m.snaps)), make([]bool, len(m.snaps))
 	m.replay = &timeline{st: m.st, keys: &m.keys, rep: rep, speed: 1}
 	m.header.replay, m.header.rewound = m.replay, true
+	m.header.recorded = make([]*feed, len(m.poll.feeds))
+	for i, f := range m.poll.feeds {
+		m.header.recorded[i] = &feed{name: f.name}
+	}
 	m.keys.setReplay(true)
 	m.keys.Rewind.SetEnabled(false)
 	m.keys.Live.SetEnabled(true)
@@ -58,7 +62,7 @@ func (m *Model) backToLive() tea.Cmd {
 	}
 	m.replay.playing = false
 	m.replay.seq++
-	m.rewound, m.replay, m.header.replay, m.header.rewound = nil, nil, nil, false
+	m.rewound, m.replay, m.header.replay, m.header.rewound, m.header.recorded = nil, nil, nil, false, nil
 	m.keys = r.keys
 	m.snaps, m.hasSnap, m.merged, m.events = r.snaps, r.hasSnap, r.merged, r.events
 	m.bind = m.bindings()
