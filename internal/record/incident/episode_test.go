@@ -72,7 +72,8 @@ func TestEpisodesFollowChains(t *testing.T) {
 }
 
 // A failed poll recorded in the middle of an episode ends neither the
-// episode nor its waits: it is an outage.
+// episode nor its waits: it is an outage. The wait ends with its holder
+// (at 6s both are gone): granted.
 func TestFailedPollIsAnOutage(t *testing.T) {
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	var f frames
@@ -90,7 +91,7 @@ func TestFailedPollIsAnOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Episodes) != 1 || !r.Episodes[0].End.Equal(at(6)) || len(r.Waits) != 1 || r.Waits[0].Outcome != "gone" {
+	if len(r.Episodes) != 1 || !r.Episodes[0].End.Equal(at(6)) || len(r.Waits) != 1 || r.Waits[0].Outcome != "granted" {
 		t.Fatalf("episodes %+v, waits %+v: want one episode to 6s and one wait", r.Episodes, r.Waits)
 	}
 	if len(r.Outages) != 1 || !r.Outages[0].From.Equal(at(3)) || !r.Outages[0].To.Equal(at(4)) || r.Outages[0].Error != "connection refused" {

@@ -70,9 +70,12 @@ type Wait struct {
 	Waited      Seconds   `json:"waited"`
 	// Behind names the holders it waited for.
 	Behind []string `json:"behind"`
-	// Outcome: "granted" (the next snapshot shows it holding the key),
-	// "gone" (it left the queue: gave up, or was granted and released
-	// between two snapshots), or "waiting" (still waiting at the end).
+	// Outcome: "granted" (the next snapshot shows it holding the key, or
+	// shows that every session it last waited behind had let go of the
+	// key: the server grants the queue then, and shows no grant of a
+	// relation, row or transaction no one waits for), "gone" (it left the
+	// queue while what it waited behind still held on: it gave up, timed
+	// out or was cancelled), or "waiting" (still waiting at the end).
 	Outcome string `json:"outcome"`
 }
 
@@ -166,6 +169,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 	r.Snapshots = hi - lo
 
 	open := map[waitID]*Wait{}
+	behind := map[waitID][]string{} // each open wait's blockers when last seen
 	var done []*Wait
 	var doneKeys []model.KeyID
 	holds := map[holdID]*holding{}
@@ -191,11 +195,16 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 		waiting := map[model.KeyID][]waitID{}
 		holders := map[model.KeyID][]string{}
 		seenW := map[waitID]bool{}
+		present := map[model.KeyID]map[string]bool{} // who holds or waits, per key
 		seenH := map[holdID]bool{}
 		n := 0
 		for j := range s.Locks {
 			l := &s.Locks[j]
 			k := l.KeyID()
+			if present[k] == nil {
+				present[k] = map[string]bool{}
+			}
+			present[k][l.Holder()] = true
 			if l.Granted {
 				holders[k] = append(holders[k], l.Holder())
 				continue
@@ -214,6 +223,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 				open[id] = w
 			}
 			w.End = t
+			behind[id] = l.Blockers()
 			w.Waited = Seconds(max(time.Duration(w.Waited), l.Waited(s.Now(l)), t.Sub(start)))
 			for _, b := range l.BlockedBy {
 				if h := itoa(b); !slices.Contains(w.Behind, h) {
@@ -227,11 +237,12 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 				continue
 			}
 			w.Outcome = "gone"
-			if slices.Contains(holders[id.key], id.who) {
+			if slices.Contains(holders[id.key], id.who) || letGo(behind[id], present[id.key]) {
 				w.Outcome = "granted"
 			}
 			done, doneKeys = append(done, w), append(doneKeys, id.key)
 			delete(open, id)
+			delete(behind, id)
 		}
 		for k, ids := range waiting {
 			kw := keys[k]
@@ -402,6 +413,21 @@ func (r *Report) closeHolding(h *holding, now []string, lastSeen, t time.Time) (
 	}
 	r.Leases = append(r.Leases, ev)
 	return ev, true
+}
+
+// letGo reports whether every session a waiter last waited behind is gone
+// from its key's rows (present): the queue moved on, so the waiter was
+// granted in the same interval in which it left.
+func letGo(blockers []string, present map[string]bool) bool {
+	if len(blockers) == 0 {
+		return false
+	}
+	for _, b := range blockers {
+		if present[b] {
+			return false
+		}
+	}
+	return true
 }
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }
