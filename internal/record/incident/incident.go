@@ -96,10 +96,13 @@ type Blocker struct {
 type Queue struct {
 	// Samples are the largest queue in each of Buckets equal spans of
 	// From..To.
-	Samples []int     `json:"samples"`
-	Bucket  Seconds   `json:"bucket"`
-	Peak    int       `json:"peak"`
-	PeakAt  time.Time `json:"peak_at"`
+	Samples []int   `json:"samples"`
+	Bucket  Seconds `json:"bucket"`
+	// Gaps are the buckets in which no source answered (an outage) and
+	// no snapshot showed the queue: unknown, not empty. Their Samples are 0.
+	Gaps   []int     `json:"gaps,omitempty"`
+	Peak   int       `json:"peak"`
+	PeakAt time.Time `json:"peak_at"`
 }
 
 // LeaseEvent is the end of a lease other than its release.
@@ -175,10 +178,6 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 	holds := map[holdID]*holding{}
 	var blockers []Blocker
 	keys := map[model.KeyID]*KeyWait{}
-	type sample struct {
-		at time.Time
-		n  int
-	}
 	var queue []sample
 
 	var prevT time.Time
@@ -189,7 +188,10 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 			return nil, err
 		}
 		if s.PollError() != "" {
-			continue // a failed poll ends no wait and no hold: an outage (episode.go)
+			// A failed poll ends no wait and no hold: an outage (episode.go),
+			// and a time the queue is unknown.
+			queue = append(queue, sample{f.Time(i), -1})
+			continue
 		}
 		t := f.Time(i)
 		waiting := map[model.KeyID][]waitID{}
@@ -361,22 +363,58 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 
 	// The queue, bucketed over the span.
 	if len(queue) > 0 {
-		span := r.To.Sub(r.From)
-		nb := min(Buckets, len(queue))
-		r.Queue.Samples = make([]int, nb)
-		r.Queue.Bucket = Seconds(span / time.Duration(nb))
-		for _, q := range queue {
-			b := 0
-			if span > 0 {
-				b = min(int(int64(q.at.Sub(r.From))*int64(nb)/int64(span)), nb-1)
-			}
-			r.Queue.Samples[b] = max(r.Queue.Samples[b], q.n)
-			if q.n > r.Queue.Peak {
-				r.Queue.Peak, r.Queue.PeakAt = q.n, q.at
-			}
-		}
+		r.Queue.bucket(queue, r.From, r.To)
 	}
 	return r, nil
+}
+
+// sample is the number of waiting rows a snapshot showed; -1 for a
+// failed poll.
+type sample struct {
+	at time.Time
+	n  int
+}
+
+// bucket fills in the queue from samples in time order over from..to: each
+// bucket's largest queue; a bucket no snapshot fell in carries the queue
+// the last one before it showed (the queue stood until the next poll), or
+// is a gap when that was a failed poll, as is a bucket of failed polls.
+func (q *Queue) bucket(samples []sample, from, to time.Time) {
+	span := to.Sub(from)
+	nb := min(Buckets, len(samples))
+	q.Samples = make([]int, nb)
+	q.Bucket = Seconds(span / time.Duration(nb))
+	has := make([]bool, nb)   // a snapshot of locks fell in it
+	tried := make([]bool, nb) // any poll fell in it
+	last := make([]int, nb)   // the last sample in it
+	for _, x := range samples {
+		b := 0
+		if span > 0 {
+			b = min(max(int(int64(x.at.Sub(from))*int64(nb)/int64(span)), 0), nb-1)
+		}
+		tried[b], last[b] = true, x.n
+		if x.n < 0 {
+			continue
+		}
+		has[b] = true
+		q.Samples[b] = max(q.Samples[b], x.n)
+		if x.n > q.Peak {
+			q.Peak, q.PeakAt = x.n, x.at
+		}
+	}
+	before := 0 // the queue as the last poll before the bucket left it
+	for b := range nb {
+		switch {
+		case has[b]:
+		case !tried[b] && before >= 0:
+			q.Samples[b] = before
+		default:
+			q.Gaps = append(q.Gaps, b)
+		}
+		if tried[b] {
+			before = last[b]
+		}
+	}
 }
 
 // closeHolding tells how a lease ended when its holder is no longer

@@ -1,6 +1,7 @@
 package incident
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -55,5 +56,54 @@ func TestWaitersGrantedWhenBlockerLeaves(t *testing.T) {
 		if got[who] != o {
 			t.Errorf("waiter %s ended %q, want %q (all: %v)", who, got[who], o, got)
 		}
+	}
+}
+
+// The queue's sparkline shows the queue as the snapshots showed it: a
+// column no snapshot falls in carries the queue of the last one before it
+// (it had not emptied: the sparkline had blank columns in the middle of its
+// peak), and a column in which the source was down is a gap, drawn as
+// such, not as an empty queue.
+func TestQueueSparklineGaps(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var f frames
+	queue := func(ms int) model.Snapshot {
+		return model.Snapshot{Taken: at(ms), Locks: []model.Lock{hold(1, 1, at(-1000)), wait(2, 1, at(0), 1), wait(3, 1, at(0), 1)}}
+	}
+	// Dense polling at first (the adaptive poll while anyone waits), then
+	// sparse: many columns get no snapshot.
+	for ms := 0; ms < 2000; ms += 100 {
+		f = append(f, queue(ms))
+	}
+	for ms := 2000; ms <= 60000; ms += 10000 {
+		f = append(f, queue(ms))
+	}
+	// An outage of 20 s, then the queue again, then empty.
+	f = append(f, model.Outage("postgres", errors.New("connection refused"), at(61000)))
+	f = append(f, model.Outage("postgres", errors.New("connection refused"), at(81000)))
+	f = append(f, queue(82000), model.Snapshot{Taken: at(90000)})
+	r, err := Build(f, "", time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := Sparkline(r.Queue.Samples, r.Queue.Gaps...)
+	runes := []rune(line)
+	// Every column up to the outage shows the queue of two.
+	outageFrom := int(int64(61*time.Second) * int64(len(runes)) / int64(90*time.Second))
+	for i := 0; i < outageFrom; i++ {
+		if runes[i] == ' ' {
+			t.Fatalf("column %d blank in the middle of the queue: %q", i, line)
+		}
+	}
+	if len(r.Queue.Gaps) == 0 {
+		t.Fatalf("no gap for the outage: %q", line)
+	}
+	for _, g := range r.Queue.Gaps {
+		if g < outageFrom-1 || runes[g] != '·' {
+			t.Fatalf("gap %d misplaced or not drawn as one: %q (gaps %v)", g, line, r.Queue.Gaps)
+		}
+	}
+	if runes[len(runes)-1] != ' ' {
+		t.Fatalf("the empty queue at the end is not blank: %q", line)
 	}
 }
