@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strconv"
 
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/registry"
@@ -23,7 +24,13 @@ import (
 // idle; for a holder that blocks a waiter, the time that waiter has waited;
 // otherwise zero (a Monitor, which polls over time, does better).
 func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
-	snap, err := read(ctx, q)
+	return InspectWith(ctx, q, registry.Builtin())
+}
+
+// InspectWith is Inspect naming keys with names: a name applies only in the
+// databases, and to the sessions' applications, its entry says.
+func InspectWith(ctx context.Context, q lockcore.Querier, names *registry.Registry) (model.Snapshot, error) {
+	snap, err := read(ctx, q, names)
 	if err != nil {
 		return snap, err
 	}
@@ -33,7 +40,7 @@ func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 
 // read is Inspect without the held bounds that waiters give: a Monitor
 // works those out with what it saw in earlier polls.
-func read(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
+func read(ctx context.Context, q lockcore.Querier, names *registry.Registry) (model.Snapshot, error) {
 	t, err := lockcore.ReadLocks(ctx, q)
 	if err != nil {
 		return model.Snapshot{}, err
@@ -41,21 +48,10 @@ func read(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 	// Room for the other kinds too, so appending them does not copy the
 	// advisory rows again.
 	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(t.Others))}
-	names := map[int32]string{} // spaces, named once per poll
+	ns := namer(t.Rows, names)
 	for i := range t.Rows {
 		r := &t.Rows[i]
 		k, b := r.Key, r.Backend
-		var ns string
-		if k.IsPair() {
-			// Unregistered spaces are formatted once per poll, not per row.
-			var ok bool
-			if ns, ok = names[k.Space()]; !ok {
-				ns = registry.AdvisoryNamespace(true, k.Space(), 0)
-				names[k.Space()] = ns
-			}
-		} else {
-			ns = registry.AdvisoryNamespace(false, 0, k.Int64())
-		}
 		mode := model.ModeExclusive
 		if r.Share {
 			mode = model.ModeShare
@@ -65,7 +61,7 @@ func read(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 			Kind: model.KindAdvisory, PID: r.PID, Database: r.Database,
 			User: b.User, ApplicationName: b.Application, ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
 			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart, Owner: ownerOf(b.Application),
-			Mode: mode, Granted: r.Granted, Namespace: ns, EntityID: k.EntityID(), Pair: k.IsPair(),
+			Mode: mode, Granted: r.Granted, Namespace: ns(r), EntityID: k.EntityID(), Pair: k.IsPair(),
 		}
 		if !r.Granted {
 			l.WaitStart = r.WaitStart
@@ -78,6 +74,55 @@ func read(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 	queue(snap.Locks)
 	snap.Locks = others(&t, snap.Locks)
 	return snap, nil
+}
+
+// placed is a key in one database: what a registry entry's scope is
+// decided for.
+type placed struct {
+	db  string
+	key lockcore.Key
+}
+
+// namer returns the namespace of each row's key. A registry entry names a
+// key in a database when it applies to the key's database and to the
+// application of some session holding or waiting for it there, so every
+// row of one key gets one name. Keys no entry could name (most, on a busy
+// server) cost no more than before: unregistered spaces are formatted once
+// per poll, not per row, and their sessions are not gathered.
+func namer(rows []lockcore.LockRow, names *registry.Registry) func(*lockcore.LockRow) string {
+	apps := map[placed][]string{}
+	for i := range rows {
+		r := &rows[i]
+		if names.Candidates(r.Key.IsPair(), r.Key.Space(), r.Key.Int64()) {
+			p := placed{r.Database, r.Key}
+			if a := r.Backend.Application; !slices.Contains(apps[p], a) {
+				apps[p] = append(apps[p], a)
+			}
+		}
+	}
+	spaces := map[int32]string{}
+	named := map[placed]string{}
+	return func(r *lockcore.LockRow) string {
+		k := r.Key
+		p := placed{r.Database, k}
+		if a, ok := apps[p]; ok {
+			ns, ok := named[p]
+			if !ok {
+				ns = names.Namespace(k.IsPair(), k.Space(), k.Int64(), registry.Scope{Database: r.Database, Applications: a})
+				named[p] = ns
+			}
+			return ns
+		}
+		if !k.IsPair() {
+			return ""
+		}
+		ns, ok := spaces[k.Space()]
+		if !ok {
+			ns = strconv.Itoa(int(k.Space()))
+			spaces[k.Space()] = ns
+		}
+		return ns
+	}
 }
 
 // idle reports whether a backend state means no statement is running.

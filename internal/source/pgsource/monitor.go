@@ -1,6 +1,7 @@
 package pgsource
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/locktop/locktop/internal/connect"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
@@ -26,6 +28,9 @@ type Options struct {
 	// ConnectTimeout bounds Connect: the connection and the first query.
 	// Default: the DSN's connect_timeout, else connect.DefaultTimeout.
 	ConnectTimeout time.Duration
+	// Registry names the keys; nil: registry.Builtin(), whose names apply
+	// only to this project's own sessions.
+	Registry *registry.Registry
 }
 
 // Monitor polls one server. It is safe for concurrent use, but polls run one
@@ -37,6 +42,7 @@ type Monitor struct {
 	probeLocks *lockcore.Service  // takes the health probe's lock on pool
 
 	pollTimeout time.Duration // bounds a poll on the client: statement_timeout and a grace
+	names       *registry.Registry
 
 	// polling is a one-slot gate: polls run one at a time, and one waiting
 	// for its turn gives up when its context ends. It guards the fields
@@ -77,7 +83,7 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 	if st <= 0 {
 		st = defaultStatementTimeout
 	}
-	m := &Monitor{pool: pool, pollTimeout: st + pollGrace, polling: make(chan struct{}, 1),
+	m := &Monitor{pool: pool, pollTimeout: st + pollGrace, polling: make(chan struct{}, 1), names: cmp.Or(opts.Registry, registry.Builtin()),
 		firstSeen: map[grantID]time.Time{}, seenWaits: map[grantID][]int32{},
 		// The connection is read-only: no fencing sequence to create or draw from.
 		probeLocks: lockcore.New(pool, lockcore.SharedPool(), lockcore.ApplicationName(""),
@@ -187,7 +193,7 @@ func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.pollTimeout)
 	defer cancel()
 	start := time.Now()
-	snap, err := read(ctx, m.pool)
+	snap, err := read(ctx, m.pool, m.names)
 	snap.Latency = time.Since(start)
 	return snap, err
 }
