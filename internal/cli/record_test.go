@@ -23,7 +23,7 @@ import (
 func liveRecording(t *testing.T) (string, []model.Snapshot, []string) {
 	t.Helper()
 	ctx := context.Background()
-	mon, err := openMonitor(ctx, pgtest.DSN(t))
+	mon, err := openMonitor(ctx, pgtest.DSN(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

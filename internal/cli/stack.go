@@ -22,6 +22,7 @@ import (
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/source/redissource"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/ui"
 )
@@ -130,6 +131,10 @@ type SourceConfig struct {
 	// Timeout bounds each poll of every one of these sources; 0 is
 	// defaultSourceTimeout.
 	Timeout time.Duration
+	// Registry names the keys of every source (--registry); nil is
+	// registry.Builtin(), whose advisory names apply only to this
+	// project's own sessions.
+	Registry *registry.Registry
 }
 
 // defaultSourceTimeout is SourceConfig.Timeout's default, and the flag's.
@@ -168,7 +173,7 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		return nil, errors.New("stack: Poll feeds the endpoints: it requires a Listener")
 	}
 
-	if s.mon, err = openMonitor(ctx, cfg.DSN); err != nil {
+	if s.mon, err = openMonitor(ctx, cfg.DSN, cfg.Sources.Registry); err != nil {
 		return nil, err
 	}
 	s.closers = append(s.closers, s.mon.Close)
@@ -243,8 +248,8 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 // openMonitor connects the read-only pgsource. A server that cannot be used
 // (bad DSN, unreachable, wrong password, no such database) is the caller's
 // problem to fix: one line and exit code 2.
-func openMonitor(ctx context.Context, dsn string) (*pgsource.Monitor, error) {
-	m, err := pgsource.Connect(ctx, dsn, pgsource.Options{})
+func openMonitor(ctx context.Context, dsn string, names *registry.Registry) (*pgsource.Monitor, error) {
+	m, err := pgsource.Connect(ctx, dsn, pgsource.Options{Registry: names})
 	if err != nil {
 		var ce *pgsource.ConnectError
 		if errors.As(err, &ce) {
@@ -265,6 +270,9 @@ func (s *Stack) openOthers(ctx context.Context) ([]source.Source, error) {
 	c := s.cfg.Sources
 	var out []source.Source
 	add := func(src source.Source, close func()) {
+		if c.Registry != nil {
+			src = named{src, c.Registry}
+		}
 		out = append(out, source.WithTimeout(src, c.Timeout))
 		if close != nil {
 			s.closers = append(s.closers, close)

@@ -163,7 +163,13 @@ func columns(header []string) (map[string]int, bool) {
 			cols["app"] = i
 		}
 	}
-	if _, ok := cols["key"]; !ok {
+	// A key column alone is not a registry (a table of key bindings): it
+	// names what the key is for too.
+	_, key := cols["key"]
+	_, name := cols["name"]
+	_, owner := cols["owner"]
+	_, purpose := cols["purpose"]
+	if !key || !name && !owner && !purpose {
 		return nil, false
 	}
 	return cols, hashed
