@@ -27,7 +27,7 @@ func addSourceFlags(fs *flagSet) *sourceFlags {
 		leaseDSN:    fs.String("lease-dsn", "", "also watch the lease locks in this PostgreSQL database (connection string)"),
 		leaseSQLite: fs.String("lease-sqlite", "", "also watch the lease locks in this SQLite file"),
 		timeout:     fs.Duration("source-timeout", defaultSourceTimeout, "how long each source but PostgreSQL may take to answer a poll"),
-		registry:    fs.String("registry", "", "name keys with this registry file too (markdown, as `locktop registry` prints it or a lock registry kept by hand; see README \"Registries\"); \"builtin\" applies the built-in names everywhere"),
+		registry:    fs.String("registry", "", "name keys with the registry in `FILE` too (markdown, as locktop registry prints it, or a lock registry kept by hand: README \"Registries\"); \"builtin\": the built-in names everywhere"),
 	}
 }
 
