@@ -176,3 +176,53 @@ func TestMarkerAcrossWindow(t *testing.T) {
 		t.Fatalf("%d steps, damage %v: want the 2 records after the garbage", r.Len(), r.Damage)
 	}
 }
+
+// Segment files read as a stream (OpenFiles) are the recording Concat
+// makes of their bytes: the same steps, torn tails cut off, foreign
+// segments skipped.
+func TestOpenFilesIsConcat(t *testing.T) {
+	dir := t.TempDir()
+	a, b := write(t, 2, series(5, 4, 0.5)), write(t, 2, series(4, 4, 0.5))
+	b = b[:len(b)-3] // torn
+	other := func() []byte {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, Header{Server: "elsewhere", Sources: []string{"PostgreSQL"}, Start: t0, Interval: time.Second, KeyframeEvery: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		return buf.Bytes()
+	}()
+	var paths []string
+	for i, seg := range [][]byte{a, other, b} {
+		p := filepath.Join(dir, strconv.Itoa(i)+".ltr")
+		if err := os.WriteFile(p, seg, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	data, torn, skipped, err := Concat([][]byte{a, other, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Read(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, gtorn, gskipped, err := OpenFiles(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if got.Len() != want.Len() || gtorn != torn || gskipped != skipped || torn != 1 || skipped != 1 {
+		t.Fatalf("OpenFiles: %d steps, torn %d, skipped %d; Concat: %d, %d, %d", got.Len(), gtorn, gskipped, want.Len(), torn, skipped)
+	}
+	for i := range want.Len() {
+		g, err := got.Merged(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, _ := want.Merged(i)
+		same(t, "step "+strconv.Itoa(i), g, w)
+	}
+}
