@@ -33,7 +33,7 @@ const (
 func rare(o model.Outcome) bool {
 	switch o {
 	case model.OutcomeTimeout, model.OutcomeLost, model.OutcomeViolation, model.OutcomeError,
-		model.OutcomePhantom, model.OutcomeReentrant, model.OutcomeCanceled, outcomeInfo:
+		model.OutcomePhantom, model.OutcomeReentrant, model.OutcomeCanceled, outcomeInfo, outcomeEpisode:
 		return true
 	}
 	return false
@@ -508,6 +508,8 @@ func (e *eventLog) outcomeStyle(o model.Outcome) lipgloss.Style {
 		return e.st.Bad
 	case outcomeInfo:
 		return e.st.Status
+	case outcomeEpisode:
+		return e.st.Waits
 	}
 	return e.st.Dim
 }

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"github.com/locktop/locktop/internal/record/incident"
 	"io"
 	"log/slog"
 	"slices"
@@ -44,23 +45,26 @@ type Model struct {
 	faults    []string
 	held      []model.Event // events that came in while paused
 
-	header    header
-	gauges    gauges
-	table     lockTable
-	simp      simPanel
-	events    eventLog
-	footer    footer
-	overlay   overlay // nil when none is open
-	screen    screenKeys
-	lay       arrangement
-	shapes    steady[bodyShape] // the body's shares, held still
-	kindRow   steady[bool]      // the gauges' row of counts per kind, held still
-	laidW     int               // the size last laid out: a change is a resize
-	laidH     int
-	hadEvents bool      // the event log had events at the last layout
-	bind      []binding // the main screen's keys
-	replay    *timeline // nil unless replaying a recording, or rewound
-	rewound   *rewound  // not nil while the live dashboard shows its history
+	header   header
+	gauges   gauges
+	table    lockTable
+	simp     simPanel
+	events   eventLog
+	episodes *incident.Episodes // tells the event log of contention episodes (no simulator)
+	// episodesSeen: the tracker has had a snapshot since it was made.
+	episodesSeen bool
+	footer       footer
+	overlay      overlay // nil when none is open
+	screen       screenKeys
+	lay          arrangement
+	shapes       steady[bodyShape] // the body's shares, held still
+	kindRow      steady[bool]      // the gauges' row of counts per kind, held still
+	laidW        int               // the size last laid out: a change is a resize
+	laidH        int
+	hadEvents    bool      // the event log had events at the last layout
+	bind         []binding // the main screen's keys
+	replay       *timeline // nil unless replaying a recording, or rewound
+	rewound      *rewound  // not nil while the live dashboard shows its history
 }
 
 // New returns the dashboard for opts. ctx bounds every command it runs.
@@ -106,6 +110,7 @@ func New(ctx context.Context, opts Options) *Model {
 	m.table = newLockTable(&st, &m.keys)
 	m.simp = simPanel{st: &st, keys: &m.keys}
 	m.events = eventLog{st: &st}
+	m.episodes = incident.NewEpisodes()
 	m.footer = footer{st: &st}
 	m.screen = screenKeys{m}
 	if opts.Source != nil {
@@ -215,7 +220,8 @@ func (m *Model) apply(i int, s model.Snapshot) {
 	if m.hasSnap[i] && m.sim == nil {
 		m.events.Add(diffEvents(&m.snaps[i], &s)...)
 	}
-	if !m.hasSnap[i] {
+	sourceFirst := !m.hasSnap[i]
+	if sourceFirst {
 		m.laidW = 0 // a source's first answer is laid out at once, as a resize is
 	}
 	m.snaps[i], m.hasSnap[i] = s, true
@@ -231,6 +237,11 @@ func (m *Model) apply(i int, s model.Snapshot) {
 		if m.hasSnap[0] {
 			m.merged.Taken = m.snaps[0].Taken
 		}
+	}
+	if m.episodes != nil && m.sim == nil && !failing(&m.merged) {
+		// A source's first answer shows episodes under way, not beginning.
+		m.events.Add(episodeEvents(m.episodes, &m.merged, !m.episodesSeen || sourceFirst)...)
+		m.episodesSeen = true
 	}
 	m.beats.note(&s)
 	m.table.SetSnapshot(&m.merged)
@@ -315,6 +326,17 @@ func (m *Model) onAction(msg actionMsg) tea.Cmd {
 		return c
 	}
 	return nil
+}
+
+// failing reports whether a source of s did not answer: its locks are
+// missing, not released, so no episode ends on them.
+func failing(s *model.Snapshot) bool {
+	for _, src := range s.Sources {
+		if src.Err != "" {
+			return true
+		}
+	}
+	return s.PollError() != ""
 }
 
 // note adds the dashboard's own line to the event log. On a timeline

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"github.com/locktop/locktop/internal/record/incident"
 	"strconv"
 	"time"
 
@@ -68,7 +69,8 @@ func (m *Model) jump(i int, why string) {
 	}
 	m.replay.pos = i
 	m.events = eventLog{st: m.st}
-	m.layout() // the fresh log's size
+	m.episodes, m.episodesSeen = incident.NewEpisodes(), false // the episodes of the moment jumped to, from there
+	m.layout()                                                 // the fresh log's size
 	for s := range m.hasSnap {
 		m.hasSnap[s] = false
 	}
