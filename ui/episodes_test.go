@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +53,30 @@ func TestEventLogTellsEpisodes(t *testing.T) {
 	h2.start(120, 30)
 	if v := ansi.Strip(h2.m.events.View()); strings.Contains(v, "began") {
 		t.Fatalf("an episode under way at start is told as beginning:\n%s", v)
+	}
+}
+
+// A session the dashboard terminated does not read as having released its
+// locks: its rows end as "ended", terminated by locktop (the terminated
+// root of a pile-up read "released").
+func TestTerminatedReadsAsEnded(t *testing.T) {
+	src := &fakeSource{info: info, results: []SnapshotMsg{{Snapshot: sample()}}}
+	h := newHarness(t, Options{Source: src, Terminate: func(context.Context, int32) error { return nil }})
+	h.start(120, 30)
+	h.keys("T", "y") // the first row: 4242, AGENT 7's holder
+	after := sample()
+	after.Taken = t0.Add(time.Second)
+	var kept []model.Lock
+	for _, l := range after.Locks {
+		if l.PID != 4242 {
+			kept = append(kept, l)
+		}
+	}
+	after.Locks = kept
+	src.results = []SnapshotMsg{{Snapshot: after}}
+	h.step(h.tick())
+	v := ansi.Strip(h.m.events.View())
+	if hasLine(v, "released", "4242") || !hasLine(v, "ended", "AGENT 7", "terminated by locktop") {
+		t.Fatalf("the terminated holder:\n%s", v)
 	}
 }

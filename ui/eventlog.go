@@ -20,8 +20,9 @@ const (
 	outcomeGranted  model.Outcome = "granted"
 	outcomeReleased model.Outcome = "released"
 	outcomeLeft     model.Outcome = "left"
-	outcomeMore     model.Outcome = "more" // changes beyond what one refresh logs
-	outcomeInfo     model.Outcome = "info" // the dashboard's own notes
+	outcomeEnded    model.Outcome = "ended" // its session ended: terminated, not released
+	outcomeMore     model.Outcome = "more"  // changes beyond what one refresh logs
+	outcomeInfo     model.Outcome = "info"  // the dashboard's own notes
 	// outcomeContained is a lost lock whose section did no harm (see
 	// model.Event.Contained): routine, not an alarm.
 	outcomeContained model.Outcome = "contained"
@@ -504,7 +505,7 @@ func (e *eventLog) outcomeStyle(o model.Outcome) lipgloss.Style {
 		return e.st.Waits
 	case model.OutcomeReentrant, outcomeContained:
 		return e.st.Note
-	case model.OutcomeError, model.OutcomeLost, model.OutcomeViolation:
+	case model.OutcomeError, model.OutcomeLost, model.OutcomeViolation, outcomeEnded:
 		return e.st.Bad
 	case outcomeInfo:
 		return e.st.Status

@@ -53,18 +53,21 @@ type Model struct {
 	episodes *incident.Episodes // tells the event log of contention episodes (no simulator)
 	// episodesSeen: the tracker has had a snapshot since it was made.
 	episodesSeen bool
-	footer       footer
-	overlay      overlay // nil when none is open
-	screen       screenKeys
-	lay          arrangement
-	shapes       steady[bodyShape] // the body's shares, held still
-	kindRow      steady[bool]      // the gauges' row of counts per kind, held still
-	laidW        int               // the size last laid out: a change is a resize
-	laidH        int
-	hadEvents    bool      // the event log had events at the last layout
-	bind         []binding // the main screen's keys
-	replay       *timeline // nil unless replaying a recording, or rewound
-	rewound      *rewound  // not nil while the live dashboard shows its history
+	// terminated are the backends this dashboard terminated (T): their
+	// rows end as outcomeEnded, not as released.
+	terminated map[int32]bool
+	footer     footer
+	overlay    overlay // nil when none is open
+	screen     screenKeys
+	lay        arrangement
+	shapes     steady[bodyShape] // the body's shares, held still
+	kindRow    steady[bool]      // the gauges' row of counts per kind, held still
+	laidW      int               // the size last laid out: a change is a resize
+	laidH      int
+	hadEvents  bool      // the event log had events at the last layout
+	bind       []binding // the main screen's keys
+	replay     *timeline // nil unless replaying a recording, or rewound
+	rewound    *rewound  // not nil while the live dashboard shows its history
 }
 
 // New returns the dashboard for opts. ctx bounds every command it runs.
@@ -218,7 +221,14 @@ func (m *Model) onSnapshot(msg SnapshotMsg) tea.Cmd {
 // clock (model.Merge).
 func (m *Model) apply(i int, s model.Snapshot) {
 	if m.hasSnap[i] && m.sim == nil {
-		m.events.Add(diffEvents(&m.snaps[i], &s)...)
+		evs := diffEvents(&m.snaps[i], &s)
+		for j := range evs {
+			if e := &evs[j]; m.terminated[e.PID] && e.PID != 0 && (e.Outcome == outcomeReleased || e.Outcome == outcomeLeft) {
+				e.Outcome, e.Wait = outcomeEnded, 0
+				e.Detail = strings.TrimPrefix(strings.TrimSpace("terminated by locktop · "+e.Detail), "· ")
+			}
+		}
+		m.events.Add(evs...)
 	}
 	sourceFirst := !m.hasSnap[i]
 	if sourceFirst {
@@ -316,6 +326,12 @@ func (m *Model) onAction(msg actionMsg) tea.Cmd {
 		m.note(model.OutcomeError, fail+": "+text)
 		m.setStatus(fail+": "+text, true)
 		return nil
+	}
+	if msg.terminated != 0 {
+		if m.terminated == nil {
+			m.terminated = map[int32]bool{}
+		}
+		m.terminated[msg.terminated] = true
 	}
 	m.log.Info("action", "what", msg.note)
 	m.note(outcomeInfo, msg.note)
