@@ -1,5 +1,5 @@
 # locktop: the two commands a new user runs are `make demo` and `make test`.
-# Both install what they need (the PostgreSQL server, redis-server and tmux) when missing.
+# Both install what they need (the PostgreSQL server, redis-server, tmux and promtool) when missing.
 
 GO       ?= go
 BIN      := bin/locktop
@@ -29,13 +29,14 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-## deps: install the PostgreSQL server, redis-server and tmux with apt-get if they are missing
+## deps: install the PostgreSQL server, redis-server, tmux and promtool (Debian's prometheus, to check deploy/) with apt-get if they are missing
 deps:
 	@missing=""; \
 	if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then missing="$$missing postgresql"; fi; \
 	if ! command -v pgbench >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1; then missing="$$missing postgresql-client"; fi; \
 	if ! command -v tmux >/dev/null 2>&1; then missing="$$missing tmux"; fi; \
 	if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/dev/null 2>&1; then missing="$$missing redis-server"; fi; \
+	if ! command -v promtool >/dev/null 2>&1; then missing="$$missing prometheus"; fi; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; \

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
@@ -16,18 +17,24 @@ import (
 type snapshotCollector struct {
 	held, waiting, longest, backends, taken, latency *prometheus.Desc
 	sourceUp, sourceLatency                          *prometheus.Desc
+	waitedTotal, recoveries                          *prometheus.Desc
 
 	mu   sync.Mutex
 	have bool
 	rows map[snapKey]snapRow
 	last model.Snapshot // Locks dropped; the scalar fields only
+	// waited and recovered are counters: they keep every label set they
+	// ever had (bounded like the gauges'), unlike the rows they come from.
+	waited    map[snapKey]float64
+	recovered map[string]float64 // by namespace
+	audit     auditMark
 }
 
 type snapKey struct{ kind, database, namespace string }
 
 type snapRow struct {
-	held, waiting int
-	longest       time.Duration
+	held, waiting   int
+	longest, waited time.Duration // waited: since the poll before, summed
 }
 
 func newSnapshotCollector() *snapshotCollector {
@@ -41,7 +48,11 @@ func newSnapshotCollector() *snapshotCollector {
 		latency:       prometheus.NewDesc("locktop_snapshot_poll_seconds", "How long the monitor's last poll took, round trip and decoding.", nil, nil),
 		sourceUp:      prometheus.NewDesc("locktop_source_up", "1 when the source (postgres, redis, lease) answered the monitor's last poll, else 0.", []string{"source"}, nil),
 		sourceLatency: prometheus.NewDesc("locktop_source_poll_seconds", "How long the source's part of the monitor's last poll took.", []string{"source"}, nil),
+		waitedTotal:   prometheus.NewDesc("locktop_snapshot_wait_seconds_total", "Time lock requests spent waiting, summed over waiters, as the monitor's polls saw it: each poll adds every waiter's wait since the poll before.", l, nil),
+		recoveries:    prometheus.NewDesc("locktop_lease_recoveries_total", "Stale lease holders taken over or freed, from the lease audit trail, since this process began watching.", []string{"namespace"}, nil),
 		rows:          map[snapKey]snapRow{},
+		waited:        map[snapKey]float64{},
+		recovered:     map[string]float64{},
 	}
 }
 
@@ -59,19 +70,81 @@ func (c *snapshotCollector) set(s model.Snapshot, l *labeler) {
 			r.held++
 		} else {
 			r.waiting++
-			r.longest = max(r.longest, lk.Waited(s.Now(lk)))
+			w := lk.Waited(s.Now(lk))
+			r.longest = max(r.longest, w)
+			// The time blocked since the poll before: all of the interval
+			// for a waiter that was already waiting then, the wait itself
+			// for one that began since. The first poll (Interval 0) adds
+			// nothing, so a restart does not count old waits twice.
+			r.waited += min(w, s.Interval)
 		}
 		rows[k] = r
 	}
 	s.Locks = nil
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, r := range rows {
+		// A label set is born at 0 (when first seen held, usually), so
+		// that its first wait is an increase, not the birth of a series.
+		c.waited[k] += r.waited.Seconds()
+	}
+	c.countRecoveries(s)
 	c.have, c.rows, c.last = true, rows, s
-	c.mu.Unlock()
+}
+
+// countRecoveries counts the audit records the trail did not hold before.
+// The first snapshot starts every namespace a recovery can have at 0, so
+// that the first recovery is an increase (rate, increase) and not the birth
+// of a series. Callers hold c.mu.
+func (c *snapshotCollector) countRecoveries(s model.Snapshot) {
+	if !c.audit.set {
+		for _, e := range registry.Of(registry.LeaseLevel) {
+			c.recovered[e.Name] += 0
+		}
+		c.recovered[LabelOther] += 0
+	}
+	for _, a := range c.audit.fresh(s) {
+		ns := registry.NameOf(registry.LeaseLevel, a.Name)
+		if ns == "" {
+			ns = LabelOther // as the lease gauges label an unregistered resource
+		}
+		c.recovered[ns]++
+	}
+}
+
+// auditMark tells the new records of one audit trail (the lease sources of
+// one watched server) from those already counted: it is the newest record
+// counted, or the first snapshot's time. What the trail held when the
+// process first looked is history, not counted, so the counter says
+// "recovered while watched".
+type auditMark struct {
+	at  time.Time
+	set bool
+}
+
+// fresh returns the records of s newer than the mark, and moves the mark
+// past them.
+func (m *auditMark) fresh(s model.Snapshot) []model.Audit {
+	if !m.set {
+		m.at, m.set = s.Taken, true
+	}
+	var out []model.Audit
+	newest := m.at
+	for _, a := range s.Audit {
+		if a.At.After(m.at) {
+			out = append(out, a)
+			if a.At.After(newest) {
+				newest = a.At
+			}
+		}
+	}
+	m.at = newest
+	return out
 }
 
 // Describe implements prometheus.Collector.
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.held, c.waiting, c.longest, c.backends, c.taken, c.latency, c.sourceUp, c.sourceLatency} {
+	for _, d := range []*prometheus.Desc{c.held, c.waiting, c.longest, c.backends, c.taken, c.latency, c.sourceUp, c.sourceLatency, c.waitedTotal, c.recoveries} {
 		ch <- d
 	}
 }
@@ -87,6 +160,12 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(r.held), k.kind, k.database, k.namespace)
 		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(r.waiting), k.kind, k.database, k.namespace)
 		ch <- prometheus.MustNewConstMetric(c.longest, prometheus.GaugeValue, r.longest.Seconds(), k.kind, k.database, k.namespace)
+	}
+	for k, v := range c.waited {
+		ch <- prometheus.MustNewConstMetric(c.waitedTotal, prometheus.CounterValue, v, k.kind, k.database, k.namespace)
+	}
+	for ns, v := range c.recovered {
+		ch <- prometheus.MustNewConstMetric(c.recoveries, prometheus.CounterValue, v, ns)
 	}
 	ch <- prometheus.MustNewConstMetric(c.backends, prometheus.GaugeValue, float64(c.last.Connections))
 	ch <- prometheus.MustNewConstMetric(c.taken, prometheus.GaugeValue, float64(c.last.Taken.UnixNano())/1e9)

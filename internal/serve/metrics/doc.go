@@ -10,7 +10,10 @@
 //   - Snapshot takes each lock table the monitor reads and publishes the held
 //     and waiting locks by kind, database and namespace. Each snapshot
 //     replaces the previous one whole, so a namespace that no longer holds
-//     or waits for anything disappears from the next scrape.
+//     or waits for anything disappears from the next scrape. Two counters
+//     accrue from the snapshots and keep their series: the time blocked
+//     (every waiter's wait since the poll before) and the lease recoveries
+//     found in the audit trail.
 //   - AddPools registers a function that reports connection pools; it is
 //     called at every scrape, so pool gauges are never stale.
 //

@@ -351,3 +351,65 @@ func TestAgainstTheDatabase(t *testing.T) {
 		t.Errorf("lock pool acquires = %v (%v), want at least 3", v, ok)
 	}
 }
+
+// The time-blocked counter adds, at each poll, every waiter's wait since
+// the poll before: a whole interval for one already waiting, the wait
+// itself for one that began since, nothing on the first poll. It keeps its
+// series when the waits end.
+func TestWaitSecondsAccrue(t *testing.T) {
+	m := metrics.New()
+	r := m.Registry()
+	t0 := time.Unix(1_800_000_000, 0)
+	lbl := []string{"kind", "advisory", "database", "app", "namespace", "AGENT"}
+	waiter := func(since time.Time) model.Lock {
+		return model.Lock{Kind: model.KindAdvisory, Database: "app", Pair: true, Namespace: "AGENT", EntityID: 1, WaitStart: since}
+	}
+	holder := model.Lock{Kind: model.KindAdvisory, Database: "app", Pair: true, Namespace: "AGENT", EntityID: 1, Granted: true}
+
+	// First poll: a 30 s wait already under way is history, not counted.
+	m.Snapshot(model.Snapshot{Taken: t0, Locks: []model.Lock{holder, waiter(t0.Add(-30 * time.Second))}})
+	expect(t, r, 0, "locktop_snapshot_wait_seconds_total", lbl...)
+	// 2 s later: the old waiter adds 2 s, a new one that began 0.5 s ago adds 0.5 s.
+	m.Snapshot(model.Snapshot{Taken: t0.Add(2 * time.Second), Interval: 2 * time.Second,
+		Locks: []model.Lock{holder, waiter(t0.Add(-30 * time.Second)), waiter(t0.Add(1500 * time.Millisecond))}})
+	expect(t, r, 2.5, "locktop_snapshot_wait_seconds_total", lbl...)
+	// 1 s later: both add 1 s.
+	m.Snapshot(model.Snapshot{Taken: t0.Add(3 * time.Second), Interval: time.Second,
+		Locks: []model.Lock{holder, waiter(t0.Add(-30 * time.Second)), waiter(t0.Add(1500 * time.Millisecond))}})
+	expect(t, r, 4.5, "locktop_snapshot_wait_seconds_total", lbl...)
+	// The waits are over and the namespace is gone: the counter stays.
+	m.Snapshot(model.Snapshot{Taken: t0.Add(4 * time.Second), Interval: time.Second})
+	expect(t, r, 4.5, "locktop_snapshot_wait_seconds_total", lbl...)
+	if s := gather(t, r, "locktop_snapshot_locks_waiting"); len(s) != 0 {
+		t.Errorf("waiting gauges after the waits ended: %v", s)
+	}
+	// A lease waiter counts under its own kind and namespace.
+	lease := model.Lock{Kind: model.KindLease, Name: "map:m1", Namespace: "MAP", WaitStart: t0.Add(4 * time.Second)}
+	m.Snapshot(model.Snapshot{Taken: t0.Add(10 * time.Second), Interval: 6 * time.Second, Locks: []model.Lock{lease}})
+	expect(t, r, 6, "locktop_snapshot_wait_seconds_total", "kind", "lease", "database", "", "namespace", "MAP")
+}
+
+// Lease recoveries are counted from the audit trail: each record once,
+// only those newer than the first snapshot (the trail is history), under
+// the resource's registered level; every level starts at 0.
+func TestLeaseRecoveriesCounted(t *testing.T) {
+	m := metrics.New()
+	r := m.Registry()
+	t0 := time.Unix(1_800_000_000, 0)
+	old := model.Audit{Name: "map:m1", Actor: "w2", VictimOwner: "w1", At: t0.Add(-time.Hour)}
+	m.Snapshot(model.Snapshot{Taken: t0, Audit: []model.Audit{old}})
+	expect(t, r, 0, "locktop_lease_recoveries_total", "namespace", "MAP")
+	expect(t, r, 0, "locktop_lease_recoveries_total", "namespace", "PROJECT")
+	expect(t, r, 0, "locktop_lease_recoveries_total", "namespace", metrics.LabelOther)
+
+	first := model.Audit{Name: "map:m2", Actor: "w3", VictimOwner: "w2", At: t0.Add(time.Second)}
+	m.Snapshot(model.Snapshot{Taken: t0.Add(2 * time.Second), Audit: []model.Audit{first, old}})
+	expect(t, r, 1, "locktop_lease_recoveries_total", "namespace", "MAP")
+	// Seen again in the next poll's trail: not counted twice.
+	second := model.Audit{Name: "whatever:9", Actor: "w4", At: t0.Add(3 * time.Second)}
+	third := model.Audit{Name: "project:p1", Actor: "w4", At: t0.Add(3 * time.Second)}
+	m.Snapshot(model.Snapshot{Taken: t0.Add(4 * time.Second), Audit: []model.Audit{second, third, first, old}})
+	expect(t, r, 1, "locktop_lease_recoveries_total", "namespace", "MAP")
+	expect(t, r, 1, "locktop_lease_recoveries_total", "namespace", "PROJECT")
+	expect(t, r, 1, "locktop_lease_recoveries_total", "namespace", metrics.LabelOther)
+}
