@@ -155,7 +155,7 @@ func (m *Model) askTerminate() tea.Cmd {
 				ctx, cancel := context.WithTimeout(ctx, pollTimeout)
 				defer cancel()
 				return actionMsg{note: "terminated backend " + strconv.Itoa(int(pid)),
-					fail: "could not terminate backend " + strconv.Itoa(int(pid)), err: term(ctx, pid)}
+					fail: "could not terminate backend " + strconv.Itoa(int(pid)), err: term(ctx, pid), terminated: pid}
 			}
 		},
 		no: func() { m.setStatus("not terminated", false) },

@@ -20,8 +20,9 @@ const (
 	outcomeGranted  model.Outcome = "granted"
 	outcomeReleased model.Outcome = "released"
 	outcomeLeft     model.Outcome = "left"
-	outcomeMore     model.Outcome = "more" // changes beyond what one refresh logs
-	outcomeInfo     model.Outcome = "info" // the dashboard's own notes
+	outcomeEnded    model.Outcome = "ended" // its session ended: terminated, not released
+	outcomeMore     model.Outcome = "more"  // changes beyond what one refresh logs
+	outcomeInfo     model.Outcome = "info"  // the dashboard's own notes
 	// outcomeContained is a lost lock whose section did no harm (see
 	// model.Event.Contained): routine, not an alarm.
 	outcomeContained model.Outcome = "contained"
@@ -33,7 +34,7 @@ const (
 func rare(o model.Outcome) bool {
 	switch o {
 	case model.OutcomeTimeout, model.OutcomeLost, model.OutcomeViolation, model.OutcomeError, model.OutcomeDeadlock,
-		model.OutcomePhantom, model.OutcomeReentrant, model.OutcomeCanceled, outcomeInfo:
+		model.OutcomePhantom, model.OutcomeReentrant, model.OutcomeCanceled, outcomeInfo, outcomeEpisode:
 		return true
 	}
 	return false
@@ -504,10 +505,12 @@ func (e *eventLog) outcomeStyle(o model.Outcome) lipgloss.Style {
 		return e.st.Waits
 	case model.OutcomeReentrant, outcomeContained:
 		return e.st.Note
-	case model.OutcomeError, model.OutcomeLost, model.OutcomeViolation, model.OutcomeDeadlock:
+	case model.OutcomeError, model.OutcomeLost, model.OutcomeViolation, model.OutcomeDeadlock, outcomeEnded:
 		return e.st.Bad
 	case outcomeInfo:
 		return e.st.Status
+	case outcomeEpisode:
+		return e.st.Waits
 	}
 	return e.st.Dim
 }

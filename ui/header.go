@@ -29,6 +29,10 @@ type header struct {
 	warnings []string
 	rewound  bool      // the replay is the live dashboard's own history
 	replay   *timeline // not nil in a replay: the line says so, and when
+	// recorded, when not nil, are the sources' states as the rewound
+	// history recorded them: the banners show them instead of the live
+	// loop's, which goes on underneath.
+	recorded []*feed
 	// locksOff: the simulator runs without its locks (the races allowed),
 	// said on the top line until they are back on.
 	locksOff bool
@@ -69,7 +73,11 @@ func (h *header) lines() []string {
 	if len(h.targets) > 0 {
 		lines = append(lines, fitLine(h.st.Dim.Render(cell(Sanitize(h.fleetLine()), h.width)), h.width))
 	}
-	for _, f := range h.poll.feeds {
+	feeds := h.poll.feeds
+	if h.recorded != nil {
+		feeds = h.recorded
+	}
+	for _, f := range feeds {
 		if f.conn != connLost {
 			continue
 		}
@@ -84,7 +92,7 @@ func (h *header) lines() []string {
 		msg += " · " + f.lastErr
 		lines = append(lines, h.st.Banner.Render(cell(" ⚠ "+Sanitize(msg), h.width)))
 	}
-	for _, f := range h.poll.feeds {
+	for _, f := range feeds {
 		if f.conn != connOK {
 			continue
 		}

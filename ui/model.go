@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"github.com/locktop/locktop/internal/record/incident"
 	"io"
 	"log/slog"
 	"slices"
@@ -48,24 +49,30 @@ type Model struct {
 	faults    []string
 	held      []model.Event // events that came in while paused
 
-	header    header
-	gauges    gauges
-	table     lockTable
-	simp      simPanel
-	events    eventLog
-	footer    footer
-	overlay   overlay // nil when none is open
-	screen    screenKeys
-	lay       arrangement
-	shapes    steady[bodyShape] // the body's shares, held still
-	kindRow   steady[bool]      // the gauges' row of counts per kind, held still
-	dbRow     steady[bool]      // the gauges' row of counts per database, held still
-	laidW     int               // the size last laid out: a change is a resize
-	laidH     int
-	hadEvents bool      // the event log had events at the last layout
-	bind      []binding // the main screen's keys
-	replay    *timeline // nil unless replaying a recording, or rewound
-	rewound   *rewound  // not nil while the live dashboard shows its history
+	header   header
+	gauges   gauges
+	table    lockTable
+	simp     simPanel
+	events   eventLog
+	episodes *incident.Episodes // tells the event log of contention episodes (no simulator)
+	// episodesSeen: the tracker has had a snapshot since it was made.
+	episodesSeen bool
+	// terminated are the backends this dashboard terminated (T): their
+	// rows end as outcomeEnded, not as released.
+	terminated map[int32]bool
+	footer     footer
+	overlay    overlay // nil when none is open
+	screen     screenKeys
+	lay        arrangement
+	shapes     steady[bodyShape] // the body's shares, held still
+	kindRow    steady[bool]      // the gauges' row of counts per kind, held still
+	dbRow      steady[bool]      // the gauges' row of counts per database, held still
+	laidW      int               // the size last laid out: a change is a resize
+	laidH      int
+	hadEvents  bool      // the event log had events at the last layout
+	bind       []binding // the main screen's keys
+	replay     *timeline // nil unless replaying a recording, or rewound
+	rewound    *rewound  // not nil while the live dashboard shows its history
 }
 
 // New returns the dashboard for opts. ctx bounds every command it runs.
@@ -115,6 +122,7 @@ func New(ctx context.Context, opts Options) *Model {
 	m.table = newLockTable(&st, &m.keys)
 	m.simp = simPanel{st: &st, keys: &m.keys}
 	m.events = eventLog{st: &st}
+	m.episodes = incident.NewEpisodes()
 	m.footer = footer{st: &st}
 	m.screen = screenKeys{m}
 	if opts.Source != nil {
@@ -223,9 +231,17 @@ func (m *Model) onSnapshot(msg SnapshotMsg) tea.Cmd {
 // clock (model.Merge).
 func (m *Model) apply(i int, s model.Snapshot) {
 	if m.hasSnap[i] && m.sim == nil {
-		m.events.Add(diffEvents(&m.snaps[i], &s)...)
+		evs := diffEvents(&m.snaps[i], &s)
+		for j := range evs {
+			if e := &evs[j]; m.terminated[e.PID] && e.PID != 0 && (e.Outcome == outcomeReleased || e.Outcome == outcomeLeft) {
+				e.Outcome, e.Wait = outcomeEnded, 0
+				e.Detail = strings.TrimPrefix(strings.TrimSpace("terminated by locktop · "+e.Detail), "· ")
+			}
+		}
+		m.events.Add(evs...)
 	}
-	if !m.hasSnap[i] {
+	sourceFirst := !m.hasSnap[i]
+	if sourceFirst {
 		m.laidW = 0 // a source's first answer is laid out at once, as a resize is
 	}
 	m.snaps[i], m.hasSnap[i] = s, true
@@ -241,6 +257,11 @@ func (m *Model) apply(i int, s model.Snapshot) {
 		if m.hasSnap[0] {
 			m.merged.Taken = m.snaps[0].Taken
 		}
+	}
+	if m.episodes != nil && m.sim == nil && !failing(&m.merged) {
+		// A source's first answer shows episodes under way, not beginning.
+		m.events.Add(episodeEvents(m.episodes, &m.merged, !m.episodesSeen || sourceFirst)...)
+		m.episodesSeen = true
 	}
 	m.beats.note(&s)
 	m.table.SetSnapshot(&m.merged)
@@ -319,6 +340,12 @@ func (m *Model) onAction(msg actionMsg) tea.Cmd {
 		m.setStatus(fail+": "+text, true)
 		return nil
 	}
+	if msg.terminated != 0 {
+		if m.terminated == nil {
+			m.terminated = map[int32]bool{}
+		}
+		m.terminated[msg.terminated] = true
+	}
 	m.log.Info("action", "what", msg.note)
 	m.note(outcomeInfo, msg.note)
 	m.setStatus(msg.note, false)
@@ -330,9 +357,26 @@ func (m *Model) onAction(msg actionMsg) tea.Cmd {
 	return nil
 }
 
-// note adds the dashboard's own line to the event log.
+// failing reports whether a source of s did not answer: its locks are
+// missing, not released, so no episode ends on them.
+func failing(s *model.Snapshot) bool {
+	for _, src := range s.Sources {
+		if src.Err != "" {
+			return true
+		}
+	}
+	return s.PollError() != ""
+}
+
+// note adds the dashboard's own line to the event log. On a timeline
+// (replay, rewind) it is stamped with the moment shown, so that the log
+// tells one clock, the recording's.
 func (m *Model) note(o model.Outcome, detail string) {
-	e := model.Event{Time: m.now(), Worker: "locktop", Outcome: o, Detail: detail}
+	at := m.now()
+	if r := m.replay; r != nil && r.pos >= 0 && r.pos < r.rep.Len() {
+		at = r.rep.Time(r.pos)
+	}
+	e := model.Event{Time: at, Worker: "locktop", Outcome: o, Detail: detail}
 	if m.poll.paused {
 		m.held = append(m.held, e)
 		return

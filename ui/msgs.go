@@ -45,6 +45,9 @@ type actionMsg struct {
 	note string
 	fail string // what a failure says ("could not terminate backend 42"); default note + " failed"
 	err  error
+	// terminated is the backend the action terminated, when it did: its
+	// rows' end then reads as such, not as a release.
+	terminated int32
 }
 
 // simCmd reads the simulator's status.

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"github.com/locktop/locktop/internal/record/incident"
 	"strconv"
 	"time"
 
@@ -68,14 +69,61 @@ func (m *Model) jump(i int, why string) {
 	}
 	m.replay.pos = i
 	m.events = eventLog{st: m.st}
-	m.layout() // the fresh log's size
+	m.episodes, m.episodesSeen = incident.NewEpisodes(), false // the episodes of the moment jumped to, from there
+	m.layout()                                                 // the fresh log's size
 	for s := range m.hasSnap {
 		m.hasSnap[s] = false
+	}
+	// A source in an outage at step i shows its last answer before it,
+	// as it did when it was recorded, not what the screen had (after a
+	// step back, a later answer).
+	for s := range snaps {
+		if snaps[s].PollError() == "" {
+			continue
+		}
+		if good, ok := m.lastAnswer(i, s); ok {
+			only := make([]model.Snapshot, len(snaps))
+			only[s] = good
+			m.show(only)
+		} else if s < len(m.snaps) {
+			m.apply(s, model.Snapshot{}) // no answer recorded before it
+			m.shownFeed(s).taken = time.Time{}
+		}
 	}
 	m.show(snaps)
 	if why != "" {
 		m.note(outcomeInfo, why+" "+m.replay.rep.Time(i).Format("15:04:05"))
 	}
+}
+
+// shownFeed is the state of source s the banners show: the live loop's
+// in a replay; in a rewound dashboard, whose live feeds stay the live
+// loop's, the timeline's own.
+func (m *Model) shownFeed(s int) *feed {
+	if m.rewound != nil {
+		return m.header.recorded[s]
+	}
+	return m.poll.feeds[s]
+}
+
+// lastAnswer is source s's last snapshot of locks before step i, looked
+// for among the maxLookBack steps before it.
+func (m *Model) lastAnswer(i, s int) (model.Snapshot, bool) {
+	const maxLookBack = 2000
+	rep := m.replay.rep
+	for j := i - 1; j >= 0 && j >= i-maxLookBack; j-- {
+		if rep.Source(j) != s {
+			continue
+		}
+		snaps, err := rep.At(j)
+		if err != nil || s >= len(snaps) {
+			return model.Snapshot{}, false
+		}
+		if snaps[s].PollError() == "" && !snaps[s].Taken.IsZero() {
+			return snaps[s], true
+		}
+	}
+	return model.Snapshot{}, false
 }
 
 // advance shows step i, after the one on screen: the sources whose
@@ -97,18 +145,14 @@ func (m *Model) show(snaps []model.Snapshot) {
 		if s >= len(m.snaps) || snap.Taken.IsZero() || (m.hasSnap[s] && m.snaps[s].Taken.Equal(snap.Taken)) {
 			continue
 		}
-		if m.rewound == nil { // a rewound dashboard's feeds stay the live loop's
-			f := m.poll.feeds[s]
-			if e := snap.PollError(); e != "" {
-				// A recorded failed poll: the banner as it was, the locks
-				// of the last answer still on screen.
-				f.conn, f.lastErr, f.failures = connLost, Sanitize(e), f.failures+1
-				continue
-			}
-			f.conn, f.taken, f.latency, f.failures = connOK, snap.Taken, snap.Latency, 0
-		} else if snap.PollError() != "" {
+		f := m.shownFeed(s)
+		if e := snap.PollError(); e != "" {
+			// A recorded failed poll: the banner as it was, the locks
+			// of the last answer still on screen.
+			f.conn, f.lastErr, f.failures = connLost, Sanitize(e), f.failures+1
 			continue
 		}
+		f.conn, f.taken, f.latency, f.failures = connOK, snap.Taken, snap.Latency, 0
 		m.apply(s, snap)
 	}
 }

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"errors"
+	"github.com/charmbracelet/x/ansi"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,21 @@ func TestReplayFrameBuiltOnce(t *testing.T) {
 	h.m.replay = r
 	if replay > 1.5*(live+timeline) {
 		t.Errorf("a replay frame allocates %.0f times, a live one %.0f and the timeline %.0f: the frame is built more than once", replay, live, timeline)
+	}
+}
+
+// A replay's event log tells one clock, the recording's: its own notes
+// (a seek) are stamped with the moment shown, not with the wall clock
+// (the log mixed "04:06:38 seek" with recorded times).
+func TestReplayNotesOnRecordedClock(t *testing.T) {
+	h := newReplay(t, 4)
+	h.m.now = func() time.Time { return t0.Add(3 * time.Hour) } // the operator's clock, hours later
+	h.keys("t")
+	h.typeText("15:04:06")
+	h.keys("enter")
+	for _, line := range strings.Split(ansi.Strip(h.view()), "\n") {
+		if strings.Contains(line, "info") && strings.Contains(line, "seek to") && !strings.HasPrefix(strings.TrimSpace(line), "15:04:06 ") {
+			t.Fatalf("the seek is not stamped with the recorded moment: %q", line)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package ui
 
 import (
 	tea "charm.land/bubbletea/v2"
+	"github.com/locktop/locktop/internal/record/incident"
 
 	"github.com/locktop/locktop/model"
 )
@@ -16,6 +17,7 @@ type rewound struct {
 	hasSnap []bool
 	merged  model.Snapshot
 	events  eventLog
+	eps     *incident.Episodes
 	newer   map[int]model.Snapshot // answers that came in meanwhile
 }
 
@@ -32,12 +34,16 @@ func (m *Model) rewind() tea.Cmd {
 		return nil
 	}
 	m.rewound = &rewound{
-		keys: m.keys, snaps: m.snaps, hasSnap: m.hasSnap, merged: m.merged, events: m.events,
+		keys: m.keys, snaps: m.snaps, hasSnap: m.hasSnap, merged: m.merged, events: m.events, eps: m.episodes,
 		newer: map[int]model.Snapshot{},
 	}
 	m.snaps, m.hasSnap = make([]model.Snapshot, len(m.snaps)), make([]bool, len(m.snaps))
 	m.replay = &timeline{st: m.st, keys: &m.keys, rep: rep, speed: 1}
 	m.header.replay, m.header.rewound = m.replay, true
+	m.header.recorded = make([]*feed, len(m.poll.feeds))
+	for i, f := range m.poll.feeds {
+		m.header.recorded[i] = &feed{name: f.name}
+	}
 	m.keys.setReplay(true)
 	m.keys.Rewind.SetEnabled(false)
 	m.keys.Live.SetEnabled(true)
@@ -58,9 +64,9 @@ func (m *Model) backToLive() tea.Cmd {
 	}
 	m.replay.playing = false
 	m.replay.seq++
-	m.rewound, m.replay, m.header.replay, m.header.rewound = nil, nil, nil, false
+	m.rewound, m.replay, m.header.replay, m.header.rewound, m.header.recorded = nil, nil, nil, false, nil
 	m.keys = r.keys
-	m.snaps, m.hasSnap, m.merged, m.events = r.snaps, r.hasSnap, r.merged, r.events
+	m.snaps, m.hasSnap, m.merged, m.events, m.episodes, m.episodesSeen = r.snaps, r.hasSnap, r.merged, r.events, r.eps, true
 	m.bind = m.bindings()
 	m.layout()
 	if m.hasSnap[0] || len(m.snaps) > 0 {

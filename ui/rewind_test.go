@@ -89,3 +89,36 @@ func TestReplayShowsRecordedOutage(t *testing.T) {
 		t.Fatalf("the banner stays after the source answered again:\n%s", v)
 	}
 }
+
+// The rewound view shows a recorded outage's banner as it was, at the
+// moment shown; the live sources' state is untouched, and the return to
+// live shows the live banner state again (here: none).
+func TestRewindShowsRecordedOutage(t *testing.T) {
+	hist := recorded()
+	hist.snaps[2] = model.Outage("PostgreSQL", errors.New("connection refused"), hist.snaps[2].Taken)
+	live := model.Snapshot{Taken: t0.Add(time.Minute), Locks: []model.Lock{lock("AGENT", 42, 5000, "live.now", true)}}
+	src := &fakeSource{info: info, results: []SnapshotMsg{{Snapshot: live}}}
+	h := newHarness(t, Options{Source: src, Server: "monitor@db.internal:5432/app", History: func() (Replay, error) { return hist, nil }})
+	h.start(120, 30)
+	h.keys("b", "left", "left")
+	if h.m.replay.pos != 2 {
+		t.Fatalf("at step %d, want 2", h.m.replay.pos)
+	}
+	v := h.view()
+	if s := ansi.Strip(v); !strings.Contains(s, "no connection (recorded") || !strings.Contains(s, "connection refused") ||
+		!strings.Contains(s, "showing 15:04:06") {
+		t.Fatalf("no recorded outage banner (showing the answer before it) in the rewound view:\n%s", s)
+	}
+	golden(t, "rewind_outage_120x30", v)
+	if f := h.m.poll.feeds[0]; f.conn != connOK {
+		t.Fatalf("the recorded outage changed the live feed: %+v", f)
+	}
+	h.keys("right")
+	if s := ansi.Strip(h.view()); strings.Contains(s, "no connection") {
+		t.Fatalf("the banner stays after the source answered again:\n%s", s)
+	}
+	h.keys("left", "L")
+	if s := ansi.Strip(h.view()); strings.Contains(s, "no connection") || !strings.Contains(s, "live.now") {
+		t.Fatalf("back to live, the recorded banner stays:\n%s", s)
+	}
+}

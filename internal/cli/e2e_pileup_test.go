@@ -12,6 +12,7 @@ import (
 
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/testenv/pgcluster"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
@@ -124,7 +125,7 @@ func TestDashboardPileupAt80x24(t *testing.T) {
 	var rows []model.Lock
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		snap, err := pgsource.Inspect(ctx, admin)
+		snap, err := pgsource.InspectWith(ctx, admin, registry.Everywhere()) // as the dashboard under --registry builtin
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +146,7 @@ func TestDashboardPileupAt80x24(t *testing.T) {
 	}
 
 	term := startTerminal(t, termOptions{Width: 80, Height: 24, Env: []string{"TERM=xterm-256color", "NO_COLOR=1"}},
-		bin, "--dsn", c.DSN("postgres"), "--interval", "250ms", "--log", filepath.Join(t.TempDir(), "locktop.log"))
+		bin, "--registry", "builtin", "--dsn", c.DSN("postgres"), "--interval", "250ms", "--log", filepath.Join(t.TempDir(), "locktop.log"))
 	shown := func(s string, l model.Lock) bool {
 		pid := " " + strconv.Itoa(int(l.PID)) + " "
 		for _, line := range strings.Split(s, "\n") {

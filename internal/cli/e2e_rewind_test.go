@@ -39,7 +39,7 @@ func TestDashboardRewindsAPileUp(t *testing.T) {
 		return cn
 	}
 	term := startTerminal(t, termOptions{Width: 120, Height: 32},
-		bin, "--dsn", c.DSN("postgres"), "--interval", "1s", "--log", filepath.Join(t.TempDir(), "locktop.log"))
+		bin, "--registry", "builtin", "--dsn", c.DSN("postgres"), "--interval", "1s", "--log", filepath.Join(t.TempDir(), "locktop.log"))
 	term.AwaitText(30*time.Second, "connected")
 
 	// The pile-up: a holder of AGENT 4712 and three waiters behind it.

@@ -229,7 +229,8 @@ func awaitLocks(t *testing.T, q lockcore.Querier, key lockcore.Key, what string,
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		snap, err := pgsource.Inspect(context.Background(), q)
+		// The test's sessions are named e2e.*: the built-in names, everywhere.
+		snap, err := pgsource.InspectWith(context.Background(), q, registry.Everywhere())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +327,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	t.Cleanup(func() { _ = rs.Stop() })
 
 	term := startTerminal(t, termOptions{Width: 110, Height: 32, Secrets: []string{password}},
-		bin, "--dsn", dsn, "--interval", "250ms", "--log", logFile, "--redis", rs.URL())
+		bin, "--registry", "builtin", "--dsn", dsn, "--interval", "250ms", "--log", logFile, "--redis", rs.URL())
 
 	// The holder and its waiter, in queue order, named from the registry.
 	term.Await("the holder and the waiter of AGENT 4711", 30*time.Second, func(s string) bool {
@@ -699,7 +700,7 @@ func TestDashboardAtCommonSizes(t *testing.T) {
 	idlePID, waiterPID := strconv.Itoa(int(rows[0].PID)), strconv.Itoa(int(rows[1].PID))
 
 	term := startTerminal(t, termOptions{Width: 80, Height: 24, Env: []string{"TERM=xterm-256color", "NO_COLOR=1"}},
-		bin, "--dsn", c.DSN("postgres"), "--sim", "--http", "0.0.0.0:0", "--interval", "500ms",
+		bin, "--registry", "builtin", "--dsn", c.DSN("postgres"), "--sim", "--http", "0.0.0.0:0", "--interval", "500ms",
 		"--log", filepath.Join(t.TempDir(), "locktop.log"))
 	term.AwaitText(60*time.Second, "Locks", "Simulator")
 	server := "postgres@" + c.SocketDir() + ":5432/postgres"

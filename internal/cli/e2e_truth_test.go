@@ -97,7 +97,7 @@ func TestDashboardDDLPileUpAndUpgrade(t *testing.T) {
 	// counted from locktop's first sight would read less.
 	time.Sleep(2 * time.Second) // the wait being measured, not a synchronisation
 	term := startTerminal(t, termOptions{Width: 160, Height: 40},
-		bin, "--dsn", c.DSN("postgres"), "--interval", "250ms", "--log", filepath.Join(t.TempDir(), "locktop.log"))
+		bin, "--registry", "builtin", "--dsn", c.DSN("postgres"), "--interval", "250ms", "--log", filepath.Join(t.TempDir(), "locktop.log"))
 
 	dur := regexp.MustCompile(`(≥)?([0-9][0-9.]*(?:ms|s|m[0-9]{2}s|h[0-9]{2}m))`)
 	timeOf := func(line string, held bool) (time.Duration, bool) {

@@ -11,6 +11,7 @@ import (
 	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/lockcore/lease"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
@@ -25,15 +26,16 @@ type member struct {
 	name string // "" for the one unnamed target
 	dsn  string
 	red  *redactor
-	log  *slog.Logger // the monitor's: relations it could not name
+	log  *slog.Logger       // the monitor's: relations it could not name
+	reg  *registry.Registry // names the target's keys; nil: the built-in names
 
 	dial sync.Mutex // one connection attempt at a time
 	mu   sync.Mutex
 	mon  *pgsource.Monitor
 }
 
-func newMember(t Target, log *slog.Logger) *member {
-	return &member{name: t.Name, dsn: t.DSN, red: newRedactor(t.DSN), log: log}
+func newMember(t Target, reg *registry.Registry, log *slog.Logger) *member {
+	return &member{name: t.Name, dsn: t.DSN, red: newRedactor(t.DSN), reg: reg, log: log}
 }
 
 // connect connects the monitor unless it is.
@@ -46,7 +48,7 @@ func (m *member) connect(ctx context.Context) (*pgsource.Monitor, error) {
 	if mon := m.current(); mon != nil {
 		return mon, nil
 	}
-	var opts pgsource.Options
+	opts := pgsource.Options{Registry: m.reg}
 	if m.name != "" {
 		opts.MaxConns = 1 // one connection per target of a fleet
 	}

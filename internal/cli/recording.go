@@ -27,6 +27,7 @@ func openRecording(ctx context.Context, path string, stderr io.Writer) (*recordi
 		fmt.Fprintf(stderr, "locktop: warning: %s: %d damaged records skipped (the first at byte %d: %s)\n", path, n, d.Offset, d.Reason)
 	}
 	if r.Len() == 0 {
+		r.Close()
 		return nil, exitError{code: exitUsage, err: fmt.Errorf("%s: the recording holds no snapshot", path)}
 	}
 	return r, nil

@@ -39,6 +39,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	defer r.Close()
 	if *asJSON {
 		if *at == "" {
 			return usagef("replay --json needs --at TIME: the moment to print")

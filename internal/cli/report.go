@@ -30,6 +30,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	defer r.Close()
 	first, last := r.Span()
 	span := func(flag, text string, dflt time.Time) (time.Time, error) {
 		if text == "" {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/source/redissource"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/ui"
 )
@@ -140,6 +142,10 @@ type SourceConfig struct {
 	// Timeout bounds each poll of every one of these sources; 0 is
 	// defaultSourceTimeout.
 	Timeout time.Duration
+	// Registry names the keys of every source (--registry); nil is
+	// registry.Builtin(), whose advisory names apply only to this
+	// project's own sessions.
+	Registry *registry.Registry
 }
 
 // defaultSourceTimeout is SourceConfig.Timeout's default, and the flag's.
@@ -166,7 +172,7 @@ func OpenStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		targets = []Target{{DSN: cfg.DSN, Sources: cfg.Sources}}
 	}
 	for _, t := range targets {
-		s.members = append(s.members, newMember(t, cfg.Log))
+		s.members = append(s.members, newMember(t, cmp.Or(t.Sources.Registry, cfg.Sources.Registry), cfg.Log))
 	}
 	if cfg.Listener != nil {
 		s.closers = append(s.closers, func() { cfg.Listener.Close() })
@@ -326,6 +332,9 @@ func (s *Stack) openOthers(ctx context.Context, t Target) ([]source.Source, erro
 	c := t.Sources
 	var out []source.Source
 	add := func(src source.Source, close func()) {
+		if c.Registry != nil {
+			src = named{src, c.Registry}
+		}
 		out = append(out, source.WithTimeout(src, c.Timeout))
 		if close != nil {
 			s.closers = append(s.closers, close)

@@ -52,6 +52,15 @@ type Entry struct {
 	Scope    string
 	LockType string // "Session (pg_advisory_lock)", "Redis SET NX PX", ...
 	FileRef  string
+	// Databases and Applications say where the entry's keys mean what it
+	// says (Applies): path.Match patterns of database names, and of the
+	// application_name of a session that holds or waits for the key.
+	// Empty: anywhere.
+	Databases    []string
+	Applications []string
+	// Line is the entry's line in the file it was read from; 0 for the
+	// built-in table.
+	Line int
 }
 
 // Prefix returns the literal text of Pattern before its first placeholder:
@@ -110,44 +119,11 @@ func Lookup(name string) (Entry, bool) {
 // first of any duplicates.
 func Check() error { return checkErr }
 
-// validate reports entries without a name, duplicate names, spaces, fixed
-// ids and patterns, and spaces that do not fit in an int32.
+// validate returns the first error Problems reports.
 func validate(list []Entry) error {
-	names := map[string]bool{}
-	ids := map[Kind]map[int64]string{}
-	patterns := map[string]string{}
-	for _, e := range list {
-		if e.Name == "" {
-			return fmt.Errorf("registry: entry without a name")
-		}
-		if names[e.Name] {
-			return fmt.Errorf("registry: duplicate name %q", e.Name)
-		}
-		names[e.Name] = true
-		switch e.Kind {
-		case Space, Fixed, LeaseLevel:
-			if e.Kind == Space && e.ID != int64(int32(e.ID)) {
-				return fmt.Errorf("registry: %s: space %d does not fit in int4", e.Name, e.ID)
-			}
-			if ids[e.Kind] == nil {
-				ids[e.Kind] = map[int64]string{}
-			}
-			if prev, ok := ids[e.Kind][e.ID]; ok {
-				return fmt.Errorf("registry: %s %d used by both %s and %s", e.Kind, e.ID, prev, e.Name)
-			}
-			ids[e.Kind][e.ID] = e.Name
-		case Hashed, RedisKey:
-		default:
-			return fmt.Errorf("registry: %s: unknown kind %d", e.Name, e.Kind)
-		}
-		if e.Kind == Hashed || e.Kind == RedisKey || e.Kind == LeaseLevel {
-			if e.Pattern == "" {
-				return fmt.Errorf("registry: %s: a %s needs a pattern", e.Name, e.Kind)
-			}
-			if prev, ok := patterns[e.Pattern]; ok {
-				return fmt.Errorf("registry: pattern %q used by both %s and %s", e.Pattern, prev, e.Name)
-			}
-			patterns[e.Pattern] = e.Name
+	for _, p := range Problems(list) {
+		if !p.Warning {
+			return p
 		}
 	}
 	return nil
@@ -155,11 +131,26 @@ func validate(list []Entry) error {
 
 // WriteMarkdown writes the table as the markdown seed 003 keeps by hand,
 // every kind in one table.
-func WriteMarkdown(w io.Writer) error {
+func WriteMarkdown(w io.Writer) error { return writeMarkdown(w, entries) }
+
+// WriteMarkdown writes r's entries as a registry file (file.go), with the
+// Databases and Applications columns when an entry has a scope.
+func (r *Registry) WriteMarkdown(w io.Writer) error { return writeMarkdown(w, r.entries) }
+
+func writeMarkdown(w io.Writer, list []Entry) error {
+	scoped := false
+	for _, e := range list {
+		scoped = scoped || e.Scoped()
+	}
 	var b strings.Builder
-	b.WriteString("| Name | Key | Component | Purpose | Scope | Lock Type | File Reference |\n")
-	b.WriteString("|------|-----|-----------|---------|-------|-----------|----------------|\n")
-	for _, e := range entries {
+	b.WriteString("| Name | Key | Component | Purpose | Scope | Lock Type | File Reference |")
+	rule := "|------|-----|-----------|---------|-------|-----------|----------------|"
+	if scoped {
+		b.WriteString(" Databases | Applications |")
+		rule += "-----------|--------------|"
+	}
+	b.WriteString("\n" + rule + "\n")
+	for _, e := range list {
 		var key string
 		switch e.Kind {
 		case Space:
@@ -173,8 +164,12 @@ func WriteMarkdown(w io.Writer) error {
 		case LeaseLevel:
 			key = fmt.Sprintf("lease `%s` (order %d)", e.Pattern, e.ID)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | `%s` |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | `%s` |",
 			e.Name, key, mdCell(e.Owner), mdCell(e.Purpose), mdCell(e.Scope), mdCell(e.LockType), e.FileRef)
+		if scoped {
+			fmt.Fprintf(&b, " %s | %s |", mdCell(strings.Join(e.Databases, ", ")), mdCell(strings.Join(e.Applications, ", ")))
+		}
+		b.WriteString("\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

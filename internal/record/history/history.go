@@ -275,22 +275,14 @@ func Open(dir string) (*recording.Recording, Stats, error) {
 	if len(names) == 0 {
 		return nil, st, fmt.Errorf("%s: no history files (%s*%s) in the directory", dir, prefix, suffix)
 	}
-	segs := make([][]byte, 0, len(names))
-	for _, n := range names {
-		b, err := os.ReadFile(n)
-		if err != nil {
-			st.Skipped++
-			continue
-		}
-		segs = append(segs, b)
-	}
-	data, torn, skipped, err := recording.Concat(segs)
-	st.Files, st.Torn, st.Skipped = len(names), torn, st.Skipped+skipped
+	// Read as a stream (recording.OpenFiles): a directory of history is
+	// bounded by size, but the files are not read into memory either.
+	r, torn, skipped, err := recording.OpenFiles(names)
+	st.Files, st.Torn, st.Skipped = len(names), torn, skipped
 	if err != nil {
 		return nil, st, fmt.Errorf("%s: %w", dir, err)
 	}
-	r, err := recording.Read(data)
-	return r, st, err
+	return r, st, nil
 }
 
 // Stats says how a history directory read.

@@ -108,6 +108,7 @@ type episodeState struct {
 	waits map[waitID]time.Duration
 	roots map[session]*rootState
 	seen  bool // in the current frame
+	fresh bool // began in the current frame (Episodes.Add tells it)
 }
 
 type rootState struct {
@@ -135,15 +136,154 @@ type holdKey struct {
 	since int64
 }
 
+// Episodes follows contention episodes one snapshot at a time, as review
+// does over a recording and as the live dashboard's event log does: Add
+// tells which episodes a snapshot began and which it ended. Its zero value
+// is not ready: use NewEpisodes.
+type Episodes struct {
+	open        []*episodeState
+	closed      []*episodeState
+	waits       map[waitID]*waitInfo
+	apps        map[session]string
+	holds       map[holdKey]*Hold
+	holdWaiters map[holdKey]map[waitID]bool
+	last        time.Time
+}
+
+// NewEpisodes returns a tracker with no episode open.
+func NewEpisodes() *Episodes {
+	return &Episodes{waits: map[waitID]*waitInfo{}, apps: map[session]string{}, holds: map[holdKey]*Hold{}, holdWaiters: map[holdKey]map[waitID]bool{}}
+}
+
+// Add takes the snapshot s, taken at t (a failed poll changes nothing):
+// the episodes it began, as seen so far, and those it ended (their End is
+// t), in order of their start. Ended episodes are not kept.
+func (x *Episodes) Add(s model.Snapshot, t time.Time) (began, ended []Episode) {
+	x.add(s, t)
+	if s.PollError() == "" {
+		// Live, nothing but the open episodes is needed again: what this
+		// snapshot no longer shows goes, so a dashboard left running for
+		// days holds what is open now.
+		for id, w := range x.waits {
+			if !w.last.Equal(t) {
+				delete(x.waits, id)
+			}
+		}
+		for k, h := range x.holds {
+			if !h.Until.Equal(t) {
+				delete(x.holds, k)
+				delete(x.holdWaiters, k)
+			}
+		}
+		clear(x.apps)
+	}
+	for _, ep := range x.open {
+		if ep.fresh {
+			ep.fresh = false
+			began = append(began, ep.finish())
+		}
+	}
+	for _, ep := range x.closed {
+		ended = append(ended, ep.finish())
+	}
+	x.closed = x.closed[:0]
+	return began, ended
+}
+
+// add is Add, keeping the ended episodes in closed.
+func (x *Episodes) add(s model.Snapshot, t time.Time) {
+	x.last = t
+	if s.PollError() != "" {
+		return // the outage is all it tells
+	}
+	open, closed, waits, apps, holds, holdWaiters := x.open, x.closed, x.waits, x.apps, x.holds, x.holdWaiters
+
+	// The wait graph: keys and sessions, joined by every waiting row.
+	uf := unionFind{}
+	grants := map[session][]*model.Lock{}
+	var waiting []*model.Lock
+	for j := range s.Locks {
+		l := &s.Locks[j]
+		who := session(l.Holder())
+		if l.Granted {
+			grants[who] = append(grants[who], l)
+			if apps[who] == "" {
+				apps[who] = l.ApplicationName
+			}
+			hk := holdKey{l.KeyID(), l.Holder(), l.HeldSince.UnixNano()}
+			h := holds[hk]
+			if h == nil {
+				h = &Hold{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Holder: l.Holder(), Application: l.ApplicationName, Since: l.HeldSince}
+				if h.Since.IsZero() {
+					h.Since = t
+				}
+				holds[hk] = h
+			}
+			h.Until, h.Held = t, Seconds(max(t.Sub(h.Since), 0))
+			continue
+		}
+		waiting = append(waiting, l)
+		uf.union(l.KeyID(), who)
+		for _, b := range l.Blockers() {
+			uf.union(l.KeyID(), session(b))
+		}
+	}
+	comps := map[any][]*model.Lock{}
+	for _, l := range waiting {
+		root := uf.find(l.KeyID())
+		comps[root] = append(comps[root], l)
+	}
+	for _, ep := range open {
+		ep.seen = false
+	}
+	roots := slices.Collect(maps.Keys(comps))
+	slices.SortFunc(roots, func(a, b any) int { return cmp.Compare(firstWait(comps[a]), firstWait(comps[b])) })
+	for _, c := range roots {
+		rows := comps[c]
+		ks := map[model.KeyID]bool{}
+		for _, l := range rows {
+			ks[l.KeyID()] = true
+		}
+		// The open episodes this component continues; more than one
+		// have joined.
+		var ep *episodeState
+		rest := open[:0]
+		for _, o := range open {
+			if !overlaps(o.keys, ks) {
+				rest = append(rest, o)
+				continue
+			}
+			if ep == nil {
+				ep = o
+			} else {
+				ep.merge(o)
+			}
+		}
+		open = rest
+		if ep == nil {
+			ep = &episodeState{keys: map[model.KeyID]bool{}, kinds: map[string]bool{}, waits: map[waitID]time.Duration{}, roots: map[session]*rootState{}, fresh: true}
+		}
+		open = append(open, ep)
+		ep.seen = true
+		ep.add(rows, t, s, uf, grants, waits, holds, holdWaiters)
+	}
+	// Episodes with no waiter left end in this snapshot.
+	rest := open[:0]
+	for _, ep := range open {
+		if ep.seen {
+			rest = append(rest, ep)
+			continue
+		}
+		ep.e.End = t
+		closed = append(closed, ep)
+	}
+	x.open, x.closed = rest, closed
+}
+
 // review reads frames lo..hi again for the episodes, the holders ranked by
 // the time others waited on them, the longest holds and the outages.
 func (r *Report) review(f Frames, lo, hi int) error {
-	var open []*episodeState
-	var closed []*episodeState
-	waits := map[waitID]*waitInfo{}
-	apps := map[session]string{}
-	holds := map[holdKey]*Hold{}
-	holdWaiters := map[holdKey]map[waitID]bool{}
+	x := NewEpisodes()
 	outages := map[string]*Outage{}
 	var last time.Time
 	for i := lo; i < hi; i++ {
@@ -154,91 +294,9 @@ func (r *Report) review(f Frames, lo, hi int) error {
 		t := f.Time(i)
 		last = t
 		r.outagesAt(s, t, outages)
-		if s.PollError() != "" {
-			continue // the outage is all it tells
-		}
-
-		// The wait graph: keys and sessions, joined by every waiting row.
-		uf := unionFind{}
-		grants := map[session][]*model.Lock{}
-		var waiting []*model.Lock
-		for j := range s.Locks {
-			l := &s.Locks[j]
-			who := session(l.Holder())
-			if l.Granted {
-				grants[who] = append(grants[who], l)
-				if apps[who] == "" {
-					apps[who] = l.ApplicationName
-				}
-				hk := holdKey{l.KeyID(), l.Holder(), l.HeldSince.UnixNano()}
-				h := holds[hk]
-				if h == nil {
-					h = &Hold{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Holder: l.Holder(), Application: l.ApplicationName, Since: l.HeldSince}
-					if h.Since.IsZero() {
-						h.Since = t
-					}
-					holds[hk] = h
-				}
-				h.Until, h.Held = t, Seconds(max(t.Sub(h.Since), 0))
-				continue
-			}
-			waiting = append(waiting, l)
-			uf.union(l.KeyID(), who)
-			for _, b := range l.Blockers() {
-				uf.union(l.KeyID(), session(b))
-			}
-		}
-		comps := map[any][]*model.Lock{}
-		for _, l := range waiting {
-			root := uf.find(l.KeyID())
-			comps[root] = append(comps[root], l)
-		}
-		for _, ep := range open {
-			ep.seen = false
-		}
-		roots := slices.Collect(maps.Keys(comps))
-		slices.SortFunc(roots, func(a, b any) int { return cmp.Compare(firstWait(comps[a]), firstWait(comps[b])) })
-		for _, c := range roots {
-			rows := comps[c]
-			ks := map[model.KeyID]bool{}
-			for _, l := range rows {
-				ks[l.KeyID()] = true
-			}
-			// The open episodes this component continues; more than one
-			// have joined.
-			var ep *episodeState
-			rest := open[:0]
-			for _, o := range open {
-				if !overlaps(o.keys, ks) {
-					rest = append(rest, o)
-					continue
-				}
-				if ep == nil {
-					ep = o
-				} else {
-					ep.merge(o)
-				}
-			}
-			open = rest
-			if ep == nil {
-				ep = &episodeState{keys: map[model.KeyID]bool{}, kinds: map[string]bool{}, waits: map[waitID]time.Duration{}, roots: map[session]*rootState{}}
-			}
-			open = append(open, ep)
-			ep.seen = true
-			ep.add(rows, t, s, uf, grants, waits, holds, holdWaiters)
-		}
-		// Episodes with no waiter left end in this snapshot.
-		rest := open[:0]
-		for _, ep := range open {
-			if ep.seen {
-				rest = append(rest, ep)
-				continue
-			}
-			ep.e.End = t
-			closed = append(closed, ep)
-		}
-		open = rest
+		x.add(s, t)
 	}
+	open, closed, waits, apps, holds, holdWaiters := x.open, x.closed, x.waits, x.apps, x.holds, x.holdWaiters
 	for _, ep := range open {
 		ep.e.End, ep.e.Ongoing = last, true
 		closed = append(closed, ep)

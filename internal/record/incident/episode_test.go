@@ -72,7 +72,8 @@ func TestEpisodesFollowChains(t *testing.T) {
 }
 
 // A failed poll recorded in the middle of an episode ends neither the
-// episode nor its waits: it is an outage.
+// episode nor its waits: it is an outage. The wait ends with its holder
+// (at 6s both are gone): granted.
 func TestFailedPollIsAnOutage(t *testing.T) {
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	var f frames
@@ -90,10 +91,42 @@ func TestFailedPollIsAnOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Episodes) != 1 || !r.Episodes[0].End.Equal(at(6)) || len(r.Waits) != 1 || r.Waits[0].Outcome != "gone" {
+	if len(r.Episodes) != 1 || !r.Episodes[0].End.Equal(at(6)) || len(r.Waits) != 1 || r.Waits[0].Outcome != "granted" {
 		t.Fatalf("episodes %+v, waits %+v: want one episode to 6s and one wait", r.Episodes, r.Waits)
 	}
 	if len(r.Outages) != 1 || !r.Outages[0].From.Equal(at(3)) || !r.Outages[0].To.Equal(at(4)) || r.Outages[0].Error != "connection refused" {
 		t.Fatalf("outages %+v", r.Outages)
+	}
+}
+
+// Episodes, fed one snapshot at a time (the live event log), tells when an
+// episode begins and when it ends, with its root and peak, and keeps
+// nothing of it afterwards.
+func TestEpisodesLive(t *testing.T) {
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	x := NewEpisodes()
+	var began, ended []Episode
+	for s := range 8 {
+		snap := model.Snapshot{Taken: at(s)}
+		if s >= 2 && s < 6 {
+			snap.Locks = []model.Lock{hold(1, 1, at(-10)), wait(2, 1, at(2), 1)}
+			if s >= 3 {
+				snap.Locks = append(snap.Locks, wait(3, 1, at(3), 1))
+			}
+		}
+		b, e := x.Add(snap, at(s))
+		if len(b) > 0 && s != 2 || len(e) > 0 && s != 6 {
+			t.Fatalf("at %ds: began %+v, ended %+v", s, b, e)
+		}
+		began, ended = append(began, b...), append(ended, e...)
+	}
+	if len(began) != 1 || len(began[0].Roots) != 1 || began[0].Roots[0].Holder != "1" {
+		t.Fatalf("began: %+v", began)
+	}
+	if len(ended) != 1 || !ended[0].End.Equal(at(6)) || ended[0].PeakQueue != 2 || ended[0].Waits != 2 {
+		t.Fatalf("ended: %+v", ended)
+	}
+	if len(x.open)+len(x.waits)+len(x.holds)+len(x.holdWaiters) != 0 {
+		t.Fatalf("the tracker keeps %d open, %d waits, %d holds after the episode", len(x.open), len(x.waits), len(x.holds))
 	}
 }

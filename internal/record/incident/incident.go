@@ -73,9 +73,12 @@ type Wait struct {
 	Waited      Seconds   `json:"waited"`
 	// Behind names the holders it waited for.
 	Behind []string `json:"behind"`
-	// Outcome: "granted" (the next snapshot shows it holding the key),
-	// "gone" (it left the queue: gave up, or was granted and released
-	// between two snapshots), or "waiting" (still waiting at the end).
+	// Outcome: "granted" (the next snapshot shows it holding the key, or
+	// shows that every session it last waited behind had let go of the
+	// key: the server grants the queue then, and shows no grant of a
+	// relation, row or transaction no one waits for), "gone" (it left the
+	// queue while what it waited behind still held on: it gave up, timed
+	// out or was cancelled), or "waiting" (still waiting at the end).
 	Outcome string `json:"outcome"`
 }
 
@@ -96,10 +99,13 @@ type Blocker struct {
 type Queue struct {
 	// Samples are the largest queue in each of Buckets equal spans of
 	// From..To.
-	Samples []int     `json:"samples"`
-	Bucket  Seconds   `json:"bucket"`
-	Peak    int       `json:"peak"`
-	PeakAt  time.Time `json:"peak_at"`
+	Samples []int   `json:"samples"`
+	Bucket  Seconds `json:"bucket"`
+	// Gaps are the buckets in which no source answered (an outage) and
+	// no snapshot showed the queue: unknown, not empty. Their Samples are 0.
+	Gaps   []int     `json:"gaps,omitempty"`
+	Peak   int       `json:"peak"`
+	PeakAt time.Time `json:"peak_at"`
 }
 
 // LeaseEvent is the end of a lease other than its release.
@@ -169,15 +175,12 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 	r.Snapshots = hi - lo
 
 	open := map[waitID]*Wait{}
+	behind := map[waitID][]string{} // each open wait's blockers when last seen
 	var done []*Wait
 	var doneKeys []model.KeyID
 	holds := map[holdID]*holding{}
 	var blockers []Blocker
 	keys := map[model.KeyID]*KeyWait{}
-	type sample struct {
-		at time.Time
-		n  int
-	}
 	var queue []sample
 
 	var prevT time.Time
@@ -189,18 +192,26 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 			return nil, err
 		}
 		if s.PollError() != "" {
-			continue // a failed poll ends no wait and no hold: an outage (episode.go)
+			// A failed poll ends no wait and no hold: an outage (episode.go),
+			// and a time the queue is unknown.
+			queue = append(queue, sample{f.Time(i), -1})
+			continue
 		}
 		t := f.Time(i)
 		dl.observe(t, &s)
 		waiting := map[model.KeyID][]waitID{}
 		holders := map[model.KeyID][]string{}
 		seenW := map[waitID]bool{}
+		present := map[model.KeyID]map[string]bool{} // who holds or waits, per key
 		seenH := map[holdID]bool{}
 		n := 0
 		for j := range s.Locks {
 			l := &s.Locks[j]
 			k := l.KeyID()
+			if present[k] == nil {
+				present[k] = map[string]bool{}
+			}
+			present[k][l.Holder()] = true
 			if l.Granted {
 				holders[k] = append(holders[k], l.Holder())
 				continue
@@ -219,6 +230,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 				open[id] = w
 			}
 			w.End = t
+			behind[id] = l.Blockers()
 			w.Waited = Seconds(max(time.Duration(w.Waited), l.Waited(s.Now(l)), t.Sub(start)))
 			for _, b := range l.BlockedBy {
 				if h := itoa(b); !slices.Contains(w.Behind, h) {
@@ -232,11 +244,12 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 				continue
 			}
 			w.Outcome = "gone"
-			if slices.Contains(holders[id.key], id.who) {
+			if slices.Contains(holders[id.key], id.who) || letGo(behind[id], present[id.key]) {
 				w.Outcome = "granted"
 			}
 			done, doneKeys = append(done, w), append(doneKeys, id.key)
 			delete(open, id)
+			delete(behind, id)
 		}
 		for k, ids := range waiting {
 			kw := keys[k]
@@ -356,22 +369,58 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 
 	// The queue, bucketed over the span.
 	if len(queue) > 0 {
-		span := r.To.Sub(r.From)
-		nb := min(Buckets, len(queue))
-		r.Queue.Samples = make([]int, nb)
-		r.Queue.Bucket = Seconds(span / time.Duration(nb))
-		for _, q := range queue {
-			b := 0
-			if span > 0 {
-				b = min(int(int64(q.at.Sub(r.From))*int64(nb)/int64(span)), nb-1)
-			}
-			r.Queue.Samples[b] = max(r.Queue.Samples[b], q.n)
-			if q.n > r.Queue.Peak {
-				r.Queue.Peak, r.Queue.PeakAt = q.n, q.at
-			}
-		}
+		r.Queue.bucket(queue, r.From, r.To)
 	}
 	return r, nil
+}
+
+// sample is the number of waiting rows a snapshot showed; -1 for a
+// failed poll.
+type sample struct {
+	at time.Time
+	n  int
+}
+
+// bucket fills in the queue from samples in time order over from..to: each
+// bucket's largest queue; a bucket no snapshot fell in carries the queue
+// the last one before it showed (the queue stood until the next poll), or
+// is a gap when that was a failed poll, as is a bucket of failed polls.
+func (q *Queue) bucket(samples []sample, from, to time.Time) {
+	span := to.Sub(from)
+	nb := min(Buckets, len(samples))
+	q.Samples = make([]int, nb)
+	q.Bucket = Seconds(span / time.Duration(nb))
+	has := make([]bool, nb)   // a snapshot of locks fell in it
+	tried := make([]bool, nb) // any poll fell in it
+	last := make([]int, nb)   // the last sample in it
+	for _, x := range samples {
+		b := 0
+		if span > 0 {
+			b = min(max(int(int64(x.at.Sub(from))*int64(nb)/int64(span)), 0), nb-1)
+		}
+		tried[b], last[b] = true, x.n
+		if x.n < 0 {
+			continue
+		}
+		has[b] = true
+		q.Samples[b] = max(q.Samples[b], x.n)
+		if x.n > q.Peak {
+			q.Peak, q.PeakAt = x.n, x.at
+		}
+	}
+	before := 0 // the queue as the last poll before the bucket left it
+	for b := range nb {
+		switch {
+		case has[b]:
+		case !tried[b] && before >= 0:
+			q.Samples[b] = before
+		default:
+			q.Gaps = append(q.Gaps, b)
+		}
+		if tried[b] {
+			before = last[b]
+		}
+	}
 }
 
 // closeHolding tells how a lease ended when its holder is no longer
@@ -408,6 +457,21 @@ func (r *Report) closeHolding(h *holding, now []string, lastSeen, t time.Time) (
 	}
 	r.Leases = append(r.Leases, ev)
 	return ev, true
+}
+
+// letGo reports whether every session a waiter last waited behind is gone
+// from its key's rows (present): the queue moved on, so the waiter was
+// granted in the same interval in which it left.
+func letGo(blockers []string, present map[string]bool) bool {
+	if len(blockers) == 0 {
+		return false
+	}
+	for _, b := range blockers {
+		if present[b] {
+			return false
+		}
+	}
+	return true
 }
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }

@@ -3,6 +3,7 @@ package incident
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -92,7 +93,10 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 	if len(r.Queue.Samples) > 0 {
 		fmt.Fprintf(&b, ", one column per %s", dur(time.Duration(r.Queue.Bucket)))
 	}
-	fmt.Fprintf(&b, "\n  │%s│\n", Sparkline(r.Queue.Samples))
+	if len(r.Queue.Gaps) > 0 {
+		b.WriteString(" (· no data: the source was down)")
+	}
+	fmt.Fprintf(&b, "\n  │%s│\n", Sparkline(r.Queue.Samples, r.Queue.Gaps...))
 	section("Leases: expiries, recoveries and losses", "none", len(r.Leases),
 		"AT\tKEY\tKIND\tHOLDER\tEVENT\tBY\tHELD FROM", func(tw io.Writer) {
 			for _, e := range r.Leases {
@@ -150,15 +154,20 @@ func listed(items []string, n int) string {
 }
 
 // Sparkline draws counts as block characters scaled to the largest; a
-// zero is a blank, so an empty queue reads as nothing.
-func Sparkline(v []int) string {
+// zero is a blank, so an empty queue reads as nothing, and a gap (an
+// index of v with no data) is a '·'.
+func Sparkline(v []int, gaps ...int) string {
 	bars := []rune("▁▂▃▄▅▆▇█")
 	peak := 0
 	for _, x := range v {
 		peak = max(peak, x)
 	}
 	var b strings.Builder
-	for _, x := range v {
+	for i, x := range v {
+		if slices.Contains(gaps, i) {
+			b.WriteRune('·')
+			continue
+		}
 		if x <= 0 {
 			b.WriteByte(' ')
 			continue

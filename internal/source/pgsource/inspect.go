@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strconv"
 
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/registry"
@@ -23,11 +24,17 @@ import (
 // idle; for a holder that blocks a waiter, the time that waiter has waited;
 // otherwise zero (a Monitor, which polls over time, does better).
 func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
+	return InspectWith(ctx, q, registry.Builtin())
+}
+
+// InspectWith is Inspect naming keys with reg: a name applies only in the
+// databases, and to the sessions' applications, its entry says.
+func InspectWith(ctx context.Context, q lockcore.Querier, reg *registry.Registry) (model.Snapshot, error) {
 	t, err := lockcore.ReadLocks(ctx, q)
 	if err != nil {
 		return model.Snapshot{}, err
 	}
-	snap := build(&t)
+	snap := build(&t, reg)
 	bound(snap.Locks, nil)
 	return snap, nil
 }
@@ -35,25 +42,14 @@ func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
 // build turns the rows read into model locks, without the held bounds that
 // waiters give: a Monitor works those out with what it saw in earlier
 // polls.
-func build(t *lockcore.LockTable) model.Snapshot {
+func build(t *lockcore.LockTable, reg *registry.Registry) model.Snapshot {
 	// Room for the other kinds too, so appending them does not copy the
 	// advisory rows again.
 	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(t.Others))}
-	names := map[int32]string{} // spaces, named once per poll
+	ns := keyNamer(t.Rows, reg)
 	for i := range t.Rows {
 		r := &t.Rows[i]
 		k, b := r.Key, r.Backend
-		var ns string
-		if k.IsPair() {
-			// Unregistered spaces are formatted once per poll, not per row.
-			var ok bool
-			if ns, ok = names[k.Space()]; !ok {
-				ns = registry.AdvisoryNamespace(true, k.Space(), 0)
-				names[k.Space()] = ns
-			}
-		} else {
-			ns = registry.AdvisoryNamespace(false, 0, k.Int64())
-		}
 		mode := model.ModeExclusive
 		if r.Share {
 			mode = model.ModeShare
@@ -63,7 +59,7 @@ func build(t *lockcore.LockTable) model.Snapshot {
 			Kind: model.KindAdvisory, PID: r.PID, Database: r.Database,
 			User: b.User, ApplicationName: b.Application, ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
 			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart, Owner: ownerOf(b.Application),
-			Mode: mode, Granted: r.Granted, Namespace: ns, EntityID: k.EntityID(), Pair: k.IsPair(),
+			Mode: mode, Granted: r.Granted, Namespace: ns(r), EntityID: k.EntityID(), Pair: k.IsPair(),
 		}
 		if !r.Granted {
 			l.WaitStart = r.WaitStart
@@ -76,6 +72,55 @@ func build(t *lockcore.LockTable) model.Snapshot {
 	queue(snap.Locks)
 	snap.Locks = others(t, snap.Locks)
 	return snap
+}
+
+// placed is a key in one database: what a registry entry's scope is
+// decided for.
+type placed struct {
+	db  string
+	key lockcore.Key
+}
+
+// keyNamer returns the namespace of each row's key. A registry entry names a
+// key in a database when it applies to the key's database and to the
+// application of some session holding or waiting for it there, so every
+// row of one key gets one name. Keys no entry could name (most, on a busy
+// server) cost no more than before: unregistered spaces are formatted once
+// per poll, not per row, and their sessions are not gathered.
+func keyNamer(rows []lockcore.LockRow, reg *registry.Registry) func(*lockcore.LockRow) string {
+	apps := map[placed][]string{}
+	for i := range rows {
+		r := &rows[i]
+		if reg.Candidates(r.Key.IsPair(), r.Key.Space(), r.Key.Int64()) {
+			p := placed{r.Database, r.Key}
+			if a := r.Backend.Application; !slices.Contains(apps[p], a) {
+				apps[p] = append(apps[p], a)
+			}
+		}
+	}
+	spaces := map[int32]string{}
+	named := map[placed]string{}
+	return func(r *lockcore.LockRow) string {
+		k := r.Key
+		p := placed{r.Database, k}
+		if a, ok := apps[p]; ok {
+			ns, ok := named[p]
+			if !ok {
+				ns = reg.Namespace(k.IsPair(), k.Space(), k.Int64(), registry.Scope{Database: r.Database, Applications: a})
+				named[p] = ns
+			}
+			return ns
+		}
+		if !k.IsPair() {
+			return ""
+		}
+		ns, ok := spaces[k.Space()]
+		if !ok {
+			ns = strconv.Itoa(int(k.Space()))
+			spaces[k.Space()] = ns
+		}
+		return ns
+	}
 }
 
 // idle reports whether a backend state means no statement is running.

@@ -1,6 +1,7 @@
 package pgsource
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/locktop/locktop/internal/connect"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
@@ -33,6 +35,9 @@ type Options struct {
 	// probe). A collector of many servers sets 1: one connection per
 	// server, whatever shares it waiting its turn.
 	MaxConns int32
+	// Registry names the keys; nil: registry.Builtin(), whose names apply
+	// only to this project's own sessions.
+	Registry *registry.Registry
 }
 
 // Monitor polls one server. It is safe for concurrent use, but polls run one
@@ -44,7 +49,8 @@ type Monitor struct {
 	probes     singleflight.Group // concurrent Probe calls share one probe
 	probeLocks *lockcore.Service  // takes the health probe's lock on pool
 
-	pollTimeout time.Duration // bounds a poll on the client: statement_timeout and a grace
+	pollTimeout time.Duration      // bounds a poll on the client: statement_timeout and a grace
+	reg         *registry.Registry // names the keys
 
 	// polling is a one-slot gate: polls run one at a time, and one waiting
 	// for its turn gives up when its context ends. It guards the fields
@@ -76,7 +82,7 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 	if st <= 0 {
 		st = defaultStatementTimeout
 	}
-	m := &Monitor{pool: pool, pollTimeout: st + pollGrace, polling: make(chan struct{}, 1),
+	m := &Monitor{pool: pool, pollTimeout: st + pollGrace, polling: make(chan struct{}, 1), reg: cmp.Or(opts.Registry, registry.Builtin()),
 		firstSeen: map[grantID]*grantSeen{}, seenWaits: map[grantID][]int32{},
 		// The connection is read-only: no fencing sequence to create or draw from.
 		probeLocks: lockcore.New(pool, lockcore.SharedPool(), lockcore.ApplicationName(""),
@@ -210,7 +216,7 @@ func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, error) {
 		return model.Snapshot{}, err
 	}
 	partial := m.names.apply(&t)
-	snap := build(&t)
+	snap := build(&t, m.reg)
 	snap.Partial = partial
 	snap.Latency = time.Since(start)
 	return snap, nil

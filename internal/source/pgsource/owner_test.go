@@ -9,6 +9,7 @@ import (
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
@@ -35,7 +36,9 @@ func TestInspectReadsOwnerFromApplicationName(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	snap, err := pgsource.Inspect(ctx, mon)
+	// Names everywhere: these sessions are no project's own, and the test
+	// is about owners.
+	snap, err := pgsource.InspectWith(ctx, mon, registry.Everywhere())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,8 +81,31 @@ func setup() error {
 	if err != nil {
 		return err
 	}
-	dsn = d
-	return nil
+	// The tests' own sessions are this project's: the built-in registry
+	// names their keys (registry.Builtin applies to "locktop.*"), as it
+	// names the lock library's. A test of a stranger's session sets its
+	// own application_name.
+	dsn, err = withParam(d, "application_name", TestApplicationName)
+	return err
+}
+
+// TestApplicationName is the application_name of the sessions DSN and
+// Pool open, unless a test sets its own.
+const TestApplicationName = "locktop.test"
+
+// withParam returns dsn with a connection parameter set.
+func withParam(dsn, key, value string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", fmt.Errorf("pgtest: bad DSN: %w", err)
+		}
+		q := u.Query()
+		q.Set(key, value)
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	return strings.TrimSpace(dsn) + " " + key + "='" + strings.ReplaceAll(value, "'", `\'`) + "'", nil
 }
 
 func teardown() {
