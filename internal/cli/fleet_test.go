@@ -291,7 +291,7 @@ func TestDashboardFleetEndToEnd(t *testing.T) {
 	if err := cs[2].Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	screen = term.AwaitGone(90*time.Second, "c/postgres: no connection")
+	term.AwaitGone(90*time.Second, "c/postgres: no connection")
 	term.AwaitText(30*time.Second, "3 servers · 3 up")
 
 	// v shows b alone, then c, then every server again.

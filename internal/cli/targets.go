@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -159,17 +157,6 @@ func readTargetFile(path string, flags SourceConfig) ([]Target, error) {
 		out = append(out, Target{Name: e.Name, DSN: e.Conninfo, Sources: src})
 	}
 	return out, nil
-}
-
-// errOneTarget is what a command that acts on one server says to several.
-var errOneTarget = errors.New("works on one server")
-
-// oneTargetOnly refuses flag what with several targets.
-func oneTargetOnly(what string, ts []Target) error {
-	if len(ts) > 1 {
-		return usagef("%s %v: with several targets, run it against one (%s)", what, errOneTarget, fmt.Sprint(targetNames(ts)))
-	}
-	return nil
 }
 
 // targetNames are the targets' names, in order.
