@@ -64,7 +64,7 @@ func TestDashboardCrossKindDeadlock(t *testing.T) {
 	}()
 
 	term := startTerminal(t, termOptions{Width: 120, Height: 30, Env: []string{"TERM=xterm-256color", "NO_COLOR=1"}},
-		bin, "--dsn", c.DSN("postgres"), "--redis", rs.URL(), "--interval", "250ms",
+		bin, "--registry", "builtin", "--dsn", c.DSN("postgres"), "--redis", rs.URL(), "--interval", "250ms",
 		"--log", filepath.Join(t.TempDir(), "locktop.log"))
 	term.Expect("the deadlock banner", 30*time.Second, func(s string) bool {
 		return strings.Contains(s, "DEADLOCK advisory+redis: owner proc-x (pid") && strings.Contains(s, "no server sees it")

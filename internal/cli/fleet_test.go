@@ -251,7 +251,7 @@ func TestDashboardFleetEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	cs := startClusters(t, 3)
 	rs := redistest.Private(t)
-	term := startTerminal(t, termOptions{Width: 120, Height: 32}, bin,
+	term := startTerminal(t, termOptions{Width: 120, Height: 32}, bin, "--registry", "builtin",
 		"--target", "a="+cs[0].DSN("postgres"), "--target", "b="+cs[1].DSN("postgres"), "--target", "c="+cs[2].DSN("postgres"),
 		"--redis", rs.URL(), "--interval", "500ms", "--log", filepath.Join(t.TempDir(), "locktop.log"))
 	term.AwaitText(60*time.Second, "3 servers · 3 up", "none waiting")

@@ -255,7 +255,7 @@ func (c *Cycle) Party(x Session) string {
 	var pids []int32
 	for _, e := range c.Edges {
 		for _, l := range []*model.Lock{&e.Wait, &e.Held} {
-			if Of(l) == x && l.PID != 0 && !slices.Contains(pids, l.PID) {
+			if l.Owner == x.Owner && l.PID != 0 && !slices.Contains(pids, l.PID) {
 				pids = append(pids, l.PID)
 			}
 		}

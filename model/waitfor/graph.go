@@ -8,24 +8,36 @@ import (
 	"github.com/locktop/locktop/model"
 )
 
-// Session is one party of the graph, a node: an owner id when the row
-// carries one (the lock family stamps one per process on every kind, so the
-// same owner in PostgreSQL, Redis and a lease table is one node, whatever
-// the source: Source and PID are then zero), else a PostgreSQL backend of
-// one source (Source, PID).
+// Session is one party of the graph, a node: an owner id (a Redis or lease
+// owner; Source and PID are then zero), or a PostgreSQL backend of one
+// source (Source, PID). A backend whose rows carry an owner id is that
+// owner's node, so the same party in PostgreSQL, Redis and a lease table is
+// one node, but only while the owner has that one backend in the snapshot:
+// the lock family stamps one id per process, and two backends of one
+// process (a pool) wait for each other as any two sessions do.
 type Session struct {
 	Source int
 	PID    int32
 	Owner  string // when set, Source and PID are zero
 }
 
-// Of is the session of a lock row: its owner when it carries one, else its
-// backend.
+// Of is the session of a lock row: its backend for a PostgreSQL row, else
+// its owner. The graph's methods map a backend to its owner's node where
+// the two are one (see Session).
 func Of(l *model.Lock) Session {
-	if l.Owner != "" {
-		return Session{Owner: l.Owner}
+	if l.PID != 0 {
+		return Session{Source: l.Source, PID: l.PID}
 	}
-	return Session{Source: l.Source, PID: l.PID}
+	return Session{Owner: l.Owner}
+}
+
+// canon is x's node: a backend that is its owner's one backend is the
+// owner.
+func (g *Graph) canon(x Session) Session {
+	if x.PID != 0 {
+		return g.backend(x.Source, x.PID)
+	}
+	return x
 }
 
 // backend is the session of the holder pid of source src names: the
@@ -84,15 +96,28 @@ func Build(s *model.Snapshot) *Graph {
 		order: make([]Session, 0, n), blockers: make([][]int32, 0, n), waiters: make([][]int32, 0, n),
 		waits: make([][]int, 0, n), holds: make([][]int, 0, n), waited: make([]time.Duration, 0, n)}
 	// A waiter names its holders by pid: the owner a holder's rows carry
-	// makes it the same node as that owner's Redis and lease locks.
+	// makes it the same node as that owner's Redis and lease locks, unless
+	// the owner has several backends here (which of them is the party
+	// holding its Redis and lease locks is unknown).
+	backends := map[string]pidKey{}
+	several := map[string]bool{}
 	for i := range s.Locks {
 		if l := &s.Locks[i]; l.PID != 0 && l.Owner != "" {
-			g.owners[pidKey{l.Source, l.PID}] = l.Owner
+			k := pidKey{l.Source, l.PID}
+			if b, ok := backends[l.Owner]; ok && b != k {
+				several[l.Owner] = true
+			}
+			backends[l.Owner] = k
+		}
+	}
+	for o, k := range backends {
+		if !several[o] {
+			g.owners[k] = o
 		}
 	}
 	for i := range s.Locks {
 		l := &s.Locks[i]
-		me := g.id(Of(l))
+		me := g.id(g.canon(Of(l)))
 		if l.Granted {
 			g.holds[me] = append(g.holds[me], i)
 			continue
@@ -147,7 +172,7 @@ func (g *Graph) id(x Session) int32 {
 
 // lookup is x's number, -1 for a session not in the graph.
 func (g *Graph) lookup(x Session) int32 {
-	if n, ok := g.ids[x]; ok {
+	if n, ok := g.ids[g.canon(x)]; ok {
 		return n
 	}
 	return -1

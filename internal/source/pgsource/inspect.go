@@ -57,7 +57,7 @@ func build(t *lockcore.LockTable, reg *registry.Registry) model.Snapshot {
 		l := &snap.Locks[i]
 		*l = model.Lock{
 			Kind: model.KindAdvisory, PID: r.PID, Database: r.Database,
-			User: b.User, ApplicationName: b.Application, ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
+			User: b.User, ApplicationName: appOf(b.Application), ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
 			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart, Owner: ownerOf(b.Application),
 			Mode: mode, Granted: r.Granted, Namespace: ns(r), EntityID: k.EntityID(), Pair: k.IsPair(),
 		}
@@ -211,4 +211,11 @@ func compareBool(a, b bool) int {
 func ownerOf(app string) string {
 	_, owner, _ := model.OwnerFromApp(app)
 	return owner
+}
+
+// appOf is a backend's application_name without the owner id it carries:
+// the id is the row's Owner, and the APPLICATION column stays readable.
+func appOf(app string) string {
+	app, _, _ = model.OwnerFromApp(app)
+	return app
 }

@@ -78,7 +78,7 @@ func others(t *lockcore.LockTable, out []model.Lock) []model.Lock {
 		b := r.Backend
 		l := model.Lock{
 			Kind: id.Kind, PID: r.PID, Database: id.Database,
-			User: b.User, ApplicationName: b.Application, ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
+			User: b.User, ApplicationName: appOf(b.Application), ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
 			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart, Owner: ownerOf(b.Application),
 			Mode: r.Mode, Granted: r.Granted, LockType: r.LockType,
 			Relation: g.relation, RelationOID: id.RelationOID, Row: id.Row, Object: id.Object,
