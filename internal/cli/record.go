@@ -51,14 +51,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	var targets []Target
-	dsn, given := conn.resolve()
-	if tf.given() {
-		if targets, err = tf.resolve(conn, srcs); err != nil {
-			return err
-		}
-	} else if !given {
-		return usagef("record needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables, or --target NAME=CONNINFO")
+	dsn, targets, err := tf.servers("record", conn, srcs)
+	if err != nil {
+		return err
 	}
 	exp, err := ef.resolve(nil)
 	if err != nil {

@@ -44,14 +44,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	var targets []Target
-	dsn, given := conn.resolve()
-	if tf.given() {
-		if targets, err = tf.resolve(conn, srcs); err != nil {
-			return err
-		}
-	} else if !given {
-		return usagef("serve needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables, or --target NAME=CONNINFO")
+	dsn, targets, err := tf.servers("serve", conn, srcs)
+	if err != nil {
+		return err
 	}
 	// Listen first: a bad or busy address fails before any connection is made.
 	ln, err := listenHTTP(*addr)

@@ -37,14 +37,9 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	var targets []Target
-	dsn, given := conn.resolve()
-	if tf.given() {
-		if targets, err = tf.resolve(conn, srcs); err != nil {
-			return err
-		}
-	} else if !given {
-		return usagef("snapshot needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables, or --target NAME=CONNINFO")
+	dsn, targets, err := tf.servers("snapshot", conn, srcs)
+	if err != nil {
+		return err
 	}
 	st, err := OpenStack(ctx, StackConfig{DSN: dsn, Sources: srcs, Targets: targets})
 	if err != nil {

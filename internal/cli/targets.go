@@ -39,6 +39,21 @@ func addTargetFlags(fs *flagSet) *targetFlags {
 // given reports whether any target was named by --target or --config.
 func (f *targetFlags) given() bool { return len(*f.targets) > 0 || *f.config != "" }
 
+// servers resolves the servers a command watches: the DSN of the one
+// unnamed server, or the targets of --target/--config. cmd names the
+// command in the error when neither names a server.
+func (f *targetFlags) servers(cmd string, conn *connFlags, srcs SourceConfig) (dsn string, targets []Target, err error) {
+	dsn, given := conn.resolve()
+	if f.given() {
+		targets, err = f.resolve(conn, srcs)
+		return dsn, targets, err
+	}
+	if !given {
+		return "", nil, usagef("%s needs a database: give a connection string or -h/-p/-U/-d, or set DATABASE_URL or the PG* variables, or --target NAME=CONNINFO", cmd)
+	}
+	return dsn, nil, nil
+}
+
 // targetName is what a target may be called: short, and safe in a label,
 // a filter and a source's name ("b/redis").
 var targetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$`)
