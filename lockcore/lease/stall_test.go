@@ -23,7 +23,7 @@ func TestStallPastLease(t *testing.T) {
 			select {
 			case <-la.Context().Done():
 				// The timer fires no later than the lease passes (1s from a
-				// grant made after start); 2s allows a slow -race run.
+				// grant made after start); 3s allows a slow -race run.
 				if d := time.Since(start); d > 3*time.Second {
 					t.Errorf("stalled holder learnt of the loss %v after its 1s lease began", d)
 				}
