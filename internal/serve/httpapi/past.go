@@ -40,8 +40,9 @@ type Past interface {
 // Bounds of the work one request of the past may ask for, whatever it asks:
 // a report spans at most MaxReportSpan (a wider from/to is a 400 naming the
 // cap), and at most PastSlots() of the past's requests run at once (more
-// get 503 at once, with Retry-After): each reads the kept history, so a
-// flood of them must not take the process's CPU from its polls.
+// wait up to PastWait, then get 503 with Retry-After): each reads the kept
+// history, so a flood of them must not take the process's CPU from its
+// polls.
 const (
 	MaxReportSpan   = time.Hour
 	MaxPastRequests = 2
@@ -57,10 +58,16 @@ func PastSlots() int {
 	return MaxPastRequests
 }
 
-// pastSlots admits the past's requests, PastSlots() at a time, and paces
-// them: after a request that worked for d, the next begins its work no
-// sooner than d later (it waits, holding its slot). A lone client hardly
-// notices; a flood gets at most half of each slot's CPU, and 503s.
+// PastWait is how long a request of the past waits for a slot before it
+// is answered 503: a waiting request takes no CPU, where one answered at
+// once comes straight back.
+const PastWait = time.Second
+
+// pastSlots admits the past's requests, PastSlots() at a time (a request
+// waits up to PastWait for one), and paces them: after a request that
+// worked for d, the next begins its work no sooner than d later (it waits,
+// holding its slot). A lone client hardly notices; a flood gets at most
+// half of each slot's CPU, and 503s.
 type pastSlots struct {
 	c    chan struct{}
 	mu   sync.Mutex
@@ -72,9 +79,13 @@ func newPastSlots() *pastSlots { return &pastSlots{c: make(chan struct{}, PastSl
 // enter takes a slot and waits out the rest, or answers 503 and reports
 // false. A true enter must be followed by leave with the time it returned.
 func (p *pastSlots) enter(w http.ResponseWriter, req *http.Request) (time.Time, bool) {
+	wait := time.NewTimer(PastWait)
+	defer wait.Stop()
 	select {
 	case p.c <- struct{}{}:
-	default:
+	case <-req.Context().Done():
+		return time.Time{}, false // the client went away
+	case <-wait.C:
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, pastError{Error: "busy: at most " + strconv.Itoa(cap(p.c)) + " requests of the history are answered at once"})
 		return time.Time{}, false

@@ -72,8 +72,8 @@ func TestReportSpanCapped(t *testing.T) {
 	getBody(t, srv.URL+"/api/report?from=-50m&to=-20m", http.StatusOK)
 }
 
-// More than PastSlots() requests of the history at once: the rest get
-// 503 at once, with Retry-After, rather than queueing for the CPU.
+// More than PastSlots() requests of the history at once: the rest wait
+// PastWait (parked, taking no CPU), then get 503 with Retry-After.
 func TestPastRequestsBounded(t *testing.T) {
 	past := newFakePast(t)
 	past.gate, past.entered = make(chan struct{}), make(chan struct{}, httpapi.PastSlots())
