@@ -33,20 +33,12 @@ type state struct {
 	locks []string
 }
 
-// encodeBody builds the body of next, as ops on prev (nil: a keyframe), and
-// returns it with the stored locks, which become the next prev.
-func encodeBody(next *model.Snapshot, prev []string) (body []byte, locks []string, literals int, err error) {
+// encodeBody builds the body of next, whose locks are stored as locks, as
+// ops on prev (nil: a keyframe), and counts the locks not found in prev.
+func encodeBody(next *model.Snapshot, locks, prev []string) (body []byte, literals int, err error) {
 	meta, err := json.Marshal(snapMeta(next))
 	if err != nil {
-		return nil, nil, 0, err
-	}
-	locks = make([]string, len(next.Locks))
-	for i := range next.Locks {
-		b, err := stable(&next.Locks[i])
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		locks[i] = string(b)
+		return nil, 0, err
 	}
 	var where map[string][]int
 	if prev != nil {
@@ -99,7 +91,7 @@ func encodeBody(next *model.Snapshot, prev []string) (body []byte, locks []strin
 		body = binary.AppendUvarint(body, uint64(len(o.lit)))
 		body = append(body, o.lit...)
 	}
-	return body, locks, literals, nil
+	return body, literals, nil
 }
 
 // snapMeta is the snapshot without its locks and Taken, which are stored
