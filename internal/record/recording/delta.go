@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/locktop/locktop/model"
@@ -40,19 +41,25 @@ func encodeBody(next *model.Snapshot, locks, prev []string) (body []byte, litera
 	if err != nil {
 		return nil, 0, err
 	}
-	var where map[string][]int
-	if prev != nil {
-		where = make(map[string][]int, len(prev))
-		for i, l := range prev {
-			where[l] = append(where[l], i)
-		}
-	}
 	type op struct {
 		copy     bool
 		start, n int
 		lit      string
 	}
 	var ops []op
+	if prev != nil && len(locks) > 0 && slices.Equal(locks, prev) {
+		// At rest nothing moved: one copy of every lock, and no index of
+		// prev to build (strings reused from prev compare by pointer).
+		ops = []op{{copy: true, n: len(locks)}}
+		locks = nil
+	}
+	var where map[string][]int
+	if prev != nil && locks != nil {
+		where = make(map[string][]int, len(prev))
+		for i, l := range prev {
+			where[l] = append(where[l], i)
+		}
+	}
 	for _, l := range locks {
 		cands := where[l]
 		if len(cands) == 0 {
