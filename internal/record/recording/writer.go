@@ -40,8 +40,8 @@ type Writer struct {
 }
 
 type writeState struct {
-	seq      uint64 // the next record's
-	sinceKey int    // records since the last keyframe
+	seq      uint64       // the next record's
+	sinceKey int          // records since the last keyframe
 	prev     []string     // the locks of the source's last record, as stored
 	last     []model.Lock // and as they were (a copy), to reuse prev's bytes
 }
