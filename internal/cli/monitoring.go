@@ -216,6 +216,9 @@ func newMonitoring(members []*member, server source.PollFunc, others []source.So
 	}
 	mo := &monitoring{members: members, server: server, met: metrics.New(mopts...), log: log, others: others, pollOthers: pollOthers,
 		fleet: fleet, pgName: members[0].apiName()}
+	for _, m := range members {
+		mo.met.Servers(m.name)
+	}
 	mo.last = make([]model.Part, len(others))
 	for i, o := range others {
 		mo.last[i] = model.Part{Name: o.Name(), Err: errNotPolled}

@@ -132,6 +132,9 @@ func New(opts ...Option) *Metrics {
 		pools:    &poolCollector{byServer: o.byServer, descs: newPoolDescs(o.byServer)},
 	}
 	m.labels.spaces = map[string]struct{}{}
+	if !o.byServer {
+		m.pollErrors.WithLabelValues() // served at 0 before the first failure
+	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -216,6 +219,17 @@ func (m *Metrics) Snapshot(s model.Snapshot) {
 			m.deadlocks.WithLabelValues(fresh[i].ServersLabel(), fresh[i].KindsLabel()).Inc()
 		} else {
 			m.deadlocks.WithLabelValues(fresh[i].KindsLabel()).Inc()
+		}
+	}
+}
+
+// Servers starts the per-target counters of every target at 0 (with
+// ByServer), so that a target's first poll error is an increase, not the
+// birth of a series.
+func (m *Metrics) Servers(names ...string) {
+	for _, n := range names {
+		if m.byServer {
+			m.pollErrors.WithLabelValues(n)
 		}
 	}
 }

@@ -439,7 +439,9 @@ func TestByServerLabelsEveryTargetsMetrics(t *testing.T) {
 	expect(t, r, 0, "locktop_lease_recoveries_total", "server", "a", "namespace", "MAP")
 	expect(t, r, 1, "locktop_lease_recoveries_total", "server", "b", "namespace", "MAP")
 
+	m.Servers("a", "b")
 	m.PollFailed("b")
+	expect(t, r, 0, "locktop_monitor_poll_errors_total", "server", "a")
 	expect(t, r, 1, "locktop_monitor_poll_errors_total", "server", "b")
 
 	m.AddPools(func() []model.PoolStats {
