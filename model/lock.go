@@ -313,6 +313,9 @@ type Audit struct {
 	VictimFence int64
 	Fence       int64 // the taker's new fence; 0 for a plain recovery
 	At          time.Time
+	// Source is the index in Sources of the source the record came from,
+	// in a merged snapshot (as Lock.Source): which target's trail it is.
+	Source int
 }
 
 // Snapshot is the lock state at one instant.
@@ -436,8 +439,8 @@ type Part struct {
 // answering source's locks in turn, each with Source set to its part's
 // index; Taken, Connections, Latency, Interval and NewWaits from the first
 // part that answered (the PostgreSQL server's, by convention first); Audit
-// from every part; one SourceStatus per part. The parts' lock slices are
-// copied, not shared.
+// from every part, each with Source set likewise; one SourceStatus per
+// part. The parts' lock and audit slices are copied, not shared.
 func Merge(parts []Part) Snapshot {
 	var out Snapshot
 	n := 0
@@ -470,7 +473,10 @@ func Merge(parts []Part) Snapshot {
 			l.Source = i
 			out.Locks = append(out.Locks, l)
 		}
-		out.Audit = append(out.Audit, s.Audit...)
+		for _, a := range s.Audit {
+			a.Source = i
+			out.Audit = append(out.Audit, a)
+		}
 	}
 	return out
 }

@@ -25,6 +25,7 @@ type gauges struct {
 	waiting  int
 	kinds    []model.KindCount // per kind, when the table holds more than advisory locks
 	dbs      []dbCount         // per database of PostgreSQL locks
+	servers  []serverConns     // per target, when there are several
 	waitRate []float64         // waits/s per poll, the latest last
 	polled   bool
 	kindRow  bool // the row of counts per kind is shown (the layout holds it still)
@@ -58,6 +59,45 @@ func countDatabases(locks []model.Lock) []dbCount {
 		}
 	}
 	return out
+}
+
+// serverConns is one target's server: its client backends, or down.
+type serverConns struct {
+	name  string
+	conns int
+	up    bool
+}
+
+// countServers reads each target's client backends from its PostgreSQL
+// source ("NAME/postgres") of the merged snapshot, down when its feed lost
+// its connection (its last snapshot is still shown); none of one unnamed
+// target.
+func countServers(s *model.Snapshot, h *header) []serverConns {
+	var out []serverConns
+	for _, st := range s.Sources {
+		if sv, src := model.SplitSource(st.Name); sv != "" && src == "postgres" {
+			out = append(out, serverConns{name: sv, conns: st.Connections, up: st.Err == "" && h.serverState(sv) != connLost})
+		}
+	}
+	return out
+}
+
+// serverCounts renders each target's client backends: "a 57  b 12  c
+// down"; the gauge above is the first target's, against its
+// max_connections.
+func (g *gauges) serverCounts(w int) string {
+	s := cell("server conns", gaugeLabelW)
+	for i, c := range g.servers {
+		if i > 0 {
+			s += "  "
+		}
+		if c.up {
+			s += Sanitize(c.name) + " " + fmtCount(int64(c.conns))
+		} else {
+			s += Sanitize(c.name) + g.st.GaugeWarn.Render(" down")
+		}
+	}
+	return fitLine(s, w)
 }
 
 // byDatabase reports whether the gauges count locks per database: when
@@ -149,6 +189,9 @@ func (g *gauges) Height() int {
 	if g.dbRow {
 		h++
 	}
+	if len(g.servers) > 1 {
+		h++
+	}
 	return h
 }
 
@@ -173,7 +216,11 @@ func (g *gauges) View() string {
 		cells = append(cells, g.locks(cw))
 	}
 	if g.polled {
-		cells = append(cells, g.gauge("server conns", g.conns, g.maxConns, "", cw))
+		label := "server conns"
+		if len(g.servers) > 1 {
+			label = Sanitize(g.servers[0].name) + " conns" // the first target's: each one's is below
+		}
+		cells = append(cells, g.gauge(label, g.conns, g.maxConns, "", cw))
 	} else {
 		cells = append(cells, cell("server conns  –", cw))
 	}
@@ -188,6 +235,9 @@ func (g *gauges) View() string {
 	}
 	if g.dbRow {
 		lines = append(lines, g.dbCounts(g.width))
+	}
+	if len(g.servers) > 1 {
+		lines = append(lines, g.serverCounts(g.width))
 	}
 	return fitBlock(lines, g.width, len(lines))
 }

@@ -62,6 +62,7 @@ func (m *Model) layout() {
 	m.footer.SetSize(w, 1)
 	m.gauges.kindRow = m.kindRow.hold(m.gauges.byKind(), now, fresh)
 	m.gauges.dbRow = m.dbRow.hold(m.gauges.byDatabase(), now, fresh)
+	m.gauges.servers = countServers(&m.merged, &m.header) // after every update: a feed that fails merges nothing
 	var want bodyShape
 	body := h - m.header.Height() - m.gauges.Height() - 1
 	if m.replay != nil {

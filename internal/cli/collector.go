@@ -65,6 +65,7 @@ func (mo *monitoring) pollLoop(ctx context.Context, i int, src source.Source, in
 		}
 		waiting := mo.anyWaiting()
 		mo.mu.Unlock()
+		mo.countFailure(p.Name, p.Err)
 		switch {
 		case p.Err != nil && !failing:
 			mo.log.Warn("source not answering; retrying every interval", "source", p.Name, "err", p.Err.Error())

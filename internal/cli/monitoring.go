@@ -65,7 +65,7 @@ func (mo *monitoring) Poll(ctx context.Context) (model.Snapshot, error) {
 	parts := append([]model.Part{{Name: mo.pgName, Snapshot: s, Err: err}}, mo.last...)
 	mo.mu.Unlock()
 	if err != nil {
-		mo.met.PollFailed()
+		mo.met.PollFailed(mo.members[0].name)
 	}
 	// The other sources' answers are served while PostgreSQL is down too.
 	if merged, ok := mergeAnswered(parts); ok {
@@ -97,8 +97,17 @@ func (mo *monitoring) tee(i int) source.Source {
 		mo.mu.Lock()
 		mo.last[i] = model.Part{Name: src.Name(), Snapshot: s, Err: err}
 		mo.mu.Unlock()
+		mo.countFailure(src.Name(), err)
 		return s, err
 	})
+}
+
+// countFailure counts a failed poll of a target's server (a source
+// "NAME/postgres") in locktop_monitor_poll_errors_total.
+func (mo *monitoring) countFailure(name string, err error) {
+	if server, src := model.SplitSource(name); err != nil && src == pgSource {
+		mo.met.PollFailed(server)
+	}
 }
 
 // Info describes the server.
@@ -128,8 +137,8 @@ func (mo *monitoring) poll(ctx context.Context) (model.Snapshot, error) {
 		mo.mu.Unlock()
 	}
 	err := parts[0].Err
-	if err != nil {
-		mo.met.PollFailed()
+	if err != nil && !mo.fleet {
+		mo.met.PollFailed(mo.members[0].name) // a fleet's loops count their own
 	}
 	merged, ok := mergeAnswered(parts)
 	if !ok || len(mo.others) == 0 {
@@ -196,8 +205,9 @@ func (mo *monitoring) loop(ctx context.Context, interval, fast time.Duration) {
 // newMonitoring wires metrics, a Latest that polls by itself once its
 // snapshot is older than twice interval, and the handler. Each target's
 // monitor pool is registered for the pool metrics as "monitor" ("NAME/monitor"
-// of several targets); add more with met.AddPools. With several targets
-// the metrics carry a server label, and /healthz reports each target.
+// of several targets: server="NAME", pool="monitor"); add more with
+// met.AddPools. With several targets the metrics carry a server label, and
+// /healthz reports each target.
 func newMonitoring(members []*member, server source.PollFunc, others []source.Source, pollOthers bool, interval time.Duration, qt querytext.Mode, log *slog.Logger) *monitoring {
 	fleet := members[0].name != ""
 	var mopts []metrics.Option
@@ -206,6 +216,9 @@ func newMonitoring(members []*member, server source.PollFunc, others []source.So
 	}
 	mo := &monitoring{members: members, server: server, met: metrics.New(mopts...), log: log, others: others, pollOthers: pollOthers,
 		fleet: fleet, pgName: members[0].apiName()}
+	for _, m := range members {
+		mo.met.Servers(m.name)
+	}
 	mo.last = make([]model.Part, len(others))
 	for i, o := range others {
 		mo.last[i] = model.Part{Name: o.Name(), Err: errNotPolled}

@@ -62,6 +62,21 @@ func (c *Cycle) KindsLabel() string {
 	return strings.Join(s, "+")
 }
 
+// ServersLabel names the targets of the waits (Lock.Server), sorted, each
+// once, joined by "+": "a", or "a+b" for a cycle whose owners wait on two
+// targets; "" of the one unnamed target. Targets are few, so it is a
+// bounded metric label.
+func (c *Cycle) ServersLabel() string {
+	var s []string
+	for _, e := range c.Edges {
+		if !slices.Contains(s, e.Wait.Server) {
+			s = append(s, e.Wait.Server)
+		}
+	}
+	slices.Sort(s)
+	return strings.Join(s, "+")
+}
+
 // Formed is when the cycle closed: the latest start of its waits.
 func (c *Cycle) Formed() time.Time {
 	var t time.Time

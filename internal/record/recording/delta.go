@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/locktop/locktop/model"
@@ -33,27 +34,12 @@ type state struct {
 	locks []string
 }
 
-// encodeBody builds the body of next, as ops on prev (nil: a keyframe), and
-// returns it with the stored locks, which become the next prev.
-func encodeBody(next *model.Snapshot, prev []string) (body []byte, locks []string, literals int, err error) {
+// encodeBody builds the body of next, whose locks are stored as locks, as
+// ops on prev (nil: a keyframe), and counts the locks not found in prev.
+func encodeBody(next *model.Snapshot, locks, prev []string) (body []byte, literals int, err error) {
 	meta, err := json.Marshal(snapMeta(next))
 	if err != nil {
-		return nil, nil, 0, err
-	}
-	locks = make([]string, len(next.Locks))
-	for i := range next.Locks {
-		b, err := stable(&next.Locks[i])
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		locks[i] = string(b)
-	}
-	var where map[string][]int
-	if prev != nil {
-		where = make(map[string][]int, len(prev))
-		for i, l := range prev {
-			where[l] = append(where[l], i)
-		}
+		return nil, 0, err
 	}
 	type op struct {
 		copy     bool
@@ -61,6 +47,19 @@ func encodeBody(next *model.Snapshot, prev []string) (body []byte, locks []strin
 		lit      string
 	}
 	var ops []op
+	if prev != nil && len(locks) > 0 && slices.Equal(locks, prev) {
+		// At rest nothing moved: one copy of every lock, and no index of
+		// prev to build (strings reused from prev compare by pointer).
+		ops = []op{{copy: true, n: len(locks)}}
+		locks = nil
+	}
+	var where map[string][]int
+	if prev != nil && locks != nil {
+		where = make(map[string][]int, len(prev))
+		for i, l := range prev {
+			where[l] = append(where[l], i)
+		}
+	}
 	for _, l := range locks {
 		cands := where[l]
 		if len(cands) == 0 {
@@ -99,7 +98,7 @@ func encodeBody(next *model.Snapshot, prev []string) (body []byte, locks []strin
 		body = binary.AppendUvarint(body, uint64(len(o.lit)))
 		body = append(body, o.lit...)
 	}
-	return body, locks, literals, nil
+	return body, literals, nil
 }
 
 // snapMeta is the snapshot without its locks and Taken, which are stored

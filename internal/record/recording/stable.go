@@ -2,6 +2,7 @@ package recording
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/locktop/locktop/model"
 )
@@ -21,4 +22,43 @@ func unstable(b []byte) (model.Lock, error) {
 	}
 	err := json.Unmarshal(b, &l)
 	return l, err
+}
+
+// encodeLocks returns the locks as stored, reusing the bytes of the
+// source's previous record for a lock that did not change at its place:
+// at rest every lock is one that did not change, and encoding each again
+// was most of a collector's time per target (a JSON encode per lock per
+// poll). last and prev are the previous record's locks and their bytes.
+func encodeLocks(locks, last []model.Lock, prev []string) ([]string, error) {
+	out := make([]string, len(locks))
+	for i := range locks {
+		if i < len(last) && i < len(prev) && sameLock(&locks[i], &last[i]) {
+			out[i] = prev[i]
+			continue
+		}
+		b, err := stable(&locks[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = string(b)
+	}
+	return out, nil
+}
+
+// sameLock reports whether a and b are stored as the same bytes: every
+// field equal (times by ==: the same instant in another location is
+// another encoding, so it is encoded again). TestSameLockSeesEveryField
+// fails when a field is added to model.Lock and not here.
+func sameLock(a, b *model.Lock) bool {
+	return a.Kind == b.Kind && a.PID == b.PID && a.Database == b.Database && a.User == b.User &&
+		a.ApplicationName == b.ApplicationName && a.ClientAddr == b.ClientAddr && a.State == b.State &&
+		a.Query == b.Query && a.QueryStart == b.QueryStart && a.StateChange == b.StateChange &&
+		a.XactStart == b.XactStart && a.Mode == b.Mode && a.Granted == b.Granted &&
+		a.Namespace == b.Namespace && a.EntityID == b.EntityID && a.Pair == b.Pair &&
+		a.LockType == b.LockType && a.Relation == b.Relation && a.Row == b.Row && a.Object == b.Object &&
+		a.RelationOID == b.RelationOID && a.Name == b.Name && a.WaitStart == b.WaitStart &&
+		a.HeldSince == b.HeldSince && a.Expires == b.Expires && a.Heartbeat == b.Heartbeat &&
+		slices.Equal(a.BlockedBy, b.BlockedBy) && slices.Equal(a.BlockedByOwners, b.BlockedByOwners) &&
+		a.QueuePos == b.QueuePos && a.Owner == b.Owner && a.Token == b.Token && a.Fence == b.Fence &&
+		a.Stale == b.Stale && a.Source == b.Source && a.Server == b.Server
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -39,9 +40,10 @@ type Writer struct {
 }
 
 type writeState struct {
-	seq      uint64 // the next record's
-	sinceKey int    // records since the last keyframe
-	prev     []string
+	seq      uint64       // the next record's
+	sinceKey int          // records since the last keyframe
+	prev     []string     // the locks of the source's last record, as stored
+	last     []model.Lock // and as they were (a copy), to reuse prev's bytes
 }
 
 // Create creates the file path (it must not exist: a recording is never
@@ -123,13 +125,17 @@ func (w *Writer) Write(source int, s model.Snapshot) error {
 	if prev == nil || st.sinceKey+1 >= w.h.KeyframeEvery {
 		kind, prev = kindKeyframe, nil
 	}
-	body, locks, literals, err := encodeBody(&s, prev)
+	locks, err := encodeLocks(s.Locks, st.last, st.prev)
+	if err != nil {
+		return fmt.Errorf("recording: %w", err)
+	}
+	body, literals, err := encodeBody(&s, locks, prev)
 	if err != nil {
 		return fmt.Errorf("recording: %w", err)
 	}
 	if kind == kindDelta && literals > len(locks)/2 && literals > 8 {
 		kind = kindKeyframe
-		if body, locks, _, err = encodeBody(&s, nil); err != nil {
+		if body, _, err = encodeBody(&s, locks, nil); err != nil {
 			return fmt.Errorf("recording: %w", err)
 		}
 	}
@@ -143,7 +149,7 @@ func (w *Writer) Write(source int, s model.Snapshot) error {
 	}
 	w.size += int64(len(rec))
 	st.seq++
-	st.prev = locks
+	st.prev, st.last = locks, slices.Clone(s.Locks)
 	if kind == kindKeyframe {
 		st.sinceKey = 0
 		if w.f != nil {

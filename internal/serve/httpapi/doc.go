@@ -43,7 +43,7 @@
 //		latest.Put(snap)
 //		met.Snapshot(snap)
 //	} else {
-//		met.PollFailed()
+//		met.PollFailed("")
 //	}
 //
 // Give met.Observer() to every lockcore.Service of the process (the

@@ -29,9 +29,12 @@ type snapshotCollector struct {
 	// waited and recovered are counters: they keep every label set they
 	// ever had (bounded like the gauges'), unlike the rows they come from.
 	waited    map[snapKey]float64
-	recovered map[string]float64 // by namespace
-	audit     auditMark
+	recovered map[recoveryKey]float64
+	audits    map[string]*auditMark // by source name: each trail on its own clock
 }
+
+// recoveryKey labels lease recoveries: the server's, with several targets.
+type recoveryKey struct{ server, namespace string }
 
 type snapKey struct{ server, kind, database, namespace string }
 
@@ -43,9 +46,9 @@ type snapRow struct {
 func newSnapshotCollector(byServer bool) *snapshotCollector {
 	l := []string{"kind", "database", "namespace"}
 	var one []string
-	src := []string{"source"}
+	src, rec := []string{"source"}, []string{"namespace"}
 	if byServer {
-		l, one, src = append([]string{"server"}, l...), []string{"server"}, []string{"server", "source"}
+		l, one, src, rec = append([]string{"server"}, l...), []string{"server"}, []string{"server", "source"}, []string{"server", "namespace"}
 	}
 	return &snapshotCollector{
 		held:          prometheus.NewDesc("locktop_snapshot_locks_held", "Locks held, as of the monitor's last snapshot.", l, nil),
@@ -57,10 +60,11 @@ func newSnapshotCollector(byServer bool) *snapshotCollector {
 		sourceUp:      prometheus.NewDesc("locktop_source_up", "1 when the source (postgres, redis, lease) answered the monitor's last poll, else 0.", src, nil),
 		sourceLatency: prometheus.NewDesc("locktop_source_poll_seconds", "How long the source's part of the monitor's last poll took.", src, nil),
 		waitedTotal:   prometheus.NewDesc("locktop_snapshot_wait_seconds_total", "Time lock requests spent waiting, summed over waiters, as the monitor's polls saw it: each poll adds every waiter's wait since the poll before.", l, nil),
-		recoveries:    prometheus.NewDesc("locktop_lease_recoveries_total", "Stale lease holders taken over or freed, from the lease audit trail, since this process began watching.", []string{"namespace"}, nil),
+		recoveries:    prometheus.NewDesc("locktop_lease_recoveries_total", "Stale lease holders taken over or freed, from the lease audit trail, since this process began watching.", rec, nil),
 		rows:          map[snapKey]snapRow{},
 		waited:        map[snapKey]float64{},
-		recovered:     map[string]float64{},
+		recovered:     map[recoveryKey]float64{},
+		audits:        map[string]*auditMark{},
 		byServer:      byServer,
 	}
 }
@@ -101,45 +105,79 @@ func (c *snapshotCollector) set(s model.Snapshot, l *labeler) {
 	c.have, c.rows, c.last = true, rows, s
 }
 
-// countRecoveries counts the audit records the trail did not hold before.
-// The first snapshot starts every namespace a recovery can have at 0, so
-// that the first recovery is an increase (rate, increase) and not the birth
-// of a series. Callers hold c.mu.
+// countRecoveries counts the audit records each trail did not hold before.
+// The first snapshot of a server starts every namespace a recovery can have
+// at 0, so that the first recovery is an increase (rate, increase) and not
+// the birth of a series. Callers hold c.mu.
 func (c *snapshotCollector) countRecoveries(s model.Snapshot) {
-	if !c.audit.set {
+	servers := s.Servers()
+	if len(servers) == 0 {
+		servers = []string{""}
+	}
+	for _, sv := range servers {
+		if _, ok := c.recovered[recoveryKey{sv, LabelOther}]; ok {
+			continue
+		}
 		for _, e := range registry.Of(registry.LeaseLevel) {
-			c.recovered[e.Name] += 0
+			c.recovered[recoveryKey{sv, e.Name}] += 0
 		}
-		c.recovered[LabelOther] += 0
+		c.recovered[recoveryKey{sv, LabelOther}] += 0
 	}
-	for _, a := range c.audit.fresh(s) {
-		ns := registry.NameOf(registry.LeaseLevel, a.Name)
-		if ns == "" {
-			ns = LabelOther // as the lease gauges label an unregistered resource
+	// Each trail's records, against its own mark, on its own clock. A
+	// source's mark is set when it first answers, records or not.
+	if len(s.Sources) == 0 {
+		c.mark("", s.Taken)
+	}
+	for _, st := range s.Sources {
+		if st.Err == "" {
+			c.mark(st.Name, st.Taken)
 		}
-		c.recovered[ns]++
+	}
+	trails := map[int][]model.Audit{}
+	for _, a := range s.Audit {
+		trails[a.Source] = append(trails[a.Source], a)
+	}
+	for i, recs := range trails {
+		name, taken := "", s.Taken
+		if i < len(s.Sources) {
+			name, taken = s.Sources[i].Name, s.Sources[i].Taken
+		}
+		mark := c.mark(name, taken)
+		server, _ := model.SplitSource(name)
+		for _, a := range mark.fresh(recs) {
+			ns := registry.NameOf(registry.LeaseLevel, a.Name)
+			if ns == "" {
+				ns = LabelOther // as the lease gauges label an unregistered resource
+			}
+			c.recovered[recoveryKey{server, ns}]++
+		}
 	}
 }
 
-// auditMark tells the new records of one audit trail (the lease sources of
-// one watched server) from those already counted: it is the newest record
-// counted, or the first snapshot's time. What the trail held when the
-// process first looked is history, not counted, so the counter says
-// "recovered while watched".
-type auditMark struct {
-	at  time.Time
-	set bool
+// auditMark tells the new records of one audit trail (one lease source)
+// from those already counted: it is the newest record counted, or the
+// trail's time when first read. What the trail held when the process first
+// looked is history, not counted, so the counter says "recovered while
+// watched".
+type auditMark struct{ at time.Time }
+
+// mark is the mark of the trail of source name, set at taken (the
+// source's clock) when it is first seen. Callers hold c.mu.
+func (c *snapshotCollector) mark(name string, taken time.Time) *auditMark {
+	m := c.audits[name]
+	if m == nil {
+		m = &auditMark{at: taken}
+		c.audits[name] = m
+	}
+	return m
 }
 
-// fresh returns the records of s newer than the mark, and moves the mark
-// past them.
-func (m *auditMark) fresh(s model.Snapshot) []model.Audit {
-	if !m.set {
-		m.at, m.set = s.Taken, true
-	}
+// fresh returns the records newer than the mark, and moves the mark past
+// them.
+func (m *auditMark) fresh(recs []model.Audit) []model.Audit {
 	var out []model.Audit
 	newest := m.at
-	for _, a := range s.Audit {
+	for _, a := range recs {
 		if a.At.After(m.at) {
 			out = append(out, a)
 			if a.At.After(newest) {
@@ -181,8 +219,12 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.waitedTotal, prometheus.CounterValue, v, lv...)
 	}
-	for ns, v := range c.recovered {
-		ch <- prometheus.MustNewConstMetric(c.recoveries, prometheus.CounterValue, v, ns)
+	for k, v := range c.recovered {
+		if c.byServer {
+			ch <- prometheus.MustNewConstMetric(c.recoveries, prometheus.CounterValue, v, k.server, k.namespace)
+		} else {
+			ch <- prometheus.MustNewConstMetric(c.recoveries, prometheus.CounterValue, v, k.namespace)
+		}
 	}
 	if c.byServer {
 		c.collectServers(ch)
@@ -222,32 +264,41 @@ func up(src model.SourceStatus) float64 {
 	return 0
 }
 
-// poolCollector reads its pool sources at scrape time.
+// poolCollector reads its pool sources at scrape time. byServer: the pools
+// of several targets, named "NAME/pool" by their sources, are labelled
+// server="NAME", pool="pool".
 type poolCollector struct {
-	mu      sync.Mutex
-	sources []PoolSource
+	mu       sync.Mutex
+	sources  []PoolSource
+	byServer bool
+	descs    *poolDescs
 }
 
-var (
-	poolLabel = []string{"pool"}
-	poolDescs = struct {
-		max, total, inUse, idle, waiting, acquires, empty, canceled, waitTotal *prometheus.Desc
-	}{
-		max:       prometheus.NewDesc("locktop_pool_max_connections", "Most connections the pool may open.", poolLabel, nil),
-		total:     prometheus.NewDesc("locktop_pool_connections", "Connections open in the pool, in use or idle.", poolLabel, nil),
-		inUse:     prometheus.NewDesc("locktop_pool_connections_in_use", "Connections handed out by the pool now.", poolLabel, nil),
-		idle:      prometheus.NewDesc("locktop_pool_connections_idle", "Idle connections in the pool now.", poolLabel, nil),
-		waiting:   prometheus.NewDesc("locktop_pool_waiting", "Callers waiting for a connection now (pools whose owner counts them).", poolLabel, nil),
-		acquires:  prometheus.NewDesc("locktop_pool_acquires_total", "Successful connection acquires.", poolLabel, nil),
-		empty:     prometheus.NewDesc("locktop_pool_empty_acquires_total", "Acquires that had to wait because no connection was idle.", poolLabel, nil),
-		canceled:  prometheus.NewDesc("locktop_pool_canceled_acquires_total", "Acquires abandoned by their context.", poolLabel, nil),
-		waitTotal: prometheus.NewDesc("locktop_pool_acquire_wait_seconds_total", "Time spent acquiring connections, summed.", poolLabel, nil),
+type poolDescs struct {
+	max, total, inUse, idle, waiting, acquires, empty, canceled, waitTotal *prometheus.Desc
+}
+
+func newPoolDescs(byServer bool) *poolDescs {
+	l := []string{"pool"}
+	if byServer {
+		l = []string{"server", "pool"}
 	}
-)
+	return &poolDescs{
+		max:       prometheus.NewDesc("locktop_pool_max_connections", "Most connections the pool may open.", l, nil),
+		total:     prometheus.NewDesc("locktop_pool_connections", "Connections open in the pool, in use or idle.", l, nil),
+		inUse:     prometheus.NewDesc("locktop_pool_connections_in_use", "Connections handed out by the pool now.", l, nil),
+		idle:      prometheus.NewDesc("locktop_pool_connections_idle", "Idle connections in the pool now.", l, nil),
+		waiting:   prometheus.NewDesc("locktop_pool_waiting", "Callers waiting for a connection now (pools whose owner counts them).", l, nil),
+		acquires:  prometheus.NewDesc("locktop_pool_acquires_total", "Successful connection acquires.", l, nil),
+		empty:     prometheus.NewDesc("locktop_pool_empty_acquires_total", "Acquires that had to wait because no connection was idle.", l, nil),
+		canceled:  prometheus.NewDesc("locktop_pool_canceled_acquires_total", "Acquires abandoned by their context.", l, nil),
+		waitTotal: prometheus.NewDesc("locktop_pool_acquire_wait_seconds_total", "Time spent acquiring connections, summed.", l, nil),
+	}
+}
 
 // Describe implements prometheus.Collector.
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	d := poolDescs
+	d := c.descs
 	for _, x := range []*prometheus.Desc{d.max, d.total, d.inUse, d.idle, d.waiting, d.acquires, d.empty, d.canceled, d.waitTotal} {
 		ch <- x
 	}
@@ -259,7 +310,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	sources := append([]PoolSource(nil), c.sources...)
 	c.mu.Unlock()
 	seen := map[string]int{}
-	d := poolDescs
+	d := c.descs
 	for _, src := range sources {
 		for _, p := range src() {
 			name := p.Name
@@ -270,11 +321,16 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 			if n := seen[name]; n > 1 {
 				name += "-" + strconv.Itoa(n)
 			}
+			lv := []string{name}
+			if c.byServer {
+				server, pool := model.SplitSource(name)
+				lv = []string{server, pool}
+			}
 			gauge := func(desc *prometheus.Desc, v float64) {
-				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, name)
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, lv...)
 			}
 			counter := func(desc *prometheus.Desc, v float64) {
-				ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, name)
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, lv...)
 			}
 			gauge(d.max, float64(p.MaxConns))
 			gauge(d.total, float64(p.Total))

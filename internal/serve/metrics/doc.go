@@ -17,6 +17,13 @@
 //   - AddPools registers a function that reports connection pools; it is
 //     called at every scrape, so pool gauges are never stale.
 //
+// With ByServer (a locktop that watches several targets), everything of
+// one target carries a server label too: the snapshot gauges and counters,
+// the sources', the poll errors, the deadlocks (the targets of the
+// cycle's waits), and the pools named "NAME/pool" by their source
+// (server="NAME", pool="pool"). Only the Observer's lock events, which are
+// this process's own, have none.
+//
 // Label values are bounded: a namespace label is a registry name ("AGENT"),
 // an unregistered two-int space as its number (at most MaxSpaceLabels of
 // them, the rest as "other"), or "bigint" for every unregistered one-bigint

@@ -60,8 +60,9 @@ type Metrics struct {
 	hold      *prometheus.HistogramVec
 	held      *prometheus.GaugeVec
 
-	pollErrors prometheus.Counter
+	pollErrors *prometheus.CounterVec
 	deadlocks  *prometheus.CounterVec
+	byServer   bool
 	detMu      sync.Mutex
 	det        waitfor.Detector // cycles of waits, one step per Snapshot
 	snap       *snapshotCollector
@@ -88,6 +89,12 @@ func New(opts ...Option) *Metrics {
 	}
 	ns := []string{"namespace"}
 	nsAcq := []string{"namespace", "acquire"}
+	// Of several targets, what is of one target says which.
+	var server []string
+	kinds := []string{"kinds"}
+	if o.byServer {
+		server, kinds = []string{"server"}, []string{"server", "kinds"}
+	}
 	counter := func(name, help string, labels []string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	}
@@ -116,17 +123,18 @@ func New(opts ...Option) *Metrics {
 			Name: "locktop_lock_held",
 			Help: "Locks this process holds now.",
 		}, ns),
-		pollErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "locktop_monitor_poll_errors_total",
-			Help: "Polls of the lock table that failed.",
-		}),
+		pollErrors: counter("locktop_monitor_poll_errors_total", "Polls of the lock table that failed.", server),
 		deadlocks: counter("locktop_deadlocks_total",
-			"Deadlocks found: cycles of waits, across lock kinds and sources, seen in two consecutive polls (kinds=the kinds of their waits, e.g. advisory+redis).",
-			[]string{"kinds"}),
-		snap:  newSnapshotCollector(o.byServer),
-		pools: &poolCollector{},
+			"Deadlocks found: cycles of waits, across lock kinds and sources, seen in two consecutive polls (kinds=the kinds of their waits, e.g. advisory+redis; server=the targets of their waits, e.g. a or a+b).",
+			kinds),
+		byServer: o.byServer,
+		snap:     newSnapshotCollector(o.byServer),
+		pools:    &poolCollector{byServer: o.byServer, descs: newPoolDescs(o.byServer)},
 	}
 	m.labels.spaces = map[string]struct{}{}
+	if !o.byServer {
+		m.pollErrors.WithLabelValues() // served at 0 before the first failure
+	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -207,13 +215,35 @@ func (m *Metrics) Snapshot(s model.Snapshot) {
 	_, fresh := m.det.Observe(waitfor.Build(&s))
 	m.detMu.Unlock()
 	for i := range fresh {
-		m.deadlocks.WithLabelValues(fresh[i].KindsLabel()).Inc()
+		if m.byServer {
+			m.deadlocks.WithLabelValues(fresh[i].ServersLabel(), fresh[i].KindsLabel()).Inc()
+		} else {
+			m.deadlocks.WithLabelValues(fresh[i].KindsLabel()).Inc()
+		}
 	}
 }
 
-// PollFailed counts a poll of the lock table that failed. The gauges of the
-// last good snapshot stay; locktop_snapshot_timestamp_seconds shows its age.
-func (m *Metrics) PollFailed() { m.pollErrors.Inc() }
+// Servers starts the per-target counters of every target at 0 (with
+// ByServer), so that a target's first poll error is an increase, not the
+// birth of a series.
+func (m *Metrics) Servers(names ...string) {
+	for _, n := range names {
+		if m.byServer {
+			m.pollErrors.WithLabelValues(n)
+		}
+	}
+}
+
+// PollFailed counts a poll of the lock table of server (the target's name;
+// "" of the one unnamed target) that failed. The gauges of the last good
+// snapshot stay; locktop_snapshot_timestamp_seconds shows its age.
+func (m *Metrics) PollFailed(server string) {
+	if m.byServer {
+		m.pollErrors.WithLabelValues(server).Inc()
+	} else {
+		m.pollErrors.WithLabelValues().Inc()
+	}
+}
 
 // AddPools registers a source of pool statistics, read at every scrape.
 func (m *Metrics) AddPools(src PoolSource) {

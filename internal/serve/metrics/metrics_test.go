@@ -240,7 +240,7 @@ func TestSnapshotReplacesTheLast(t *testing.T) {
 	if n := len(gather(t, r, "locktop_snapshot_locks_held")); n != 1 {
 		t.Errorf("%d held series after the second snapshot, want 1 (the others vanished)", n)
 	}
-	m.PollFailed()
+	m.PollFailed("")
 	expect(t, r, 1, "locktop_monitor_poll_errors_total")
 }
 
@@ -413,4 +413,40 @@ func TestLeaseRecoveriesCounted(t *testing.T) {
 	expect(t, r, 1, "locktop_lease_recoveries_total", "namespace", "MAP")
 	expect(t, r, 1, "locktop_lease_recoveries_total", "namespace", "PROJECT")
 	expect(t, r, 1, "locktop_lease_recoveries_total", "namespace", metrics.LabelOther)
+}
+
+// Of several targets, every metric of one target says which (server):
+// lease recoveries, each trail counted on its own clock; poll errors; the
+// pools of each target's monitor.
+func TestByServerLabelsEveryTargetsMetrics(t *testing.T) {
+	m := metrics.New(metrics.ByServer())
+	r := m.Registry()
+	ta, tb := time.Unix(1_800_000_000, 0), time.Unix(1_700_000_000, 0) // b's clock is far behind a's
+	snap := func(da, db time.Duration, auditA, auditB []model.Audit) model.Snapshot {
+		return model.Merge([]model.Part{
+			{Name: "a/postgres", Snapshot: model.Snapshot{Taken: ta.Add(da)}},
+			{Name: "a/lease", Snapshot: model.Snapshot{Taken: ta.Add(da), Audit: auditA}},
+			{Name: "b/postgres", Snapshot: model.Snapshot{Taken: tb.Add(db)}},
+			{Name: "b/lease", Snapshot: model.Snapshot{Taken: tb.Add(db), Audit: auditB}},
+		})
+	}
+	m.Snapshot(snap(0, 0, nil, nil))
+	expect(t, r, 0, "locktop_lease_recoveries_total", "server", "a", "namespace", "MAP")
+	expect(t, r, 0, "locktop_lease_recoveries_total", "server", "b", "namespace", "MAP")
+	onB := model.Audit{Name: "map:m1", Actor: "w2", At: tb.Add(time.Second)}
+	m.Snapshot(snap(2*time.Second, 2*time.Second, nil, []model.Audit{onB}))
+	m.Snapshot(snap(3*time.Second, 3*time.Second, nil, []model.Audit{onB}))
+	expect(t, r, 0, "locktop_lease_recoveries_total", "server", "a", "namespace", "MAP")
+	expect(t, r, 1, "locktop_lease_recoveries_total", "server", "b", "namespace", "MAP")
+
+	m.Servers("a", "b")
+	m.PollFailed("b")
+	expect(t, r, 0, "locktop_monitor_poll_errors_total", "server", "a")
+	expect(t, r, 1, "locktop_monitor_poll_errors_total", "server", "b")
+
+	m.AddPools(func() []model.PoolStats {
+		return []model.PoolStats{{Name: "a/monitor", MaxConns: 1}, {Name: "b/monitor", MaxConns: 1, InUse: 1}}
+	})
+	expect(t, r, 0, "locktop_pool_connections_in_use", "server", "a", "pool", "monitor")
+	expect(t, r, 1, "locktop_pool_connections_in_use", "server", "b", "pool", "monitor")
 }
