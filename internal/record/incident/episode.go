@@ -59,6 +59,10 @@ type Root struct {
 	// spent behind it (a wait behind two holders at once counts for both).
 	Blocked int     `json:"blocked"`
 	Waited  Seconds `json:"waited_on_it"`
+	// Ended is how its session ended while the episode lasted, if it did:
+	// "terminated" or "ended" (model.SessionEnd); By as Wait.By.
+	Ended string `json:"ended,omitempty"`
+	By    string `json:"ended_by,omitempty"`
 }
 
 // HolderWait is a holder ranked by the total time others waited on it,
@@ -84,6 +88,10 @@ type Hold struct {
 	Until       time.Time `json:"until"` // the last snapshot that showed it
 	Held        Seconds   `json:"held"`
 	Waiters     int       `json:"waiters"` // distinct waits queued behind it
+	// Outcome is how it ended, as Blocker.Outcome ("" for a Redis key or
+	// a lease: the lease events say).
+	Outcome string `json:"outcome,omitempty"`
+	By      string `json:"outcome_by,omitempty"`
 }
 
 // Outage is a span in which a source answered with an error instead of
@@ -113,6 +121,7 @@ type episodeState struct {
 
 type rootState struct {
 	r        Root
+	server   string // the target it is on
 	keys     map[model.KeyID]bool
 	last     time.Time
 	longest  time.Duration // the longest wait behind it all along
@@ -134,6 +143,26 @@ type holdKey struct {
 	key   model.KeyID
 	who   string
 	since int64
+}
+
+// ends marks how the holds and roots that s no longer shows ended:
+// released, or their session ended (s.Ended).
+func (x *Episodes) ends(s *model.Snapshot, t time.Time) {
+	for k, h := range x.holds {
+		if !h.Until.Equal(t) && h.Outcome == "" {
+			h.Outcome, h.By = holdEnd(s, k.key.Server, h.Holder, k.key.Kind)
+		}
+	}
+	if len(s.Ended) == 0 {
+		return
+	}
+	for _, ep := range append(x.open, x.closed...) {
+		for _, rs := range ep.roots {
+			if e, ok := s.Ending(rs.server, rs.r.Holder); ok && rs.r.Ended == "" {
+				rs.r.Ended, rs.r.By = e.Cause, e.By
+			}
+		}
+	}
 }
 
 // Episodes follows contention episodes one snapshot at a time, as review
@@ -278,6 +307,7 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 		closed = append(closed, ep)
 	}
 	x.open, x.closed = rest, closed
+	x.ends(&s, t)
 }
 
 // review reads frames lo..hi again for the episodes, the holders ranked by
@@ -344,6 +374,9 @@ func (r *Report) review(f Frames, lo, hi int) error {
 	})
 	r.Holders = r.Holders[:min(len(r.Holders), Top)]
 	for _, h := range holds {
+		if h.Outcome == "" && h.Until.Equal(last) {
+			h.Outcome = HoldHeld
+		}
 		r.LongestHolds = append(r.LongestHolds, *h)
 	}
 	slices.SortFunc(r.LongestHolds, func(a, b Hold) int {
@@ -412,7 +445,7 @@ func (ep *episodeState) add(rows []*model.Lock, t time.Time, s model.Snapshot, u
 			}
 			rs := ep.roots[bs]
 			if rs == nil {
-				rs = &rootState{r: Root{Holder: b}, keys: map[model.KeyID]bool{}, waitedOn: map[waitID]bool{}}
+				rs = &rootState{r: Root{Holder: b}, server: l.Server, keys: map[model.KeyID]bool{}, waitedOn: map[waitID]bool{}}
 				ep.roots[bs] = rs
 			}
 			rs.last = t
