@@ -145,14 +145,19 @@ type holdKey struct {
 	since int64
 }
 
-// ends marks how the holds and roots that s no longer shows ended:
-// released, or their session ended (s.Ended).
-func (x *Episodes) ends(s *model.Snapshot, t time.Time) {
-	for k, h := range x.holds {
-		if !h.Until.Equal(t) && h.Outcome == "" {
+// ends marks how the holds and roots that s, taken at t, no longer shows
+// ended: released, or their session ended (s.Ended).
+func (x *Episodes) ends(s *model.Snapshot, t time.Time, shown map[holdKey]*Hold) {
+	open := map[holdKey]*Hold{}
+	for k, h := range x.openHolds {
+		if h.Until.Equal(t) {
+			open[k] = h
+		} else if h.Outcome == "" {
 			h.Outcome, h.By = holdEnd(s, k.key.Server, h.Holder, k.key.Kind)
 		}
 	}
+	maps.Copy(open, shown)
+	x.openHolds = open
 	if len(s.Ended) == 0 {
 		return
 	}
@@ -176,6 +181,7 @@ type Episodes struct {
 	apps        map[session]string
 	holds       map[holdKey]*Hold
 	holdWaiters map[holdKey]map[waitID]bool
+	openHolds   map[holdKey]*Hold // the holds the last snapshot showed
 	last        time.Time
 }
 
@@ -230,6 +236,7 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 	// The wait graph: keys and sessions, joined by every waiting row.
 	uf := unionFind{}
 	grants := map[session][]*model.Lock{}
+	shown := map[holdKey]*Hold{}
 	var waiting []*model.Lock
 	for j := range s.Locks {
 		l := &s.Locks[j]
@@ -249,6 +256,7 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 				holds[hk] = h
 			}
 			h.Until, h.Held = t, Seconds(max(t.Sub(h.Since), 0))
+			shown[hk] = h
 			continue
 		}
 		waiting = append(waiting, l)
@@ -307,7 +315,7 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 		closed = append(closed, ep)
 	}
 	x.open, x.closed = rest, closed
-	x.ends(&s, t)
+	x.ends(&s, t, shown)
 }
 
 // review reads frames lo..hi again for the episodes, the holders ranked by
@@ -373,9 +381,12 @@ func (r *Report) review(f Frames, lo, hi int) error {
 		return cmp.Or(cmp.Compare(b.Waited, a.Waited), cmp.Compare(b.Waits, a.Waits), cmp.Compare(a.Holder, b.Holder))
 	})
 	r.Holders = r.Holders[:min(len(r.Holders), Top)]
+	for _, h := range x.openHolds {
+		h.Outcome = HoldHeld
+	}
 	for _, h := range holds {
-		if h.Outcome == "" && h.Until.Equal(last) {
-			h.Outcome = HoldHeld
+		if h.Outcome == "" {
+			h.Outcome = r.leaseEnd(h)
 		}
 		r.LongestHolds = append(r.LongestHolds, *h)
 	}
@@ -384,6 +395,18 @@ func (r *Report) review(f Frames, lo, hi int) error {
 	})
 	r.LongestHolds = r.LongestHolds[:min(len(r.LongestHolds), Top)]
 	return nil
+}
+
+// leaseEnd is how a Redis key's or a lease's hold ended: the first lease
+// event of its holder on its key from its grant on (expired, recovered,
+// lost), else released.
+func (r *Report) leaseEnd(h *Hold) string {
+	for _, e := range r.Leases {
+		if e.Key == h.Key && e.Kind == h.Kind && e.Holder == h.Holder && !e.At.Before(h.Since) {
+			return e.Event
+		}
+	}
+	return HoldReleased
 }
 
 // add takes one frame's waiting rows of the episode's component.
