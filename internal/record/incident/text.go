@@ -63,7 +63,7 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 				for _, x := range e.Roots {
 					root := fmt.Sprintf("%s %s ≥%s", clean(x.Holder), orDash(clean(x.Application)), dur(time.Duration(x.Held)))
 					if x.Ended != "" {
-						root += " " + outcome(x.Ended, x.By)
+						root += " " + Words(x.Ended, x.By)
 					}
 					roots = append(roots, root)
 				}
@@ -82,14 +82,14 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 		"KEY\tWAITER\tAPPLICATION\tWAITED\tFROM\tTO\tBEHIND\tENDED", func(tw io.Writer) {
 			for _, x := range r.Waits {
 				fmt.Fprintf(tw, "  %s\t%s\t%s\t≥%s\t%s\t%s\t%s\t%s\n", clean(x.Key), clean(x.Waiter), orDash(clean(x.Application)),
-					dur(time.Duration(x.Waited)), clock(x.Start), clock(x.End), orDash(clean(strings.Join(x.Behind, ","))), outcome(x.Outcome, x.By))
+					dur(time.Duration(x.Waited)), clock(x.Start), clock(x.End), orDash(clean(strings.Join(x.Behind, ","))), Words(x.Outcome, x.By))
 			}
 		})
 	section("Holders that blocked the most waiters", "no holder had a waiter", len(r.Blockers),
 		"KEY\tHOLDER\tAPPLICATION\tWAITERS\tBLOCKING\tMAX QUEUE\tFROM\tTO\tENDED", func(tw io.Writer) {
 			for _, x := range r.Blockers {
 				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t≥%s\t%d\t%s\t%s\t%s\n", clean(x.Key), clean(x.Holder), orDash(clean(x.Application)),
-					x.Waiters, dur(time.Duration(x.Blocking)), x.MaxQueue, clock(x.Start), clock(x.End), orDash(outcome(x.Outcome, x.By)))
+					x.Waiters, dur(time.Duration(x.Blocking)), x.MaxQueue, clock(x.Start), clock(x.End), orDash(Words(x.Outcome, x.By)))
 			}
 		})
 	fmt.Fprintf(&b, "\nQueue length (waiting rows), %s – %s", clock(r.From), clock(r.To))
@@ -120,7 +120,7 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 		"KEY\tKIND\tHOLDER\tAPPLICATION\tHELD\tFROM\tTO\tWAITERS\tENDED", func(tw io.Writer) {
 			for _, x := range r.LongestHolds {
 				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t≥%s\t%s\t%s\t%d\t%s\n", clean(x.Key), clean(x.Kind), clean(x.Holder), orDash(clean(x.Application)),
-					dur(time.Duration(x.Held)), clock(x.Since), clock(x.Until), x.Waiters, orDash(outcome(x.Outcome, x.By)))
+					dur(time.Duration(x.Held)), clock(x.Since), clock(x.Until), x.Waiters, orDash(Words(x.Outcome, x.By)))
 			}
 		})
 	section("Deadlocks (cycles of waits seen in two snapshots in a row)", "none", len(r.Deadlocks),
@@ -151,9 +151,9 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 	return err
 }
 
-// outcome says how a wait or hold ended, with who ended it when known:
-// "terminated by locktop", "session ended".
-func outcome(o, by string) string {
+// Words says how a wait or hold ended (an Outcome and its By), for
+// people: "terminated by locktop", "session ended", "released".
+func Words(o, by string) string {
 	if o == model.EndTerminated || o == model.EndEnded {
 		return model.SessionEnd{Cause: o, By: by}.Words()
 	}
