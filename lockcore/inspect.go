@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,7 +26,10 @@ type Querier interface {
 // connection count. l is a filter on p, not a second copy of the rows.
 //
 // Row kinds: 0 header (now, client connections counted from
-// pg_stat_database, which every role may read in full, this database's oid); 1 advisory lock
+// pg_stat_database, which every role may read in full, this database's oid,
+// the pids of the client backends (a backend whose type the role may not
+// see counts as one), and the sessions terminated so far, read after the
+// backends, so a backend missing from the list is counted already); 1 advisory lock
 // (pid, database oid, classid, objid, objsubid, share mode, granted,
 // waitstart: advisory locks are ExclusiveLock or ShareLock, so the mode
 // travels as a bool); 2 backend (pid, user, application, client address,
@@ -54,7 +58,9 @@ o AS MATERIALIZED (
 SELECT 0 AS kind, NULL::int4 AS pid, (SELECT oid FROM pg_database WHERE datname = current_database()) AS oid, NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid,
 	NULL::bool AS share, NULL::bool AS granted, now() AS ts, NULL::timestamptz AS ts2,
 	(SELECT sum(numbackends) FROM pg_stat_database)::text AS t1,
-	NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5, NULL::timestamptz AS ts3
+	(SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE datid IS NOT NULL AND coalesce(backend_type, 'client backend') = 'client backend') AS t2,
+	(SELECT sum(sessions_killed) FROM pg_stat_database)::text AS t3,
+	NULL::text AS t4, NULL::text AS t5, NULL::timestamptz AS ts3
 UNION ALL
 SELECT 1, pid, database, classid, objid, objsubid, mode = 'ShareLock', granted, waitstart, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM l
 UNION ALL
@@ -91,6 +97,14 @@ type LockTable struct {
 	Others []OtherRow
 	// Backends are the sessions the rows name, by pid.
 	Backends map[int32]*Backend
+	// Alive are the pids of every client backend on the server, so that a
+	// reader can tell a session that let go of its locks from one that
+	// ended (a backend whose type the role may not see counts as one).
+	Alive []int32
+	// Killed is the number of sessions terminated on the server since its
+	// statistics were reset (pg_stat_database.sessions_killed, summed):
+	// by pg_terminate_backend or a fast shutdown. Read after Alive.
+	Killed int64
 }
 
 // OtherRow is one row of pg_locks of a type other than advisory, as
@@ -204,6 +218,8 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 			t.Taken = ts.Time
 			ownDB = oid.Uint32
 			t.Connections, _ = strconv.Atoi(t1.String)
+			t.Alive = parsePIDs(t2.String)
+			t.Killed, _ = strconv.ParseInt(t3.String, 10, 64)
 		case 1:
 			key, ok := keyFromLockRow(classid.Uint32, objid.Uint32, objsubid.Int16)
 			if !ok {
@@ -307,6 +323,20 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		}
 	}
 	return t, nil
+}
+
+// parsePIDs reads a comma-separated list of pids.
+func parsePIDs(s string) []int32 {
+	if s == "" {
+		return nil
+	}
+	out := make([]int32, 0, strings.Count(s, ",")+1)
+	for f := range strings.SplitSeq(s, ",") {
+		if n, err := strconv.ParseInt(f, 10, 32); err == nil {
+			out = append(out, int32(n))
+		}
+	}
+	return out
 }
 
 // pruneBackends deletes the backends that neither an advisory row nor a

@@ -346,6 +346,9 @@ type Snapshot struct {
 	// Truncated says a bound cut the listing: there are more locks than
 	// Locks.
 	Truncated bool
+	// Ended are the sessions that held or waited on a lock in the source's
+	// previous snapshot and have ended since (PostgreSQL sources).
+	Ended []SessionEnd `json:",omitempty"`
 }
 
 // SourceStatus is how one source answered for a merged snapshot.
@@ -477,6 +480,7 @@ func Merge(parts []Part) Snapshot {
 			a.Source = i
 			out.Audit = append(out.Audit, a)
 		}
+		out.Ended = append(out.Ended, s.Ended...)
 	}
 	return out
 }

@@ -13,7 +13,8 @@ const maxDiffEvents = 20
 // diffEvents tells what changed between two snapshots, for the event log
 // when no simulator reports events: new waits, grants (with how long they
 // waited), releases, and waiters that left the queue (given up, or granted
-// and released between two refreshes: the snapshots cannot tell which).
+// and released between two refreshes: the snapshots cannot tell which);
+// a row whose session ended (next.Ended) ends as such, terminated or not.
 //
 // Both snapshots come grouped by key, so rows are matched key by key: one
 // map lookup per key, then the few rows of that key, which keeps a refresh
@@ -65,7 +66,13 @@ func diffEvents(prev, next *model.Snapshot) []model.Event {
 		}
 		l := &prev.Locks[i]
 		ev := model.Event{Worker: appLabel(l), Key: l.ServerKeyLabel(), PID: l.PID}
-		if l.Granted {
+		if e, ok := next.Ending(l.Server, strconv.Itoa(int(l.PID))); ok && l.PID != 0 {
+			// Its session ended: not a release, not a wait given up.
+			ev.Outcome, ev.Detail = outcomeEnded, e.Words()
+			if l.Granted && !l.HeldSince.IsZero() {
+				ev.Detail += " · held ≥" + fmtDur(next.Taken.Sub(l.HeldSince))
+			}
+		} else if l.Granted {
 			ev.Outcome = outcomeReleased
 			if !l.HeldSince.IsZero() {
 				ev.Detail = "held ≥" + fmtDur(next.Taken.Sub(l.HeldSince))

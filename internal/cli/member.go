@@ -141,6 +141,9 @@ func stamp(s *model.Snapshot, server string) {
 	for i := range s.Locks {
 		s.Locks[i].Server = server
 	}
+	for i := range s.Ended {
+		s.Ended[i].Server = server
+	}
 }
 
 // serverSource is a source beside a named target's server: its name says

@@ -141,7 +141,11 @@ func render(rep *incident.Report, tl *Timeline, o Options) *page {
 				e.Waits, clean(strings.Join(e.Keys, ", "), queryRunes), orDash(strings.Join(roots, ", ")))})
 		var rs []string
 		for _, r := range e.Roots {
-			rs = append(rs, fmt.Sprintf("%s %s ≥%s", clean(r.Holder, nameRunes), orDash(clean(r.Application, nameRunes)), dur(time.Duration(r.Held))))
+			root := fmt.Sprintf("%s %s ≥%s", clean(r.Holder, nameRunes), orDash(clean(r.Application, nameRunes)), dur(time.Duration(r.Held)))
+			if r.Ended != "" {
+				root += " " + incident.Words(r.Ended, r.By)
+			}
+			rs = append(rs, root)
 		}
 		v.EpisodeRows = append(v.EpisodeRows, episodeRow{ID: id, Cells: []string{"E" + itoa(i+1), clock(e.Start), to, dur(time.Duration(e.Duration)),
 			clean(strings.Join(e.Keys, ", "), queryRunes), strings.Join(e.Kinds, ", "), itoa(e.PeakQueue), itoa(e.Waits), dur(time.Duration(e.Waited)), orDash(strings.Join(rs, "; "))}})
@@ -232,7 +236,7 @@ func barTitle(b Bar, ln *Lane, clock func(time.Time) string) string {
 		fmt.Fprintf(&s, "%d %s, merged (too short to draw apart), %s – %s, the first by %s", b.Count, map[bool]string{false: "holds", true: "waits"}[b.Wait],
 			clock(b.Start), clock(b.End), clean(b.Who, nameRunes))
 	} else {
-		fmt.Fprintf(&s, "%s %s %s %s – %s (%s): %s", clean(b.Who, nameRunes), what, clean(ln.Key, nameRunes), clock(b.Start), clock(b.End), dur(b.End.Sub(b.Start)), b.Outcome)
+		fmt.Fprintf(&s, "%s %s %s %s – %s (%s): %s", clean(b.Who, nameRunes), what, clean(ln.Key, nameRunes), clock(b.Start), clock(b.End), dur(b.End.Sub(b.Start)), incident.Words(b.Outcome, b.By))
 	}
 	if b.Root {
 		s.WriteString("; root blocker")
@@ -335,12 +339,12 @@ func (v *page) tables(rep *incident.Report, anchors map[string]string, clock fun
 	for _, w := range rep.Waits {
 		v.Waits = append(v.Waits, row{Keyed: true, Key: clean(w.Key, nameRunes), Lane: link(w.Kind, w.Key), Cells: []string{
 			w.Kind, clean(w.Waiter, nameRunes), orDash(clean(w.Application, nameRunes)), "≥" + dur(time.Duration(w.Waited)),
-			clock(w.Start), clock(w.End), orDash(clean(strings.Join(w.Behind, ", "), nameRunes)), w.Outcome}})
+			clock(w.Start), clock(w.End), orDash(clean(strings.Join(w.Behind, ", "), nameRunes)), incident.Words(w.Outcome, w.By)}})
 	}
 	for _, h := range rep.LongestHolds {
 		v.Holds = append(v.Holds, row{Keyed: true, Key: clean(h.Key, nameRunes), Lane: link(h.Kind, h.Key), Cells: []string{
 			h.Kind, clean(h.Holder, nameRunes), orDash(clean(h.Application, nameRunes)), "≥" + dur(time.Duration(h.Held)),
-			clock(h.Since), clock(h.Until), itoa(h.Waiters)}})
+			clock(h.Since), clock(h.Until), itoa(h.Waiters), orDash(incident.Words(h.Outcome, h.By))}})
 	}
 	for _, h := range rep.Holders {
 		hr := holderRow{Holder: clean(h.Holder, nameRunes), Application: orDash(clean(h.Application, nameRunes)), Waits: h.Waits, Waited: dur(time.Duration(h.Waited))}

@@ -11,13 +11,17 @@ import (
 
 // Outcomes of a bar. A hold ends released, still held at the end of the
 // span, or as the report's lease events say (expired, recovered, lost); a
-// wait ends granted, given up, or still waiting.
+// wait ends granted, given up, or still waiting. Either ends with its
+// session when the recording says the session ended (model.SessionEnd):
+// terminated, or ended for a reason the server does not prove.
 const (
-	Released  = "released"
-	Held      = "held"
-	Granted   = "granted"
-	GaveUp    = "gave up"
-	StillWait = "waiting"
+	Released     = "released"
+	Held         = "held"
+	Granted      = "granted"
+	GaveUp       = "gave up"
+	StillWait    = "waiting"
+	Terminated   = model.EndTerminated
+	SessionEnded = model.EndEnded
 )
 
 // Bar is one holder's hold of a key or one waiter's wait for it.
@@ -29,6 +33,8 @@ type Bar struct {
 	Mode        string
 	Start, End  time.Time
 	Outcome     string
+	// By is who terminated the session, when known ("locktop").
+	By string
 	// Root marks a hold by a root blocker of an episode, while it was one.
 	Root bool
 	// Count is how many bars this one stands for: more than one when bars
@@ -220,6 +226,9 @@ func (bd *builder) add(t time.Time, s model.Snapshot) {
 	for id, b := range holds {
 		if !seenH[id] {
 			b.Outcome = Released
+			if e, ok := s.Ending(id.key.Server, id.who); ok {
+				b.Outcome, b.By = e.Cause, e.By
+			}
 			lanes[id.key].Bars = append(lanes[id.key].Bars, *b)
 			delete(holds, id)
 		}
@@ -229,6 +238,8 @@ func (bd *builder) add(t time.Time, s model.Snapshot) {
 			b.Outcome = GaveUp
 			if slices.Contains(holding[id.key], id.who) {
 				b.Outcome = Granted
+			} else if e, ok := s.Ending(id.key.Server, id.who); ok {
+				b.Outcome, b.By = e.Cause, e.By
 			}
 			lanes[id.key].Bars = append(lanes[id.key].Bars, *b)
 			delete(waits, id)

@@ -138,7 +138,7 @@ func orDash(s string) string {
 // classOf turns an outcome into a CSS class from a fixed set.
 func classOf(outcome string) string {
 	switch outcome {
-	case Released, Held, Granted, StillWait, "expired", "recovered", "lost":
+	case Released, Held, Granted, StillWait, Terminated, SessionEnded, "expired", "recovered", "lost":
 		return "o-" + outcome
 	case GaveUp:
 		return "o-gave-up"

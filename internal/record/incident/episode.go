@@ -59,6 +59,10 @@ type Root struct {
 	// spent behind it (a wait behind two holders at once counts for both).
 	Blocked int     `json:"blocked"`
 	Waited  Seconds `json:"waited_on_it"`
+	// Ended is how its session ended while the episode lasted, if it did:
+	// "terminated" or "ended" (model.SessionEnd); By as Wait.By.
+	Ended string `json:"ended,omitempty"`
+	By    string `json:"ended_by,omitempty"`
 }
 
 // HolderWait is a holder ranked by the total time others waited on it,
@@ -84,6 +88,10 @@ type Hold struct {
 	Until       time.Time `json:"until"` // the last snapshot that showed it
 	Held        Seconds   `json:"held"`
 	Waiters     int       `json:"waiters"` // distinct waits queued behind it
+	// Outcome is how it ended, as Blocker.Outcome ("" for a Redis key or
+	// a lease: the lease events say).
+	Outcome string `json:"outcome,omitempty"`
+	By      string `json:"outcome_by,omitempty"`
 }
 
 // Outage is a span in which a source answered with an error instead of
@@ -113,6 +121,7 @@ type episodeState struct {
 
 type rootState struct {
 	r        Root
+	server   string // the target it is on
 	keys     map[model.KeyID]bool
 	last     time.Time
 	longest  time.Duration // the longest wait behind it all along
@@ -136,6 +145,31 @@ type holdKey struct {
 	since int64
 }
 
+// ends marks how the holds and roots that s, taken at t, no longer shows
+// ended: released, or their session ended (s.Ended).
+func (x *Episodes) ends(s *model.Snapshot, t time.Time, shown map[holdKey]*Hold) {
+	open := map[holdKey]*Hold{}
+	for k, h := range x.openHolds {
+		if h.Until.Equal(t) {
+			open[k] = h
+		} else if h.Outcome == "" {
+			h.Outcome, h.By = holdEnd(s, k.key.Server, h.Holder, k.key.Kind)
+		}
+	}
+	maps.Copy(open, shown)
+	x.openHolds = open
+	if len(s.Ended) == 0 {
+		return
+	}
+	for _, ep := range append(x.open, x.closed...) {
+		for _, rs := range ep.roots {
+			if e, ok := s.Ending(rs.server, rs.r.Holder); ok && rs.r.Ended == "" {
+				rs.r.Ended, rs.r.By = e.Cause, e.By
+			}
+		}
+	}
+}
+
 // Episodes follows contention episodes one snapshot at a time, as review
 // does over a recording and as the live dashboard's event log does: Add
 // tells which episodes a snapshot began and which it ended. Its zero value
@@ -147,6 +181,7 @@ type Episodes struct {
 	apps        map[session]string
 	holds       map[holdKey]*Hold
 	holdWaiters map[holdKey]map[waitID]bool
+	openHolds   map[holdKey]*Hold // the holds the last snapshot showed
 	last        time.Time
 }
 
@@ -201,6 +236,7 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 	// The wait graph: keys and sessions, joined by every waiting row.
 	uf := unionFind{}
 	grants := map[session][]*model.Lock{}
+	shown := map[holdKey]*Hold{}
 	var waiting []*model.Lock
 	for j := range s.Locks {
 		l := &s.Locks[j]
@@ -220,6 +256,7 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 				holds[hk] = h
 			}
 			h.Until, h.Held = t, Seconds(max(t.Sub(h.Since), 0))
+			shown[hk] = h
 			continue
 		}
 		waiting = append(waiting, l)
@@ -278,6 +315,7 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 		closed = append(closed, ep)
 	}
 	x.open, x.closed = rest, closed
+	x.ends(&s, t, shown)
 }
 
 // reviewer follows the episodes, the holders' waits, the holds and the
@@ -349,13 +387,31 @@ func (r *Report) review(v *reviewer) {
 		return cmp.Or(cmp.Compare(b.Waited, a.Waited), cmp.Compare(b.Waits, a.Waits), cmp.Compare(a.Holder, b.Holder))
 	})
 	r.Holders = r.Holders[:min(len(r.Holders), Top)]
+	for _, h := range x.openHolds {
+		h.Outcome = HoldHeld
+	}
 	for _, h := range holds {
+		if h.Outcome == "" {
+			h.Outcome = r.leaseEnd(h)
+		}
 		r.LongestHolds = append(r.LongestHolds, *h)
 	}
 	slices.SortFunc(r.LongestHolds, func(a, b Hold) int {
 		return cmp.Or(cmp.Compare(b.Held, a.Held), a.Since.Compare(b.Since), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Holder, b.Holder))
 	})
 	r.LongestHolds = r.LongestHolds[:min(len(r.LongestHolds), Top)]
+}
+
+// leaseEnd is how a Redis key's or a lease's hold ended: the first lease
+// event of its holder on its key from its grant on (expired, recovered,
+// lost), else released.
+func (r *Report) leaseEnd(h *Hold) string {
+	for _, e := range r.Leases {
+		if e.Key == h.Key && e.Kind == h.Kind && e.Holder == h.Holder && !e.At.Before(h.Since) {
+			return e.Event
+		}
+	}
+	return HoldReleased
 }
 
 // add takes one frame's waiting rows of the episode's component.
@@ -417,7 +473,7 @@ func (ep *episodeState) add(rows []*model.Lock, t time.Time, s model.Snapshot, u
 			}
 			rs := ep.roots[bs]
 			if rs == nil {
-				rs = &rootState{r: Root{Holder: b}, keys: map[model.KeyID]bool{}, waitedOn: map[waitID]bool{}}
+				rs = &rootState{r: Root{Holder: b}, server: l.Server, keys: map[model.KeyID]bool{}, waitedOn: map[waitID]bool{}}
 				ep.roots[bs] = rs
 			}
 			rs.last = t

@@ -78,8 +78,13 @@ type Wait struct {
 	// key: the server grants the queue then, and shows no grant of a
 	// relation, row or transaction no one waits for), "gone" (it left the
 	// queue while what it waited behind still held on: it gave up, timed
-	// out or was cancelled), or "waiting" (still waiting at the end).
+	// out or was cancelled), "terminated" or "ended" (its session ended
+	// while it waited: see model.SessionEnd), or "waiting" (still waiting
+	// at the end).
 	Outcome string `json:"outcome"`
+	// By is who terminated it: "locktop" for this locktop's terminate
+	// action; "" when not known.
+	By string `json:"outcome_by,omitempty"`
 }
 
 // Blocker is a holder that had waiters queued behind it.
@@ -93,6 +98,31 @@ type Blocker struct {
 	MaxQueue    int       `json:"max_queue"`
 	Start       time.Time `json:"start"` // its first snapshot with a waiter
 	End         time.Time `json:"end"`   // its last
+	// Outcome is how its hold ended (HoldOutcome): "released",
+	// "terminated", "ended", "held" (still at the end), or a lease's event.
+	Outcome string `json:"outcome,omitempty"`
+	By      string `json:"outcome_by,omitempty"` // as Wait.By
+}
+
+// How a hold ends: the session let go of the lock and lives on
+// (released), its session ended (model.EndTerminated or model.EndEnded),
+// or it is still held at the end of the span. A lease's hold ends as its
+// LeaseEvent says.
+const (
+	HoldReleased = "released"
+	HoldHeld     = "held"
+)
+
+// holdEnd is how a hold of holder on server that snapshot s no longer
+// shows ended: released, unless s says its session ended.
+func holdEnd(s *model.Snapshot, server, holder string, kind model.Kind) (outcome, by string) {
+	if e, ok := s.Ending(server, holder); ok {
+		return e.Cause, e.By
+	}
+	if !kind.PG() && kind != "" {
+		return "", "" // a Redis key or lease may have run out: its events say
+	}
+	return HoldReleased, ""
 }
 
 // Queue is the number of waiting rows over time.
@@ -246,7 +276,13 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 				continue
 			}
 			w.Outcome = "gone"
-			if slices.Contains(holders[id.key], id.who) || letGo(behind[id], present[id.key]) {
+			e, ended := s.Ending(id.key.Server, id.who)
+			switch {
+			case slices.Contains(holders[id.key], id.who):
+				w.Outcome = "granted"
+			case ended:
+				w.Outcome, w.By = e.Cause, e.By // it did not give up
+			case letGo(behind[id], present[id.key]):
 				w.Outcome = "granted"
 			}
 			done, doneKeys = append(done, w), append(doneKeys, id.key)
@@ -314,8 +350,12 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 			if seenH[id] {
 				continue
 			}
-			if ev, ok := r.closeHolding(h, holders[id.key], prevT, t); ok && ev.Event == "expired" {
-				ranOut[id.key] = ev
+			h.b.Outcome, h.b.By = holdEnd(&s, id.key.Server, id.who, id.key.Kind)
+			if ev, ok := r.closeHolding(h, holders[id.key], prevT, t); ok {
+				h.b.Outcome = ev.Event
+				if ev.Event == "expired" {
+					ranOut[id.key] = ev
+				}
 			}
 			if len(h.waiters) > 0 {
 				h.b.Waiters = len(h.waiters)
@@ -331,6 +371,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 	for _, h := range holds {
 		if len(h.waiters) > 0 {
 			h.b.Waiters = len(h.waiters)
+			h.b.Outcome = HoldHeld
 			blockers = append(blockers, h.b)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/locktop/locktop/model"
 )
 
 // TextOptions say how WriteText renders: the time zone of its times, and
@@ -59,7 +61,11 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 				}
 				var roots []string
 				for _, x := range e.Roots {
-					roots = append(roots, fmt.Sprintf("%s %s ≥%s", clean(x.Holder), orDash(clean(x.Application)), dur(time.Duration(x.Held))))
+					root := fmt.Sprintf("%s %s ≥%s", clean(x.Holder), orDash(clean(x.Application)), dur(time.Duration(x.Held)))
+					if x.Ended != "" {
+						root += " " + Words(x.Ended, x.By)
+					}
+					roots = append(roots, root)
 				}
 				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", clock(e.Start), to, dur(time.Duration(e.Duration)),
 					clean(listed(e.Keys, 3)), strings.Join(e.Kinds, ","), e.PeakQueue, e.Waits, dur(time.Duration(e.Waited)), orDash(strings.Join(roots, "; ")))
@@ -76,14 +82,14 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 		"KEY\tWAITER\tAPPLICATION\tWAITED\tFROM\tTO\tBEHIND\tENDED", func(tw io.Writer) {
 			for _, x := range r.Waits {
 				fmt.Fprintf(tw, "  %s\t%s\t%s\t≥%s\t%s\t%s\t%s\t%s\n", clean(x.Key), clean(x.Waiter), orDash(clean(x.Application)),
-					dur(time.Duration(x.Waited)), clock(x.Start), clock(x.End), orDash(clean(strings.Join(x.Behind, ","))), x.Outcome)
+					dur(time.Duration(x.Waited)), clock(x.Start), clock(x.End), orDash(clean(strings.Join(x.Behind, ","))), Words(x.Outcome, x.By))
 			}
 		})
 	section("Holders that blocked the most waiters", "no holder had a waiter", len(r.Blockers),
-		"KEY\tHOLDER\tAPPLICATION\tWAITERS\tBLOCKING\tMAX QUEUE\tFROM\tTO", func(tw io.Writer) {
+		"KEY\tHOLDER\tAPPLICATION\tWAITERS\tBLOCKING\tMAX QUEUE\tFROM\tTO\tENDED", func(tw io.Writer) {
 			for _, x := range r.Blockers {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t≥%s\t%d\t%s\t%s\n", clean(x.Key), clean(x.Holder), orDash(clean(x.Application)),
-					x.Waiters, dur(time.Duration(x.Blocking)), x.MaxQueue, clock(x.Start), clock(x.End))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t≥%s\t%d\t%s\t%s\t%s\n", clean(x.Key), clean(x.Holder), orDash(clean(x.Application)),
+					x.Waiters, dur(time.Duration(x.Blocking)), x.MaxQueue, clock(x.Start), clock(x.End), orDash(Words(x.Outcome, x.By)))
 			}
 		})
 	fmt.Fprintf(&b, "\nQueue length (waiting rows), %s – %s", clock(r.From), clock(r.To))
@@ -111,10 +117,10 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 			}
 		})
 	section("Longest holds (with or without waiters)", "no lock held", len(r.LongestHolds),
-		"KEY\tKIND\tHOLDER\tAPPLICATION\tHELD\tFROM\tTO\tWAITERS", func(tw io.Writer) {
+		"KEY\tKIND\tHOLDER\tAPPLICATION\tHELD\tFROM\tTO\tWAITERS\tENDED", func(tw io.Writer) {
 			for _, x := range r.LongestHolds {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t≥%s\t%s\t%s\t%d\n", clean(x.Key), clean(x.Kind), clean(x.Holder), orDash(clean(x.Application)),
-					dur(time.Duration(x.Held)), clock(x.Since), clock(x.Until), x.Waiters)
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t≥%s\t%s\t%s\t%d\t%s\n", clean(x.Key), clean(x.Kind), clean(x.Holder), orDash(clean(x.Application)),
+					dur(time.Duration(x.Held)), clock(x.Since), clock(x.Until), x.Waiters, orDash(Words(x.Outcome, x.By)))
 			}
 		})
 	section("Deadlocks (cycles of waits seen in two snapshots in a row)", "none", len(r.Deadlocks),
@@ -143,6 +149,15 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 		})
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// Words says how a wait or hold ended (an Outcome and its By), for
+// people: "terminated by locktop", "session ended", "released".
+func Words(o, by string) string {
+	if o == model.EndTerminated || o == model.EndEnded {
+		return model.SessionEnd{Cause: o, By: by}.Words()
+	}
+	return o
 }
 
 // listed is the first n of items, and how many more.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,6 +62,8 @@ type Monitor struct {
 	keyNames  interner            // the names in firstSeen's and seenWaits' keys
 	polls     uint64              // polls tracked
 	lastTaken time.Time
+	sessions  sessionState // who held or waited, to tell who ended (ended.go)
+	oursMu    sync.Mutex   // guards sessions.ours, which Terminate writes
 }
 
 // Connect opens the monitor's connection to dsn ("" means the PG*
@@ -194,32 +197,33 @@ func (m *Monitor) Poll(ctx context.Context) (model.Snapshot, error) {
 		return model.Snapshot{}, ctx.Err()
 	}
 	defer func() { <-m.polling }()
-	snap, err := m.inspect(ctx)
+	snap, t, err := m.inspect(ctx)
 	if err != nil && ctx.Err() == nil && classify(err) == KindLost {
 		// The pooled connection died while idle (a restart, a terminated
 		// backend): the poll is read-only, so once more on a fresh one.
-		snap, err = m.inspect(ctx)
+		snap, t, err = m.inspect(ctx)
 	}
 	if err != nil {
 		return model.Snapshot{}, Describe(err)
 	}
 	m.track(&snap)
+	m.ended(&snap, t.Alive, t.Killed)
 	return snap, nil
 }
 
-func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, error) {
+func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, *lockcore.LockTable, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.pollTimeout)
 	defer cancel()
 	start := time.Now()
 	t, err := lockcore.ReadLocks(ctx, m.pool)
 	if err != nil {
-		return model.Snapshot{}, err
+		return model.Snapshot{}, nil, err
 	}
 	partial := m.names.apply(&t)
 	snap := build(&t, m.reg)
 	snap.Partial = partial
 	snap.Latency = time.Since(start)
-	return snap, nil
+	return snap, &t, nil
 }
 
 // Terminate ends a backend with pg_terminate_backend. Only the dashboard's
@@ -233,5 +237,6 @@ func (m *Monitor) Terminate(ctx context.Context, pid int32) error {
 	if !ok {
 		return errors.New("pg_terminate_backend returned false: no such backend")
 	}
+	m.terminated(pid)
 	return nil
 }
