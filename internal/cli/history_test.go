@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/locktop/locktop/internal/record/incident"
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
@@ -144,6 +145,24 @@ func TestServeAnswersThePast(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), fmt.Sprint(p.pid)) {
 		t.Fatalf("report %s does not name the holder %d:\n%s", base, p.pid, out.String())
+	}
+	// As the pile-up's root blocker, in its episode.
+	out.Reset()
+	if err := runReport(ctx, []string{"--json", base}, &out, &errOut); err != nil {
+		t.Fatalf("report --json %s: %v (%s)", base, err, errOut.String())
+	}
+	var rep incident.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("report --json %s: %v: %s", base, err, out.String())
+	}
+	root := false
+	for _, e := range rep.Episodes {
+		for _, r := range e.Roots {
+			root = root || r.Holder == fmt.Sprint(p.pid)
+		}
+	}
+	if !root {
+		t.Fatalf("report %s: no episode names the holder %d as its root blocker: %+v", base, p.pid, rep.Episodes)
 	}
 	out.Reset()
 	if err := runReplay(ctx, []string{base, "--at", "end", "--json"}, &out, &errOut); err != nil {
