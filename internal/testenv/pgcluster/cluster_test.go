@@ -254,7 +254,7 @@ func TestAdvanceClock(t *testing.T) {
 		if err := conn.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&ts); err != nil {
 			t.Fatal(err)
 		}
-		return ts.Sub(time.Now())
+		return time.Until(ts)
 	}
 	open := connect()
 	if d := ahead(open); d < -time.Second || d > time.Second {
