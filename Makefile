@@ -43,7 +43,7 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-## deps: install the PostgreSQL server, redis-server, tmux, promtool (Debian's prometheus, to check deploy/) and chromium (the HTML report's browser tests) with apt-get if they are missing
+## deps: install the PostgreSQL server, redis-server, tmux, promtool (Debian's prometheus, to check deploy/), chromium (the HTML report's browser tests) and libfaketime (moves a throw-away server's clock) with apt-get if they are missing
 deps:
 	@missing=""; \
 	if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then missing="$$missing postgresql"; fi; \
@@ -52,6 +52,7 @@ deps:
 	if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/dev/null 2>&1; then missing="$$missing redis-server"; fi; \
 	if ! command -v promtool >/dev/null 2>&1; then missing="$$missing prometheus"; fi; \
 	if ! command -v chromium >/dev/null 2>&1; then missing="$$missing chromium"; fi; \
+	if ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1; then missing="$$missing libfaketime"; fi; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; \

@@ -145,6 +145,30 @@ func TestServeAnswersThePast(t *testing.T) {
 	if !strings.Contains(out.String(), fmt.Sprint(p.pid)) {
 		t.Fatalf("report %s does not name the holder %d:\n%s", base, p.pid, out.String())
 	}
+	// As the pile-up's root blocker, in its episode.
+	out.Reset()
+	if err := runReport(ctx, []string{"--json", base}, &out, &errOut); err != nil {
+		t.Fatalf("report --json %s: %v (%s)", base, err, errOut.String())
+	}
+	var rep struct { // the part of incident.Report read here
+		Episodes []struct {
+			Roots []struct {
+				Holder string `json:"holder"`
+			} `json:"root_blockers"`
+		} `json:"episodes"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("report --json %s: %v: %s", base, err, out.String())
+	}
+	root := false
+	for _, e := range rep.Episodes {
+		for _, r := range e.Roots {
+			root = root || r.Holder == fmt.Sprint(p.pid)
+		}
+	}
+	if !root {
+		t.Fatalf("report %s: no episode names the holder %d as its root blocker: %+v", base, p.pid, rep.Episodes)
+	}
 	out.Reset()
 	if err := runReplay(ctx, []string{base, "--at", "end", "--json"}, &out, &errOut); err != nil {
 		t.Fatalf("replay %s: %v", base, err)

@@ -45,6 +45,11 @@ type Options struct {
 	Settings map[string]string
 	// StartTimeout bounds initdb plus start-up; default 60s.
 	StartTimeout time.Duration
+	// MovableClock runs the server under libfaketime, so that
+	// AdvanceClock can move its clock forward: a test sees what a client
+	// shows minutes later without waiting them (the server's timers are
+	// then not to be trusted; see AdvanceClock).
+	MovableClock bool
 }
 
 // Cluster is a running throw-away server.
@@ -59,6 +64,7 @@ type Cluster struct {
 	exited  chan struct{}
 	exitErr error
 	logPath string
+	clock   *clock // nil unless Options.MovableClock
 }
 
 // defaultSettings make a quick, disposable server with room for the
@@ -118,6 +124,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, fmt.Errorf("pgcluster: giving %s to the postgres user: %w", root, err)
 		}
 	}
+	if opts.MovableClock {
+		if c.clock, err = newClock(root); err != nil {
+			return nil, err
+		}
+	}
 
 	initdb := c.command(ctx, "initdb", "-D", c.data, "-U", Superuser, "-A", "trust", "-E", "UTF8",
 		"--locale=C", "--no-sync", "--no-instructions")
@@ -156,6 +167,9 @@ func (c *Cluster) launch(ctx context.Context) error {
 	defer logFile.Close()
 	// Not CommandContext: the server must outlive the start-up context.
 	cmd := c.command(context.Background(), "postgres", c.args...)
+	if c.clock != nil {
+		cmd.Env = append(cmd.Env, c.clock.env()...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("pgcluster: starting postgres: %w", err)

@@ -228,3 +228,52 @@ func TestCrash(t *testing.T) {
 		t.Errorf("the server log does not show a crash recovery: %s", c.logTail())
 	}
 }
+
+// The movable clock moves the server's clock forward at once, for a
+// session already open and for one opened after.
+func TestAdvanceClock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := Start(ctx, Options{MovableClock: true})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer c.Stop()
+	connect := func() *pgx.Conn {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		return conn
+	}
+	ahead := func(conn *pgx.Conn) time.Duration {
+		t.Helper()
+		var ts time.Time
+		if err := conn.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&ts); err != nil {
+			t.Fatal(err)
+		}
+		return time.Until(ts)
+	}
+	open := connect()
+	if d := ahead(open); d < -time.Second || d > time.Second {
+		t.Fatalf("before AdvanceClock the server's clock is %v ahead of ours", d)
+	}
+	for range 2 {
+		if err := c.AdvanceClock(time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, conn := range map[string]*pgx.Conn{"open before": open, "opened after": connect()} {
+		if d := ahead(conn); d < 2*time.Minute-time.Second || d > 2*time.Minute+time.Second {
+			t.Errorf("a session %s two AdvanceClock(1m): the server's clock is %v ahead of ours, want 2m", name, d)
+		}
+	}
+	if err := c.AdvanceClock(-time.Second); err == nil {
+		t.Error("AdvanceClock(-1s) moved the clock back")
+	}
+	if err := (&Cluster{}).AdvanceClock(time.Second); err == nil {
+		t.Error("AdvanceClock without MovableClock did not fail")
+	}
+}
