@@ -26,10 +26,10 @@ var ErrLockOrder = Kin("lock order inverted (a held lock's class must come after
 // whatever kinds the locks are of.
 type Inversion struct {
 	From, To string   // the held class and the class acquired
-	HeldSite string   // where the held lock (From) was acquired
-	Site     string   // where To is acquired now
+	Site     string   // where To is acquired now, holding From
 	Path     []string // the order the graph had: To ... From
 	PathSite string   // where the graph's first step out of To was first seen ("declared" if declared)
+	HeldSite string   // where the held lock was acquired, if recorded (Entry.Site), else ""
 	FromKind string
 	ToKind   string
 	HeldName string // the held lock, within its kind
@@ -38,8 +38,8 @@ type Inversion struct {
 }
 
 func (v Inversion) String() string {
-	return fmt.Sprintf("lock order inversion: %s (%s) acquired at %s while holding %s (%s) acquired at %s; the order so far is %v",
-		v.To, v.Name, v.Site, v.From, v.HeldName, v.HeldSite, v.Path)
+	return fmt.Sprintf("lock order inversion: %s (%s) acquired at %s while holding %s (%s); the order so far is %v, first seen at %s",
+		v.To, v.Name, v.Site, v.From, v.HeldName, v.Path, v.PathSite)
 }
 
 // Edge is one edge of the lock-order graph: From was held when To was
@@ -266,8 +266,10 @@ func (g *OrderGraph) check(h *Entry, e *Entry) error {
 }
 
 // learn adds the new edges from the classes held in h to e's class, and
-// reports the first that closes a cycle.
+// reports the first that closes a cycle. It records e's site: skipping
+// runtime.Callers, learn, check and Check, the frames from Check's caller.
 func (g *OrderGraph) learn(h *Entry, e *Entry) error {
+	runtime.Callers(4, e.site[:])
 	var found []Inversion
 	g.mu.Lock()
 	for x := h; x != nil; x = x.next {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/locktop/locktop/lockcore"
 )
@@ -29,8 +31,9 @@ func take(t *testing.T, ctx context.Context, class, name string) (context.Contex
 }
 
 // A then B in one place, B then A in another: the second order is reported
-// at its first occurrence, once, with both acquisition sites; nesting one
-// class in itself is not an inversion.
+// at its first occurrence, once, with both orders' sites (where B was taken
+// under A, where A is taken under B); nesting one class in itself is not an
+// inversion. A lock taken with nothing held records no site.
 func TestOrderInversionReportedOnce(t *testing.T) {
 	g := lockcore.NewOrderGraph()
 	var got []lockcore.Inversion
@@ -46,7 +49,7 @@ func TestOrderInversionReportedOnce(t *testing.T) {
 		t.Fatalf("inversions before any: %v", got)
 	}
 	for range 2 {
-		e, _ := lockcore.Check(ctx, "test", "sesslock:c2", "SESSION") // the held lock's site
+		e, _ := lockcore.Check(ctx, "test", "sesslock:c2", "SESSION")
 		e.Hold = fakeHold{}
 		s := lockcore.Push(ctx, e)
 		if _, err := lockcore.Check(s, "test", "AGENT 3", "AGENT"); err != nil { // the inverting acquire's
@@ -60,13 +63,13 @@ func TestOrderInversionReportedOnce(t *testing.T) {
 	if v.From != "SESSION" || v.To != "AGENT" || v.Name != "AGENT 3" || v.HeldName != "sesslock:c2" {
 		t.Errorf("inversion %+v", v)
 	}
-	for _, site := range []string{v.Site, v.HeldSite, v.PathSite} {
+	for _, site := range []string{v.Site, v.PathSite} {
 		if !strings.Contains(site, "order_test.go:") {
 			t.Errorf("site %q does not name this file", site)
 		}
 	}
-	if v.Site == v.HeldSite {
-		t.Errorf("both sites are %s", v.Site)
+	if v.Site == v.PathSite || v.HeldSite != "" {
+		t.Errorf("sites %q and %q, held %q", v.Site, v.PathSite, v.HeldSite)
 	}
 	if len(g.History()) != 1 {
 		t.Errorf("history %v", g.History())
@@ -106,7 +109,9 @@ func TestOrderStrictAndDeclared(t *testing.T) {
 }
 
 // The order check of an acquire with four locks held, every edge known:
-// the cost every acquire pays while locks nest.
+// the cost every acquire pays while locks nest. min-ns/op is the fastest
+// burst of 256 acquires: on a machine shared with other work it stays near
+// the quiet machine's figure when ns/op does not.
 func BenchmarkOrderCheckHeld4(b *testing.B) {
 	g := lockcore.NewOrderGraph()
 	ctx := lockcore.WithOrder(context.Background(), g)
@@ -116,21 +121,47 @@ func BenchmarkOrderCheckHeld4(b *testing.B) {
 		ctx = lockcore.Push(ctx, e)
 	}
 	_, _ = lockcore.Check(ctx, "test", "s", "SESSION") // learn the edges
-	b.ReportAllocs()
-	for b.Loop() {
+	bursts(b, func() {
 		e, _ := lockcore.Check(ctx, "test", "s", "SESSION")
 		e.Hold = fakeHold{}
 		_ = lockcore.Push(ctx, e)
-	}
+	})
+}
+
+// What Check adds to: an entry pushed into a context with nothing
+// checked, the floor of the benchmarks above and below.
+func BenchmarkOrderCheckFloor(b *testing.B) {
+	ctx := context.Background()
+	bursts(b, func() {
+		e := &lockcore.Entry{Kind: "test", Name: "s", Class: "SESSION"}
+		e.Hold = fakeHold{}
+		_ = lockcore.Push(ctx, e)
+	})
 }
 
 // The same with nothing held: what every other acquire pays.
 func BenchmarkOrderCheckHeld0(b *testing.B) {
 	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
+	bursts(b, func() {
 		e, _ := lockcore.Check(ctx, "test", "s", "SESSION")
 		e.Hold = fakeHold{}
 		_ = lockcore.Push(ctx, e)
+	})
+}
+
+// bursts runs fn b.N times in bursts of 256 and also reports the fastest
+// burst's time per call (min-ns/op).
+func bursts(b *testing.B, fn func()) {
+	const n = 256
+	b.ReportAllocs()
+	best := time.Duration(math.MaxInt64)
+	for i := 0; i < b.N; {
+		start := time.Now()
+		for range n {
+			fn()
+		}
+		best = min(best, time.Since(start))
+		i += n
 	}
+	b.ReportMetric(float64(best.Nanoseconds())/n, "min-ns/op")
 }

@@ -331,7 +331,7 @@ func (r *recorder) inversion(v lockcore.Inversion) {
 	r.inversions = append(r.inversions, v)
 	r.orderMu.Unlock()
 	r.emit(model.Event{Worker: "lock order", Key: v.Name,
-		Detail: fmt.Sprintf("%s taken at %s while holding %s taken at %s: the reverse of the order seen before", v.To, v.Site, v.From, v.HeldSite)})
+		Detail: fmt.Sprintf("%s taken at %s while holding %s: the reverse of the order seen at %s", v.To, v.Site, v.From, v.PathSite)})
 }
 
 // orderInversions returns the run's lock-order inversions.

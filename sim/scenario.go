@@ -443,7 +443,7 @@ var scenarios = []Scenario{
 	{
 		Name: "fole",
 		Description: "the FOLE lease locks: map, sketch and project jobs under leases: tile sets by the atomic write sequence, viewers, " +
-			"exports, sketch edits, bulk jobs (AcquireAll), upgraders, job caps with project p1 flooding; dead and stalled workers recovered",
+			"exports, sketch edits, bulk jobs (WithAll), upgraders, job caps with project p1 flooding; dead and stalled workers recovered",
 		Systems:    SystemJobs,
 		JobTiming:  jobTiming,
 		FloodShare: 0.7,

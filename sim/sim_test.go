@@ -209,12 +209,12 @@ func TestLockOrderScenarioReportsTheInversion(t *testing.T) {
 	if !classes["AGENT"] || len(classes) != 2 {
 		t.Errorf("inversion between %s and %s, want AGENT and the session lock's class", v.From, v.To)
 	}
-	for _, site := range []string{v.Site, v.HeldSite} {
+	for _, site := range []string{v.Site, v.PathSite} { // each order's inner acquire
 		if !strings.Contains(site, "sim/scenario.go:") {
 			t.Errorf("acquisition site %q is not the scenario's workload", site)
 		}
 	}
-	if v.Site == v.HeldSite {
+	if v.Site == v.PathSite {
 		t.Errorf("both sites are %s", v.Site)
 	}
 }

@@ -108,8 +108,8 @@
 //
 // # Seed 004: jobs on lease locks
 //
-// Jobs drives lockcore/lease: map writes (AcquireAll of a project read
-// and a map write, a tile set by Lock.WriteAtomic), viewers and exports,
+// Jobs drives lockcore/lease: map writes (Manager.WithAll of a project
+// read and a map write, a tile set by Lock.WriteAtomic), viewers and exports,
 // sketch edits, bulk jobs, upgradeable readers, and job slots under the
 // caps; its faults run on a node whose heartbeats never run (a dead
 // worker, a stalled one). Every section registers a hold per resource

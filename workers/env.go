@@ -37,7 +37,7 @@ const (
 	KindMapWriter Kind = "map_writer" // tile generation and calibration (map write, atomic write sequence)
 	KindMapReader Kind = "map_reader" // viewers and exports (map read)
 	KindSketch    Kind = "sketch"     // sketch edits (sketch write)
-	KindBulk      Kind = "bulk_job"   // bulk project jobs (AcquireAll)
+	KindBulk      Kind = "bulk_job"   // bulk project jobs (WithAll)
 	KindUpgrader  Kind = "upgrader"   // upgradeable readers that may decide to write
 )
 

@@ -93,7 +93,7 @@ type JobStats struct {
 	Stalls       int64         `json:"stalls"`        // workers whose heartbeats stalled past their lease
 	StaleStopped int64         `json:"stale_stopped"` // stalled workers that found their lease lost and stopped before writing
 	Interrupted  int64         `json:"interrupted"`   // writes interrupted mid-sequence
-	BulkRetries  int64         `json:"bulk_retries"`  // bulk jobs' retries of AcquireAll
+	BulkRetries  int64         `json:"bulk_retries"`  // bulk jobs' retries of WithAll
 	Waits        []ProjectWait `json:"project_waits"` // slot waits per project
 }
 
@@ -116,7 +116,7 @@ type projectWait struct {
 // Jobs runs seed 004's job system over a few projects, maps and sketches,
 // through lockcore/lease: map tile generation and calibration (map write,
 // the §5.1 atomic write sequence), viewers and exports (map read), sketch
-// edits (sketch write), bulk project jobs (AcquireAll in the global
+// edits (sketch write), bulk project jobs (WithAll in the global
 // order), upgradeable readers, and jobs under the caps with one project
 // flooding the queue. Its faults: a worker that dies holding a lease, one
 // whose heartbeats stall past its lease, a write interrupted mid-sequence.
@@ -281,14 +281,13 @@ func (j *Jobs) ensure(ctx context.Context) error {
 			if ok && readable(e.Path) {
 				continue
 			}
-			l, err := j.nodes[0].Acquire(ctx, lease.Map(m.Map), lease.Write)
-			if err != nil {
-				return fmt.Errorf("workers: the first tile set of %s: %w", m.Map, err)
-			}
-			_, err = l.WriteAtomic(ctx, lease.AtomicWrite{Dir: j.mapDir(m.Map), Name: tilesName, Fill: func(tmp string) error {
-				return writeTiles(ctx, tmp, j.newSet(), 0, tileCount, nil)
-			}})
-			err = errors.Join(err, l.Release(ctx))
+			r := lease.Map(m.Map)
+			err = j.nodes[0].With(ctx, r, lease.Write, func(ctx context.Context) error {
+				_, err := lease.LockOf(ctx, r).WriteAtomic(ctx, lease.AtomicWrite{Dir: j.mapDir(m.Map), Name: tilesName, Fill: func(tmp string) error {
+					return writeTiles(ctx, tmp, j.newSet(), 0, tileCount, nil)
+				}})
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("workers: the first tile set of %s: %w", m.Map, err)
 			}
@@ -484,7 +483,7 @@ func (s *slot) done() {
 		_, _ = s.j.env.DB.Exec(ctx, "DELETE FROM lease_jobs WHERE id = $1", s.rowID)
 	}
 	if s.js != nil {
-		_ = s.js.Done(ctx)
+		_ = s.js.Finish(ctx)
 	}
 }
 

@@ -15,32 +15,44 @@ import (
 // errInterrupted is how an interrupted write stops.
 var errInterrupted = errors.New("write interrupted mid-sequence")
 
-// takeLocks takes reqs on node with ctx: all or none, in the global order.
-// With locking off it takes nothing.
-func (j *Jobs) takeLocks(ctx context.Context, node *lease.Manager, reqs ...lease.Request) ([]*lease.Lock, error) {
-	if !j.env.Locking() {
-		return nil, nil
+// under runs fn under reqs taken on node with lctx (the job's context, or
+// the worker's): all or none, in the global order (lease.Manager.WithAll),
+// released when fn returns. The attempt is recorded as acquired as fn
+// starts; ran reports whether it did. With locking off it takes nothing.
+func (o *op) under(lctx context.Context, node *lease.Manager, reqs []lease.Request, fn func(ctx context.Context) error) (ran bool, err error) {
+	body := func(ctx context.Context) error {
+		ran = true
+		o.attempt(model.OutcomeAcquired, nil, false)
+		return fn(ctx)
 	}
-	if len(reqs) == 1 {
-		l, err := node.Acquire(ctx, reqs[0].Resource, reqs[0].Mode)
-		if err != nil {
-			return nil, err
-		}
-		return []*lease.Lock{l}, nil
+	if !o.j.env.Locking() {
+		return ran, body(lctx)
 	}
-	return node.AcquireAll(ctx, reqs...)
+	return ran, node.WithAll(lctx, reqs, body)
 }
 
-// enterAll registers a hold per request, under the locks' fences (0 with
-// none).
-func (o *op) enterAll(ctx context.Context, locks []*lease.Lock, reqs ...lease.Request) ([]*hold, error) {
+// end records how an op that ran under (ran) ended with err, classified
+// against the worker's ctx: an acquire that failed, or a body that did
+// (an interrupted write is no failure), and returns err.
+func (o *op) end(ctx context.Context, ran bool, err error) error {
+	switch {
+	case !ran:
+		o.attempt(classify(ctx, err), err, false)
+		return err
+	case errors.Is(err, errInterrupted):
+		return err
+	}
+	return o.failed(ctx, err)
+}
+
+// enterAll registers a hold per request, under the fences of the locks ctx
+// holds (0 with none).
+func (o *op) enterAll(ctx context.Context, reqs ...lease.Request) ([]*hold, error) {
 	var hs []*hold
 	for _, r := range reqs {
 		var fence int64
-		for _, l := range locks {
-			if l.Resource() == r.Resource {
-				fence = l.Fence()
-			}
+		if l := lease.LockOf(ctx, r.Resource); l != nil {
+			fence = l.Fence()
 		}
 		h, err := o.enter(ctx, r.Resource, r.Mode, fence, 0)
 		if err != nil {
@@ -51,32 +63,6 @@ func (o *op) enterAll(ctx context.Context, locks []*lease.Lock, reqs ...lease.Re
 	}
 	o.j.env.at(ctx, PointHoldEntered, 0)
 	return hs, nil
-}
-
-// release releases locks, newest first; a lock lost meanwhile makes the
-// error wrap lease.ErrLost.
-func release(ctx context.Context, locks []*lease.Lock) error {
-	var errs []error
-	for i := len(locks) - 1; i >= 0; i-- {
-		errs = append(errs, locks[i].Release(context.WithoutCancel(ctx)))
-	}
-	return errors.Join(errs...)
-}
-
-// releaseAfter releases locks once the work under them ended with err,
-// and returns both errors joined, as lockcore.With does: a lease lost
-// while the work failed (ErrLost) is still counted as lost.
-func releaseAfter(ctx context.Context, locks []*lease.Lock, err error) error {
-	return errors.Join(err, release(ctx, locks))
-}
-
-func lockOf(locks []*lease.Lock, r lease.Resource) *lease.Lock {
-	for _, l := range locks {
-		if l.Resource() == r {
-			return l
-		}
-	}
-	return nil
 }
 
 // writeSet writes a new tile set of map m: with its write lock, by the
@@ -142,7 +128,7 @@ func (j *Jobs) readSet(ctx context.Context, node *lease.Manager, kind Kind, m st
 }
 
 // MapWrite is a tile generation or calibration job on map m: a slot under
-// the caps, the project's read lock and the map's write lock (AcquireAll),
+// the caps, the project's read lock and the map's write lock (WithAll),
 // and a new tile set written with the §5.1 sequence.
 func (j *Jobs) MapWrite(ctx context.Context, m MapRef) error {
 	o := j.op(KindMapWriter, "map:"+m.Map)
@@ -153,40 +139,30 @@ func (j *Jobs) MapWrite(ctx context.Context, m MapRef) error {
 	}
 	s, err := j.startJob(ctx, kind, m.Project, m.Map)
 	if err != nil {
-		o.attempt(classify(ctx, err), err, false)
-		return err
+		return o.end(ctx, false, err)
 	}
 	defer s.done()
 	reqs := []lease.Request{{Resource: lease.Project(m.Project), Mode: lease.Read}, {Resource: lease.Map(m.Map), Mode: lease.Write}}
-	locks, err := j.takeLocks(s.ctx, s.node, reqs...)
-	if err != nil {
-		o.attempt(classify(ctx, err), err, false)
-		return err
-	}
-	o.attempt(model.OutcomeAcquired, nil, false)
-	err = j.mapWriteBody(ctx, o, s.node, locks, reqs, m.Map, interrupt)
-	err = releaseAfter(ctx, locks, err)
-	if errors.Is(err, errInterrupted) {
+	ran, err := o.under(s.ctx, s.node, reqs, func(ctx context.Context) error {
+		hs, err := o.enterAll(ctx, reqs...)
+		if err != nil {
+			return err
+		}
+		defer j.exit(hs...)
+		if err := sleep(ctx, j.timing.Load().Step); err != nil {
+			return err
+		}
+		if err := j.writeSet(ctx, lease.LockOf(ctx, lease.Map(m.Map)), s.node, m.Map, interrupt); err != nil {
+			return err
+		}
+		j.env.Rec.Section(KindMapWriter)
+		return nil
+	})
+	if errors.Is(o.end(ctx, ran, err), errInterrupted) {
 		j.env.Rec.Note(KindMapWriter, lockcore.Key{}, "map:"+m.Map+": write interrupted half-way through its tile set")
 		return nil
 	}
-	return o.failed(ctx, err)
-}
-
-func (j *Jobs) mapWriteBody(ctx context.Context, o *op, node *lease.Manager, locks []*lease.Lock, reqs []lease.Request, m string, interrupt bool) error {
-	hs, err := o.enterAll(ctx, locks, reqs...)
-	if err != nil {
-		return err
-	}
-	defer j.exit(hs...)
-	if err := sleep(ctx, j.timing.Load().Step); err != nil {
-		return err
-	}
-	if err := j.writeSet(ctx, lockOf(locks, lease.Map(m)), node, m, interrupt); err != nil {
-		return err
-	}
-	j.env.Rec.Section(KindMapWriter)
-	return nil
+	return err
 }
 
 // MapRead is a viewer (export false) or an export job (a slot under the
@@ -197,21 +173,14 @@ func (j *Jobs) MapRead(ctx context.Context, m MapRef, export bool) error {
 	if export {
 		s, err := j.startJob(ctx, "export", m.Project, m.Map)
 		if err != nil {
-			o.attempt(classify(ctx, err), err, false)
-			return err
+			return o.end(ctx, false, err)
 		}
 		defer s.done()
 		node, lctx = s.node, s.ctx
 	}
 	req := lease.Request{Resource: lease.Map(m.Map), Mode: lease.Read}
-	locks, err := j.takeLocks(lctx, node, req)
-	if err != nil {
-		o.attempt(classify(ctx, err), err, false)
-		return err
-	}
-	o.attempt(model.OutcomeAcquired, nil, false)
-	err = func() error {
-		hs, err := o.enterAll(ctx, locks, req)
+	ran, err := o.under(lctx, node, []lease.Request{req}, func(ctx context.Context) error {
+		hs, err := o.enterAll(ctx, req)
 		if err != nil {
 			return err
 		}
@@ -224,36 +193,28 @@ func (j *Jobs) MapRead(ctx context.Context, m MapRef, export bool) error {
 		}
 		j.env.Rec.Section(KindMapReader)
 		return nil
-	}()
-	err = releaseAfter(ctx, locks, err)
-	return o.failed(ctx, err)
+	})
+	return o.end(ctx, ran, err)
 }
 
 // SketchEdit edits sketch s under its write lock: a read-modify-write of
 // its version.
 func (j *Jobs) SketchEdit(ctx context.Context, s string) error {
 	o := j.op(KindSketch, "sketch:"+s)
-	node := j.node()
 	req := lease.Request{Resource: lease.Sketch(s), Mode: lease.Write}
-	locks, err := j.takeLocks(ctx, node, req)
-	if err != nil {
-		o.attempt(classify(ctx, err), err, false)
-		return err
-	}
-	o.attempt(model.OutcomeAcquired, nil, false)
-	err = func() error {
-		hs, err := o.enterAll(ctx, locks, req)
+	ran, err := o.under(ctx, j.node(), []lease.Request{req}, func(ctx context.Context) error {
+		hs, err := o.enterAll(ctx, req)
 		if err != nil {
 			return err
 		}
 		defer j.exit(hs...)
-		return j.editSketch(ctx, s)
-	}()
-	if err == nil {
+		if err := j.editSketch(ctx, s); err != nil {
+			return err
+		}
 		j.env.Rec.Section(KindSketch)
-	}
-	err = releaseAfter(ctx, locks, err)
-	return o.failed(ctx, err)
+		return nil
+	})
+	return o.end(ctx, ran, err)
 }
 
 func (j *Jobs) editSketch(ctx context.Context, s string) error {
@@ -271,7 +232,7 @@ func (j *Jobs) editSketch(ctx context.Context, s string) error {
 }
 
 // Bulk is a bulk project job: a slot, then the project's write lock, two
-// of its maps' and one sketch's (AcquireAll: the global order, whatever
+// of its maps' and one sketch's (WithAll: the global order, whatever
 // order they are asked in), with bounded retries; it writes the maps' tile
 // sets and the sketch. It must end within its retries' bound: a job that
 // does not is a deadlock.
@@ -279,8 +240,7 @@ func (j *Jobs) Bulk(ctx context.Context, project string) error {
 	o := j.op(KindBulk, "project:"+project)
 	s, err := j.startJob(ctx, "bulk", project, "")
 	if err != nil {
-		o.attempt(classify(ctx, err), err, false)
-		return err
+		return o.end(ctx, false, err)
 	}
 	defer s.done()
 	maps := j.Maps(project)
@@ -293,28 +253,17 @@ func (j *Jobs) Bulk(ctx context.Context, project string) error {
 	rand.Shuffle(len(reqs), func(a, b int) { reqs[a], reqs[b] = reqs[b], reqs[a] })
 	bound := time.Duration(j.opts.BulkAttempts) * (j.opts.Wait + time.Second)
 	start := time.Now()
-	var locks []*lease.Lock
-	for a := range j.opts.BulkAttempts {
-		if locks, err = j.takeLocks(s.ctx, s.node, reqs...); err == nil || !errors.Is(err, lease.ErrTimeout) || a == j.opts.BulkAttempts-1 {
-			break
+	checked := false
+	checkBound := func() { // once the locks are taken, or the tries given up
+		if d := time.Since(start); d > bound && !checked {
+			j.report(InvDeadlock, "bulk:"+o.label+":"+start.Format(time.RFC3339Nano),
+				fmt.Sprintf("%s: a bulk job's locks took %s, past its bound of %d tries (%s)", o.label, d.Round(time.Millisecond), j.opts.BulkAttempts, bound))
 		}
-		j.bulkRetries.Add(1)
-		if perr := sleep(ctx, time.Duration(50<<a)*time.Millisecond); perr != nil {
-			err = perr
-			break
-		}
+		checked = true
 	}
-	if d := time.Since(start); d > bound {
-		j.report(InvDeadlock, "bulk:"+o.label+":"+start.Format(time.RFC3339Nano),
-			fmt.Sprintf("%s: a bulk job's locks took %s, past its bound of %d tries (%s)", o.label, d.Round(time.Millisecond), j.opts.BulkAttempts, bound))
-	}
-	if err != nil {
-		o.attempt(classify(ctx, err), err, false)
-		return err
-	}
-	o.attempt(model.OutcomeAcquired, nil, false)
-	err = func() error {
-		hs, err := o.enterAll(ctx, locks, reqs...)
+	body := func(ctx context.Context) error {
+		checkBound()
+		hs, err := o.enterAll(ctx, reqs...)
 		if err != nil {
 			return err
 		}
@@ -322,7 +271,7 @@ func (j *Jobs) Bulk(ctx context.Context, project string) error {
 		for _, r := range reqs {
 			switch r.Resource.Level {
 			case lease.LevelMap:
-				err = j.writeSet(ctx, lockOf(locks, r.Resource), s.node, r.Resource.ID, false)
+				err = j.writeSet(ctx, lease.LockOf(ctx, r.Resource), s.node, r.Resource.ID, false)
 			case lease.LevelSketch:
 				err = j.editSketch(ctx, r.Resource.ID)
 			}
@@ -332,9 +281,20 @@ func (j *Jobs) Bulk(ctx context.Context, project string) error {
 		}
 		j.env.Rec.Section(KindBulk)
 		return nil
-	}()
-	err = releaseAfter(ctx, locks, err)
-	return o.failed(ctx, err)
+	}
+	var ran bool
+	for a := range j.opts.BulkAttempts {
+		if ran, err = o.under(s.ctx, s.node, reqs, body); ran || !errors.Is(err, lease.ErrTimeout) || a == j.opts.BulkAttempts-1 {
+			break
+		}
+		j.bulkRetries.Add(1)
+		if perr := sleep(ctx, time.Duration(50<<a)*time.Millisecond); perr != nil {
+			err = perr
+			break
+		}
+	}
+	checkBound()
+	return o.end(ctx, ran, err)
 }
 
 // Upgrader takes map m upgradeable, reads its tile set, and with
@@ -351,14 +311,8 @@ func (j *Jobs) upgrader(ctx context.Context, m MapRef, write bool) error {
 	o := j.op(KindUpgrader, "map:"+m.Map)
 	node := j.node()
 	req := lease.Request{Resource: lease.Map(m.Map), Mode: lease.Upgradeable}
-	locks, err := j.takeLocks(ctx, node, req)
-	if err != nil {
-		o.attempt(classify(ctx, err), err, false)
-		return err
-	}
-	o.attempt(model.OutcomeAcquired, nil, false)
-	err = func() error {
-		hs, err := o.enterAll(ctx, locks, req)
+	ran, err := o.under(ctx, node, []lease.Request{req}, func(ctx context.Context) error {
+		hs, err := o.enterAll(ctx, req)
 		if err != nil {
 			return err
 		}
@@ -372,7 +326,7 @@ func (j *Jobs) upgrader(ctx context.Context, m MapRef, write bool) error {
 			j.env.Rec.Section(KindUpgrader)
 			return nil
 		}
-		l := lockOf(locks, req.Resource)
+		l := lease.LockOf(ctx, req.Resource)
 		var fence int64
 		if l != nil {
 			if err := l.Upgrade(ctx); err != nil {
@@ -392,7 +346,6 @@ func (j *Jobs) upgrader(ctx context.Context, m MapRef, write bool) error {
 		}
 		j.env.Rec.Section(KindUpgrader)
 		return nil
-	}()
-	err = releaseAfter(ctx, locks, err)
-	return o.failed(ctx, err)
+	})
+	return o.end(ctx, ran, err)
 }

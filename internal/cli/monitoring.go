@@ -17,6 +17,7 @@ import (
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/serve/metrics"
 	"github.com/locktop/locktop/internal/source"
+	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 )
 
@@ -240,6 +241,7 @@ func newMonitoring(members []*member, server source.PollFunc, others []source.So
 		Info:      members[0].Info,
 		Health:    members[0].Probe,
 		Metrics:   mo.met.Handler(),
+		LockOrder: lockcore.Order().Handler(),
 		Past:      mo,
 		Log:       log,
 		QueryText: qt,

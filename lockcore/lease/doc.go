@@ -74,7 +74,8 @@
 // then maps, then sketches, by ID within a level. A Lock's context carries
 // what it holds: acquiring, with that context, a resource that sorts at or
 // before one still held is refused with ErrLockOrder rather than risking a
-// deadlock. AcquireAll sorts its requests and takes all of them or none.
+// deadlock. AcquireAll and WithAll sort their requests and take all of
+// them or none.
 // A goroutine that holds a read lock must not take the same resource again
 // through an unrelated context: a waiting writer would hold the second
 // read back, and wait itself for the first.
@@ -127,7 +128,7 @@
 // a lock; locks acquired with JobSlot.Context are owned by the job
 // ("job:ID"), stale recovery leaves them alone while the job lives (that
 // run of the job: not a later job reusing its ID), and
-// JobSlot.Done releases what it still holds and frees the slot.
+// JobSlot.Finish releases what it still holds and frees the slot.
 //
 // # Atomic writes
 //

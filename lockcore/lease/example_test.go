@@ -128,7 +128,7 @@ func ExampleManager_StartJob() {
 	}
 	l, _ := m.Acquire(job.Context(), lease.Map("m1"), lease.Write) // owned by the job
 	fmt.Println(l.Owner())
-	if err := job.Done(ctx); err != nil { // releases l and frees the slot
+	if err := job.Finish(ctx); err != nil { // releases l and frees the slot
 		fmt.Println(err)
 	}
 	fmt.Println(l.Err())

@@ -20,8 +20,8 @@ type Job struct {
 	Kind    string // free text for monitors ("tiles", "import", ...)
 }
 
-// JobSlot is a running job's place under the caps. Call Done when the job
-// ends.
+// JobSlot is a running job's place under the caps. Call Finish when the
+// job ends.
 type JobSlot struct {
 	m     *Manager
 	job   Job
@@ -34,7 +34,7 @@ type JobSlot struct {
 	locks    []*Lock // held locks taken with the slot's context
 	deadline time.Time
 	timer    *time.Timer
-	err      error // nil while queued or running; wraps ErrLost, or ErrReleased after Done
+	err      error // nil while queued or running; wraps ErrLost, or ErrReleased after Finish
 	done     bool
 }
 
@@ -92,7 +92,7 @@ func (m *Manager) StartJob(ctx context.Context, j Job) (*JobSlot, error) {
 	defer m.st.hub().leave(jobsKey, t, false)
 	bo := newBackoff(m.opts)
 	// A scheduling pass at first, then every Lease/2: a job that ends
-	// starts the next ones itself (Done), so a waiter needs a pass of its
+	// starts the next ones itself (Finish), so a waiter needs a pass of its
 	// own only to free the slots of jobs whose process died. In between it
 	// only reads its job's state, on a wake-up or its backoff.
 	var lastPass time.Time
@@ -183,26 +183,26 @@ func (s *JobSlot) Owner() string { return s.owner }
 
 // Context returns the job's context: derived from StartJob's, cancelled
 // with cause ErrLost if the job's row is lost (its lease passed unrenewed)
-// and with ErrReleased after Done. Locks acquired with it (or with a
+// and with ErrReleased after Finish. Locks acquired with it (or with a
 // context derived from it) are owned by the job: their owner is "job:ID",
-// stale recovery leaves them alone while the job is alive, and Done
+// stale recovery leaves them alone while the job is alive, and Finish
 // releases those still held. A later job reusing the ID (once this one's
 // lease passed) does not protect them.
 func (s *JobSlot) Context() context.Context { return s.ctx }
 
 // Err is nil while the job is queued or running, wraps ErrLost once it is
-// lost, and is ErrReleased after Done.
+// lost, and is ErrReleased after Finish.
 func (s *JobSlot) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
 }
 
-// Done releases the locks the job still holds, frees its slot (the next
+// Finish releases the locks the job still holds, frees its slot (the next
 // queued job, fairly chosen, starts) and ends its context. It works even if
 // ctx has ended. Further calls do nothing. A job whose row was lost returns
 // an error wrapping ErrLost.
-func (s *JobSlot) Done(ctx context.Context) error {
+func (s *JobSlot) Finish(ctx context.Context) error {
 	s.mu.Lock()
 	if s.done {
 		s.mu.Unlock()
@@ -242,7 +242,7 @@ func (s *JobSlot) Done(ctx context.Context) error {
 	}
 	s.cancel(ErrReleased)
 	if len(errs) > 0 {
-		return &Error{Op: "job done " + s.job.ID, Resource: Project(s.job.Project), Err: errors.Join(errs...)}
+		return &Error{Op: "finish job " + s.job.ID, Resource: Project(s.job.Project), Err: errors.Join(errs...)}
 	}
 	return nil
 }

@@ -127,40 +127,6 @@ func (m *Manager) Acquire(ctx context.Context, r Resource, mode Mode, opts ...lo
 	return m.acquire(ctx, ctx, "acquire", r, mode, true, time.Now().Add(wait))
 }
 
-// With takes r in mode as Acquire does, runs fn with the lock's context
-// (cancelled, cause an error wrapping ErrLost, if the lock is lost), and
-// releases it when fn returns or panics. It returns fn's error joined with
-// the release's (an error wrapping ErrLost if the lock was taken over).
-func (m *Manager) With(ctx context.Context, r Resource, mode Mode, fn func(ctx context.Context) error, opts ...lockcore.AcquireOption) error {
-	l, err := m.Acquire(ctx, r, mode, opts...)
-	if err != nil {
-		return err
-	}
-	return l.run(ctx, fn)
-}
-
-// TryWith runs fn as With does if r can be taken in mode at once, and
-// reports acquired=false with a nil error when it is held in a conflicting
-// mode (ErrLocked) or ctx holds it already or out of order (ErrLockOrder).
-func (m *Manager) TryWith(ctx context.Context, r Resource, mode Mode, fn func(ctx context.Context) error) (acquired bool, err error) {
-	l, err := m.TryAcquire(ctx, r, mode)
-	if errors.Is(err, ErrLocked) || errors.Is(err, ErrLockOrder) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, l.run(ctx, fn)
-}
-
-// run calls fn under l and releases l afterwards, also when fn panics.
-func (l *Lock) run(ctx context.Context, fn func(context.Context) error) (err error) {
-	defer func() {
-		err = errors.Join(err, l.Release(context.WithoutCancel(ctx)))
-	}()
-	return fn(l.ctx)
-}
-
 // TryAcquire takes r in mode if it can at once, and returns ErrLocked if it
 // cannot. A stale holder in its way is taken over (and audited).
 func (m *Manager) TryAcquire(ctx context.Context, r Resource, mode Mode) (*Lock, error) {
@@ -180,6 +146,11 @@ type Request struct {
 // carries the ones before it; the last one's carries them all. The same
 // resource twice is refused with ErrLockOrder.
 func (m *Manager) AcquireAll(ctx context.Context, reqs ...Request) ([]*Lock, error) {
+	return m.acquireAll(ctx, time.Now().Add(m.opts.Wait), reqs)
+}
+
+// acquireAll is AcquireAll bounded by deadline.
+func (m *Manager) acquireAll(ctx context.Context, deadline time.Time, reqs []Request) ([]*Lock, error) {
 	sorted := slices.Clone(reqs)
 	slices.SortStableFunc(sorted, func(a, b Request) int { return compare(a.Resource, b.Resource) })
 	for i := 1; i < len(sorted); i++ {
@@ -188,7 +159,6 @@ func (m *Manager) AcquireAll(ctx context.Context, reqs ...Request) ([]*Lock, err
 				Err: fmt.Errorf("%w: requested twice", ErrLockOrder)}
 		}
 	}
-	deadline := time.Now().Add(m.opts.Wait)
 	cur := ctx
 	var locks []*Lock
 	for _, q := range sorted {

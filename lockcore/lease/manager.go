@@ -52,7 +52,7 @@ func (m *Manager) Options() Options { return m.opts }
 // Close releases every lock and ends every job the Manager still holds,
 // stops its heartbeats (and its PostgreSQL listener), and closes its SQLite
 // file. It does not close a PostgreSQL pool, which is the caller's. After
-// Close, acquires and listings return ErrClosed; Release and Done of what
+// Close, acquires and listings return ErrClosed; Release and Finish of what
 // Close released do nothing.
 func (m *Manager) Close() error {
 	m.mu.Lock()
@@ -75,7 +75,7 @@ func (m *Manager) Close() error {
 	defer cancel()
 	var errs []error
 	for _, j := range jobs {
-		if err := j.Done(ctx); err != nil && !errors.Is(err, ErrLost) {
+		if err := j.Finish(ctx); err != nil && !errors.Is(err, ErrLost) {
 			errs = append(errs, err)
 		}
 	}

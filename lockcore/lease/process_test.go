@@ -216,7 +216,7 @@ func work(w helperWhere) error {
 				return err
 			}
 			err = inside("job", func() error { return nil })
-			if derr := s.Done(ctx); err == nil {
+			if derr := s.Finish(ctx); err == nil {
 				err = derr
 			}
 			if err != nil {
@@ -296,7 +296,7 @@ func testJobIDReused(t *testing.T, e *env) {
 		}
 		return err == nil
 	})
-	defer slot.Done(context.Background())
+	defer slot.Finish(context.Background())
 	aged(t, m, r, true, 100*time.Millisecond) // the dead job's lock: lapsed, no heartbeat
 	l, err := m.Acquire(slot.Context(), r, Write)
 	if err != nil {

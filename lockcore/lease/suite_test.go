@@ -509,7 +509,7 @@ func testRecoveryRefusedJobActive(t *testing.T, e *env) {
 	case <-time.After(10 * time.Second):
 		t.Error("the frozen job was never told it lost its slot")
 	}
-	_ = slot.Done(ctxT(t))
+	_ = slot.Finish(ctxT(t))
 }
 
 func testRecoveryAuditAtomic(t *testing.T, e *env) {
@@ -826,7 +826,7 @@ func testJobCaps(t *testing.T, e *env) {
 				mapsIn[j.Project]--
 			}
 			mu.Unlock()
-			if err := s.Done(ctxT(t)); err != nil {
+			if err := s.Finish(ctxT(t)); err != nil {
 				t.Errorf("Done: %v", err)
 			}
 		}()
@@ -895,7 +895,7 @@ func testJobFairness(t *testing.T, e *env) {
 				return
 			}
 			started <- id
-			_ = s.Done(ctxT(t))
+			_ = s.Finish(ctxT(t))
 		}()
 	}
 	queued := func(n int) func() bool {
@@ -919,7 +919,7 @@ func testJobFairness(t *testing.T, e *env) {
 	pgtest.Eventually(t, "ten big jobs queued", queued(10))
 	queue(other, "small-1", "small")
 	pgtest.Eventually(t, "the small job queued", queued(11))
-	if err := first.Done(ctxT(t)); err != nil {
+	if err := first.Finish(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	// Every StartJob may fail (and say so): then none starts, and the test
@@ -963,16 +963,16 @@ func testJobOwnsLocks(t *testing.T, e *env) {
 	if len(snap.Jobs) != 1 || !snap.Jobs[0].Running || snap.Jobs[0].Kind != "import" || snap.Jobs[0].Owner != "job:j1" {
 		t.Errorf("jobs: %+v", snap.Jobs)
 	}
-	if err := s.Done(ctxT(t)); err != nil {
+	if err := s.Finish(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	if p.Err() == nil || mp.Err() == nil {
 		t.Error("Done left the job's locks held")
 	}
 	if infos, _ := m.Locks(ctxT(t)); len(infos) != 0 {
-		t.Errorf("left after Done: %+v", infos)
+		t.Errorf("left after Finish: %+v", infos)
 	}
 	if !errors.Is(context.Cause(s.Context()), ErrReleased) {
-		t.Errorf("job context after Done: %v", context.Cause(s.Context()))
+		t.Errorf("job context after Finish: %v", context.Cause(s.Context()))
 	}
 }

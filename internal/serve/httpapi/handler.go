@@ -39,6 +39,10 @@ type Deps struct {
 	HealthMaxAge time.Duration
 	// Metrics serves /metrics (Metrics.Handler).
 	Metrics http.Handler
+	// LockOrder serves /debug/lockorder: the lock-order graph of this
+	// process's lock family (lockcore.OrderGraph.Handler), for a monitor
+	// to merge with other processes'.
+	LockOrder http.Handler
 	// Past, when set, answers /api/locks?at=, /api/report, /report and
 	// /api/history from the history the process keeps (past.go).
 	Past Past
@@ -81,6 +85,9 @@ func New(d Deps) http.Handler {
 	if d.Metrics != nil {
 		mux.Handle("GET /metrics", d.Metrics)
 	}
+	if d.LockOrder != nil {
+		mux.Handle("GET /debug/lockorder", d.LockOrder)
+	}
 	return mux
 }
 
@@ -103,6 +110,9 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.d.Metrics != nil {
 		b.WriteString("/metrics             Prometheus metrics\n")
+	}
+	if h.d.LockOrder != nil {
+		b.WriteString("/debug/lockorder     this process's lock-order graph and inversions, as JSON\n")
 	}
 	if h.d.Health != nil {
 		b.WriteString("/healthz             200 when a probe lock can be taken and released within 1s, else 503\n")

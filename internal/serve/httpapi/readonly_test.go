@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/serve/httpapi"
+	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 )
 
@@ -18,13 +19,14 @@ func TestEndpointsReadOnly(t *testing.T) {
 	latest := httpapi.NewLatest(nil, time.Hour)
 	latest.Put(model.Snapshot{Taken: time.Unix(1_800_000_000, 0)})
 	h := httpapi.New(httpapi.Deps{
-		Latest:  latest,
-		Health:  func(context.Context) error { return nil },
-		Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}),
+		Latest:    latest,
+		Health:    func(context.Context) error { return nil },
+		Metrics:   http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}),
+		LockOrder: lockcore.NewOrderGraph().Handler(),
 	})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	for _, path := range []string{"/", "/api/locks", "/api/advisory-locks", "/healthz", "/metrics"} {
+	for _, path := range []string{"/", "/api/locks", "/api/advisory-locks", "/healthz", "/metrics", "/debug/lockorder"} {
 		for _, method := range []string{"POST", "PUT", "PATCH", "DELETE"} {
 			req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader("{}"))
 			resp, err := http.DefaultClient.Do(req)
