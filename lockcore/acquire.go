@@ -79,7 +79,9 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 	a.entry = e
 	deadline := a.deadline(ctx, timeout)
 	s.emit(Event{Kind: EventAttempt, Key: key, Blocking: !try})
-	if try || s.local == nil {
+	if try || s.local == nil || OwnerIn(ctx, s.owner) != s.owner {
+		// A task's own lock (WithOwner) waits where a monitor sees it, in
+		// its own name: on the server.
 		return s.grant(ctx, &a, deadline)
 	}
 	// A blocking acquire waits behind the Service's own holder of key, if

@@ -97,6 +97,35 @@ func (t TTLOption) ApplyAcquire(c *Call) {
 	}
 }
 
+// ownerKey is the context key of a task's owner id (WithOwner).
+type ownerKey struct{}
+
+// WithOwner returns a context whose locks, of every kind, are taken in the
+// name of owner id rather than the Service's, Locker's or Manager's (which
+// default to the process's, Owner()). Give each independent task of a
+// process (a request, a job, an agent's turn) an id of its own, such as
+// Owner()+"/"+taskID, where a monitor looks for deadlocks: with one id per
+// process, a goroutine holding a lock and another waiting look like one
+// party holding and waiting, and a wait-for graph can close a cycle that
+// is none. An advisory lock so owned waits in the server's queue, never
+// for an in-process hand-off (HandOff), and its connection's
+// application_name names its owner while it holds (one more statement when
+// a connection changes owner). "" leaves ctx as it is.
+func WithOwner(ctx context.Context, id string) context.Context {
+	if id == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, ownerKey{}, id)
+}
+
+// OwnerIn returns the owner id ctx carries (WithOwner), else def.
+func OwnerIn(ctx context.Context, def string) string {
+	if id, ok := ctx.Value(ownerKey{}).(string); ok {
+		return id
+	}
+	return def
+}
+
 var (
 	ownerOnce sync.Once
 	ownerID   string

@@ -27,7 +27,9 @@
 // of every kind: the application_name of advisory lock connections
 // (model.AppWithOwner), the owner of a Redis hold, the owner of a lease. A
 // monitor then knows a PostgreSQL backend and a Redis or lease holder with
-// the same id are one holder.
+// the same id are one holder. A task's context may carry an id of its own
+// (WithOwner), so that two tasks of one process, one holding while the
+// other waits, are two parties to a monitor's wait-for graph, not one.
 //
 // The locks a goroutine holds, of every kind, travel in its context (Held):
 // each kind reads them for its reentrancy check, and the order check

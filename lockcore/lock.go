@@ -27,6 +27,7 @@ import (
 type Lock struct {
 	s        *Service
 	key      Key
+	owner    string // the Service's, or the task's (WithOwner)
 	db       string // the database's identity (database.go)
 	entry    *Entry // its place in the family's held set
 	conn     *pgxpool.Conn
@@ -140,7 +141,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // connection.
 func (s *Service) newLock(ctx context.Context, e *Entry, conn *pgxpool.Conn, key Key, fence int64, try bool) *Lock {
 	pc := conn.Conn().PgConn()
-	l := &Lock{s: s, key: key, db: s.database(), conn: conn, nc: pc.Conn(), pid: pc.PID(), fence: fence, at: time.Now(), blocking: !try}
+	l := &Lock{s: s, key: key, owner: OwnerIn(ctx, s.owner), db: s.database(), conn: conn, nc: pc.Conn(), pid: pc.PID(), fence: fence, at: time.Now(), blocking: !try}
 	ne := *e // a hand-off's waiter may have no entry of its own left over; every grant gets one
 	ne.Hold = l
 	l.entry = &ne
@@ -153,9 +154,10 @@ func (s *Service) newLock(ctx context.Context, e *Entry, conn *pgxpool.Conn, key
 // Key returns the key held.
 func (l *Lock) Key() Key { return l.key }
 
-// Owner returns the owner id of the Service that took the lock, which its
-// connection's application_name carries.
-func (l *Lock) Owner() string { return l.s.owner }
+// Owner returns the owner id the lock was taken in the name of (the
+// Service's, or the task's: WithOwner), which its connection's
+// application_name carries.
+func (l *Lock) Owner() string { return l.owner }
 
 // PID returns the process id of the backend whose session holds the lock.
 func (l *Lock) PID() uint32 { return l.pid }

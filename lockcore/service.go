@@ -39,6 +39,7 @@ type Service struct {
 	// session: the default timeout less a margin for the connection wait.
 	sessionTimeout int64
 	appName        string // application_name of lock connections, with the owner id
+	baseApp        string // the same without it ("": leave application_name alone)
 	owner          string
 	db             atomic.Pointer[string] // the database's identity (database.go), once known
 	shared         bool                   // SharedPool: no session lock_timeout
@@ -183,11 +184,12 @@ func New(pool *pgxpool.Pool, opts ...Option) *Service {
 			o.apply(&c)
 		}
 	}
+	base := c.appName
 	if c.appName != "" {
 		c.appName = model.AppWithOwner(c.appName, c.owner)
 	}
 	s := &Service{
-		pool: pool, timeout: c.timeout, appName: c.appName, owner: c.owner, shared: c.shared,
+		pool: pool, timeout: c.timeout, appName: c.appName, baseApp: base, owner: c.owner, shared: c.shared,
 		keepAlive: c.keepAlive, observers: c.observers, log: c.log,
 		maxAttempts: int(max(pool.Config().MaxConns, 1)) + 1, starter: newStarter(), local: newLocals(c.handOffs, c.handOffHold),
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/model"
 )
 
 const (
@@ -59,7 +61,11 @@ func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadli
 	pc := conn.Conn().PgConn()
 	cd := pc.CustomData()
 	st, _ := cd[sessionStateKey].(sessionState)
-	needApp := s.appName != "" && pc.ParameterStatus("application_name") != s.appName
+	want := s.appName
+	if o := OwnerIn(ctx, s.owner); o != s.owner && want != "" {
+		want = model.AppWithOwner(s.baseApp, o) // a task's own lock (WithOwner)
+	}
+	needApp := want != "" && pc.ParameterStatus("application_name") != want
 	needKA := s.keepAlive.Enable && !st.keepAlive
 	// A shared Service wants no session settings; a dedicated one wants its
 	// lock_timeout and, fencing, a durable commit (one without fencing
@@ -86,7 +92,7 @@ func (s *Service) prepareSession(ctx context.Context, conn *pgxpool.Conn, deadli
 	if !needApp && settled {
 		return nil
 	}
-	app := s.appName
+	app := want
 	if app == "" {
 		app = pc.ParameterStatus("application_name")
 	}

@@ -48,6 +48,9 @@ const (
 
 // DeadlockStats are what the watch saw.
 type DeadlockStats struct {
+	// Parties are the simulated processes that make the cycles, two per
+	// pair of kinds (0 when the watch only watches another scenario).
+	Parties int `json:"parties,omitempty"`
 	// Made counts the cycles the scenario made, by the kinds of their
 	// waits ("advisory+redis").
 	Made map[string]int `json:"made"`
@@ -308,7 +311,7 @@ func (s *Sim) watchDeadlocks(ctx context.Context, d *deadlocks) {
 func (d *deadlocks) check(rec *recorder) DeadlockStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	st := DeadlockStats{Made: map[string]int{}, Reported: len(d.found), Polls: len(d.polls)}
+	st := DeadlockStats{Parties: 2 * len(d.parties), Made: map[string]int{}, Reported: len(d.found), Polls: len(d.polls)}
 	used := make([]bool, len(d.found))
 	var end time.Time
 	if n := len(d.polls); n > 0 {

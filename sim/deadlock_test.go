@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,13 @@ func TestDeadlockScenarioReportsEveryCycle(t *testing.T) {
 	}
 	if !r.OK || d.Missed != 0 || d.Late != 0 || d.Unexpected != 0 || d.MaxPolls > 2 {
 		t.Errorf("deadlocks %+v; invariants: %s", *d, broken(r))
+	}
+	var text strings.Builder
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if want := "scenario deadlock: 6 processes making deadlocks, 3 goroutines"; !strings.Contains(text.String(), want) {
+		t.Errorf("the report's first line lacks %q:\n%s", want, text.String())
 	}
 	for _, k := range []string{"advisory+redis", "advisory+lease", "redis+lease"} {
 		if d.Made[k] < 2 {

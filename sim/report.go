@@ -248,8 +248,12 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.Resources > 0 {
 		size = append(size, fmt.Sprintf("%d lease resources", r.Resources))
 	}
-	fmt.Fprintf(&b, "scenario %s: %s, %d goroutines (%d hook goroutines), locks %s, %s, %.1fs\n",
-		r.Scenario, strings.Join(size, ", "), r.Goroutines, r.HookGoroutines, locks, pool, r.DurationSec)
+	if d := r.Deadlocks; d != nil && d.Parties > 0 {
+		size = append(size, fmt.Sprintf("%d processes making deadlocks", d.Parties))
+	}
+	size = append(size, fmt.Sprintf("%d goroutines (%d hook goroutines)", r.Goroutines, r.HookGoroutines))
+	fmt.Fprintf(&b, "scenario %s: %s, locks %s, %s, %.1fs\n",
+		r.Scenario, strings.Join(size, ", "), locks, pool, r.DurationSec)
 	fmt.Fprintf(&b, "critical sections: %d (%.0f/s), hooks %d (%.0f/s); lock wait p50 %.1fms p90 %.1fms p99 %.1fms max %.1fms\n\n",
 		r.Sections, r.SectionsPerS, r.Hooks, r.HooksPerS, r.Wait.P50, r.Wait.P90, r.Wait.P99, r.Wait.Max)
 
@@ -296,9 +300,14 @@ func (r Report) WriteText(w io.Writer) error {
 			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 		}
 		slices.Sort(kinds)
-		fmt.Fprintf(&b, "\ndeadlocks: %d made (%s), %d reported over %d polls of every %s; %d checked: %d missed, %d reported late, "+
-			"%d reported that no one made; the slowest took %d poll(s)\n",
-			made, strings.Join(kinds, ", "), d.Reported, d.Polls, DeadlockPoll, d.Checked, d.Missed, d.Late, d.Unexpected, d.MaxPolls)
+		if made == 0 {
+			// Watching another scenario: only what it reported matters.
+			fmt.Fprintf(&b, "\ndeadlocks: none made, %d reported over %d polls of every %s\n", d.Reported, d.Polls, DeadlockPoll)
+		} else {
+			fmt.Fprintf(&b, "\ndeadlocks: %d made (%s), %d reported over %d polls of every %s; %d checked: %d missed, %d reported late, "+
+				"%d reported that no one made; the slowest took %d poll(s)\n",
+				made, strings.Join(kinds, ", "), d.Reported, d.Polls, DeadlockPoll, d.Checked, d.Missed, d.Late, d.Unexpected, d.MaxPolls)
+		}
 	}
 
 	b.WriteString("\n")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -84,6 +85,11 @@ func pickRoute() workers.Route {
 // The units of work drivers run.
 var (
 	unitHook = func(s *Sim, ctx context.Context) error {
+		// Each hook request is a task with its own owner id, as a hook
+		// service should give it: two requests of the process, one holding
+		// and one waiting, are then two parties to a monitor's wait-for
+		// graph, never one that waits for itself across kinds.
+		ctx = lockcore.WithOwner(ctx, s.locks.Owner()+"/h"+strconv.FormatInt(s.tasks.Add(1), 10))
 		return s.env.Hook(ctx, pickRoute(), s.pick())
 	}
 	unitStatus = func(s *Sim, ctx context.Context) error {

@@ -99,6 +99,7 @@ type Sim struct {
 	workPool  *pgxpool.Pool
 	lockPool  *pgxpool.Pool // == workPool in shared mode
 	locks     *lockcore.Service
+	tasks     atomic.Int64 // hook requests so far: each its own owner id
 	db        *workers.DB
 	env       *workers.Env
 	rec       *recorder

@@ -106,7 +106,7 @@ func TestLossTrials(t *testing.T) {
 			var held bool
 			err := killer.QueryRow(ctx, `SELECT a.pid, EXISTS (SELECT 1 FROM pg_locks l
 					WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted)
-				FROM pg_stat_activity a WHERE a.application_name = $1 AND a.datname = current_database()
+				FROM pg_stat_activity a WHERE starts_with(a.application_name, $1) AND a.datname = current_database()
 				ORDER BY $2 AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted) DESC,
 					random() LIMIT 1`, model.AppWithOwner(lockcore.DefaultApplicationName, lockcore.Owner()), rand.IntN(10) < 7).Scan(&pid, &held)
 			if err == pgx.ErrNoRows {

@@ -62,16 +62,24 @@ func mixedSnapshot(n int) model.Snapshot {
 
 // BenchmarkDeadlocks10k sets the wait-for graph's cost beside the refresh
 // it belongs to, at 10,000 locks of mixed kinds: "graph" builds the graph,
-// finds its cycles and feeds the detector (what a refresh adds for
-// deadlocks: the table builds the same graph for its root blockers);
-// "refresh" is the whole update and render of that snapshot, graph
-// included; "build" the graph alone, which the table built for its root
-// blockers before deadlocks were looked for (graph − build is what the
-// deadlock watch adds).
+// finds its cycles and feeds the detector (all a refresh spends on the
+// graph: the table, the forest, the detector and the metrics share the one
+// graph of a snapshot, waitfor.For); "refresh" is the whole update and
+// render of that snapshot, graph included; "refresh-no-episodes" the same
+// without the event log's episode tracker, for the graph's share of the
+// rest; "build" the graph alone (graph − build is what finding the cycles
+// adds).
 func BenchmarkDeadlocks10k(b *testing.B) {
 	snaps := []model.Snapshot{mixedSnapshot(10000), mixedSnapshot(10000)}
 	if cs := waitfor.Build(&snaps[0]).Cycles(); len(cs) != 10 {
 		b.Fatalf("%d cycles in the benchmark's snapshot, want 10", len(cs))
+	}
+	// Each refresh is another poll (waitfor.For shares a graph only within
+	// one): the same rows, read a moment later.
+	poll := func(i int) model.Snapshot {
+		s := snaps[i%2]
+		s.Taken = t0.Add(time.Duration(i) * time.Microsecond)
+		return s
 	}
 	b.Run("build", func(b *testing.B) {
 		b.ReportAllocs()
@@ -101,7 +109,23 @@ func BenchmarkDeadlocks10k(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
-			h.m.Update(SnapshotMsg{Snapshot: snaps[i%2]})
+			h.m.Update(SnapshotMsg{Snapshot: poll(i)})
+			_ = h.m.View()
+		}
+		if len(h.m.deadlocks) != 10 {
+			b.Fatalf("%d deadlocks on screen, want 10", len(h.m.deadlocks))
+		}
+	})
+	b.Run("refresh-no-episodes", func(b *testing.B) {
+		h := newHarness(b, Options{})
+		h.m.episodes = nil
+		h.send(tea.WindowSizeMsg{Width: 160, Height: 50})
+		h.send(SnapshotMsg{Snapshot: snaps[1]})
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			h.m.Update(SnapshotMsg{Snapshot: poll(i)})
 			_ = h.m.View()
 		}
 		if len(h.m.deadlocks) != 10 {

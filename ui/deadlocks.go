@@ -20,6 +20,9 @@ func (m *Model) watchDeadlocks() {
 	active, fresh := m.detector.Observe(m.table.graph)
 	m.deadlocks = active
 	m.header.deadlocks = active
+	if m.opts.Deadlocks != nil && len(fresh) > 0 {
+		m.opts.Deadlocks(fresh)
+	}
 	for i := range fresh {
 		c := &fresh[i]
 		m.log.Warn("deadlock", "kinds", c.KindsLabel(), "cycle", c.Summary())

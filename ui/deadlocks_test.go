@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/model/waitfor"
 )
 
 // crossDeadlock is process x (backend 10) holding AGENT 7 and waiting for
@@ -30,7 +31,13 @@ func crossDeadlock() model.Snapshot {
 
 func TestDeadlockAfterTwoPolls(t *testing.T) {
 	var terminated []int32
-	opts := Options{Terminate: func(_ context.Context, pid int32) error { terminated = append(terminated, pid); return nil }}
+	var counted []string // what Options.Deadlocks was told: the metrics' count
+	opts := Options{Terminate: func(_ context.Context, pid int32) error { terminated = append(terminated, pid); return nil },
+		Deadlocks: func(fresh []waitfor.Cycle) {
+			for i := range fresh {
+				counted = append(counted, fresh[i].KindsLabel())
+			}
+		}}
 	h := newHarness(t, opts)
 	h.src.results = []SnapshotMsg{{Snapshot: crossDeadlock()}}
 	h.start(120, 30)
@@ -57,8 +64,8 @@ func TestDeadlockAfterTwoPolls(t *testing.T) {
 			deadlockEvents++
 		}
 	}
-	if deadlockEvents != 1 {
-		t.Errorf("%d deadlock events for one deadlock seen three times", deadlockEvents)
+	if deadlockEvents != 1 || !slices.Equal(counted, []string{"advisory+redis"}) {
+		t.Errorf("%d deadlock events, counted %q, for one deadlock seen three times", deadlockEvents, counted)
 	}
 	h.keys("D")
 	if !isOpen[*deadlockView](h) {

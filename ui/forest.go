@@ -27,7 +27,7 @@ type forest struct {
 func newForest(st *Styles, k *KeyMap, snap model.Snapshot) *forest {
 	f := &forest{st: st, keys: k, box: newScrollBox(st, k),
 		short: []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Close, k.Quit}}
-	g := waitfor.Build(&snap)
+	g := waitfor.For(&snap)
 	_, waiting := snap.Counts()
 	title := "Wait-for forest · " + counted(len(g.Roots()), "root blocker", "root blockers") + " · " +
 		fmtCount(int64(waiting)) + " waiting · as of " + snap.Taken.Format("15:04:05")

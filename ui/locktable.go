@@ -223,7 +223,7 @@ func (t *lockTable) now(l *model.Lock) time.Time {
 // together, holders first. s is kept: do not modify it.
 func (t *lockTable) SetSnapshot(s *model.Snapshot) {
 	t.snap = s
-	t.graph = waitfor.Build(s)
+	t.graph = waitfor.For(s)
 	locks := s.Locks
 	t.locks = locks
 	t.held, t.waiting, t.kinds = 0, 0, 0

@@ -8,6 +8,7 @@ import (
 
 	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/model/waitfor"
 )
 
 // Source is the server the dashboard watches; *pgsource.Monitor satisfies
@@ -43,6 +44,11 @@ type Options struct {
 	// details break a cycle by force-releasing a Redis lock (its full key,
 	// as model.Lock.Name) through the lock library's audited path.
 	ForceRelease func(ctx context.Context, name string) error
+	// Deadlocks, when not nil, is told each poll's new deadlocks (the
+	// cycles the banner and the event announce, once each), so the
+	// metrics count what the screen shows from the one graph of its
+	// snapshot.
+	Deadlocks func(fresh []waitfor.Cycle)
 	// Interval is the refresh interval; default DefaultInterval.
 	Interval time.Duration
 	// Server names the watched server in the header, as pg_activity does:

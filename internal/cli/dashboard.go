@@ -175,6 +175,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}()
 	opts.Server = st.Target() // the header names the server, never its password
 	opts.Source, opts.Sources = st.Server(), st.Sources()
+	opts.Deadlocks = st.Deadlocks
 	opts.Targets = st.Targets()
 	if *allowTerminate {
 		opts.Terminate = st.Terminate

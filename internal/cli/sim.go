@@ -50,6 +50,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	jsonPath := fs.String("json", "", "write the report as JSON to this file (- for stdout)")
 	conn := addConnFlags(fs) // with none given: DATABASE_URL, the PG* variables, else a throw-away PostgreSQL
 	logPath := fs.String("log", "", "write warnings (worker errors, violations, lost locks) to this file")
+	watch := fs.Bool("watch-deadlocks", false, "watch for deadlocks across kinds as a monitor would (every 200ms, each source): any reported is a violation unless the scenario made it (scenario deadlock always watches)")
 	sys := addSystemFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -118,7 +119,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		NoLocks: *noLocks, SharedPool: *shared, LockMaxConns: int32(*lockConns), LockTimeout: *lockTimeout,
 		Schema: *schema, Reset: *reset, Logger: logger, Hooks: simHooks,
 		RedisURL: redisURL, FailOpen: *sys.failOpen, Conversations: *sys.conversations,
-		LeaseStore: *sys.leaseStore, LeasePath: *sys.leasePath,
+		LeaseStore: *sys.leaseStore, LeasePath: *sys.leasePath, WatchDeadlocks: *watch,
 	})
 	if err != nil {
 		if errors.Is(err, sim.ErrUnusable) {

@@ -115,11 +115,12 @@ func readSimReport(t *testing.T, path string) simReport {
 func TestSimHeadlessReport(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "report.json")
 	var stdout, stderr bytes.Buffer
-	code := run(simArgs(t, "--scenario", "steady", "--agents", "30", "--json", path), &stdout, &stderr)
+	code := run(simArgs(t, "--scenario", "steady", "--agents", "30", "--watch-deadlocks", "--json", path), &stdout, &stderr)
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr %q; stdout:\n%s", code, stderr.String(), stdout.String())
 	}
-	for _, want := range []string{"scenario steady", "WORKER", "no_overlapping_sections", "OK: no invariant broken"} {
+	for _, want := range []string{"scenario steady: 30 agents, ", "WORKER", "no_overlapping_sections", "OK: no invariant broken",
+		"deadlocks: none made, 0 reported over "} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, stdout.String())
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
+	"github.com/locktop/locktop/model/waitfor"
 	"github.com/locktop/locktop/ui"
 )
 
@@ -476,6 +477,14 @@ func (s *Stack) ForceRelease() func(ctx context.Context, name string) error {
 	return func(ctx context.Context, name string) error {
 		// The source keeps its own URL's password out of its errors.
 		return s.redis.ForceRelease(ctx, name, "locktop", "breaking a deadlock from the dashboard")
+	}
+}
+
+// Deadlocks counts new deadlocks the dashboard found in the snapshots it
+// polled through the Stack, in the endpoints' metrics (none without them).
+func (s *Stack) Deadlocks(fresh []waitfor.Cycle) {
+	if s.mo != nil {
+		s.mo.met.Deadlocks(fresh)
 	}
 }
 

@@ -81,8 +81,9 @@ func (l *Lock) Fence() int64 {
 	return l.fence
 }
 
-// Owner returns the owner recorded in the table: the Manager's Owner, or
-// "job:ID" for a lock taken with a job's context.
+// Owner returns the owner recorded in the table: the Manager's Owner, the
+// task's (lockcore.WithOwner), or "job:ID" for a lock taken with a job's
+// context.
 func (l *Lock) Owner() string { return l.owner }
 
 // Context returns a context derived from the one the lock was acquired
@@ -206,7 +207,7 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 		return fail(ErrClosed)
 	}
 	slot := slotIn(parent)
-	owner := m.opts.Owner
+	owner := lockcore.OwnerIn(parent, m.opts.Owner)
 	if slot != nil {
 		if err := slot.Err(); err != nil {
 			return fail(err)

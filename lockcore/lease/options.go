@@ -16,7 +16,8 @@ type Options struct {
 	// waiters). Default the process's owner id, lockcore.Owner()
 	// ("host:pid:rand": a host name alone would not tell two processes on
 	// one host apart, ShedLock #317), which its advisory and Redis locks
-	// carry too.
+	// carry too. A context's own (lockcore.WithOwner) overrides it for the
+	// locks taken with it.
 	Owner string
 	// Lease is how long a grant lasts without a heartbeat. Default 30s.
 	Lease time.Duration

@@ -119,7 +119,8 @@ func (k *Lock) entry() *lockcore.Entry {
 	return lockcore.Held(k.base)
 }
 
-// Owner returns the owner id of the Locker that holds it (Options.Owner).
+// Owner returns the owner id it is held in the name of: the Locker's
+// (Options.Owner), or the task's (lockcore.WithOwner).
 func (k *Lock) Owner() string { return k.owner }
 
 // Token returns the hold's token: store it in workflow state to Resume,

@@ -112,7 +112,7 @@ func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opt
 	if try {
 		cfg.wait = 0
 	}
-	a := &attempt{l: l, key: key, ks: keysFor(l.prefix, key), tok: rand.Text(), cfg: cfg, observe: observe,
+	a := &attempt{l: l, key: key, ks: keysFor(l.prefix, key), tok: rand.Text(), owner: lockcore.OwnerIn(ctx, l.owner), cfg: cfg, observe: observe,
 		ctx: ctx, entry: entry, start: time.Now()}
 	a.wctx = ctx
 	if cfg.wait > 0 {
@@ -147,6 +147,7 @@ type attempt struct {
 	key     string
 	ks      keyset
 	tok     string
+	owner   string // the Locker's, or the task's (lockcore.WithOwner)
 	cfg     acquireConfig
 	observe bool
 	ctx     context.Context // the caller's
@@ -165,7 +166,7 @@ type result struct {
 }
 
 func (a *attempt) try(mode string) (result, error) {
-	v, err := acquireScript.Run(a.wctx, a.l.rdb, a.ks.all(), a.tok, ms(a.cfg.ttl), a.l.owner, a.l.channel, mode, ms(waiterTTL)).Slice()
+	v, err := acquireScript.Run(a.wctx, a.l.rdb, a.ks.all(), a.tok, ms(a.cfg.ttl), a.owner, a.l.channel, mode, ms(waiterTTL)).Slice()
 	if err != nil {
 		return result{}, err
 	}
@@ -240,7 +241,7 @@ func (a *attempt) await(r result) (*Lock, error) {
 // than base.
 func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock {
 	l := a.l
-	k := &Lock{l: l, key: a.key, ks: a.ks, token: a.tok, fence: fence, owner: l.owner}
+	k := &Lock{l: l, key: a.key, ks: a.ks, token: a.tok, fence: fence, owner: a.owner}
 	a.entry.Hold = k
 	k.base = lockcore.Push(context.WithoutCancel(a.ctx), a.entry)
 	k.start(base, ttl)

@@ -23,7 +23,8 @@ type Options struct {
 	Wait time.Duration
 	// Owner says who holds, for monitors and the audit; default the
 	// process's owner id, lockcore.Owner(), which the process's advisory
-	// locks and leases carry too.
+	// locks and leases carry too. A context's own (lockcore.WithOwner)
+	// overrides it for the locks taken with it.
 	Owner string
 	// FailOpen makes With run fn without the lock when Redis is unreachable
 	// (seed 002's fallback), counting it in Stats().FailOpen and logging a

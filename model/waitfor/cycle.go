@@ -116,15 +116,14 @@ func compareSessions(a, b Session) int {
 // two sessions or more (a session's wait for itself is never an edge),
 // ordered by their first session. Found once, on first use.
 func (g *Graph) Cycles() []Cycle {
-	if !g.cycled {
-		g.cycled = true
+	g.once.Do(func() {
 		for _, scc := range g.components() {
 			if c := g.cycleOf(scc); c.plausible() {
 				g.cycles = append(g.cycles, c)
 			}
 		}
 		slices.SortFunc(g.cycles, func(a, b Cycle) int { return compareSessions(a.Sessions[0], b.Sessions[0]) })
-	}
+	})
 	return g.cycles
 }
 
@@ -152,14 +151,14 @@ func (g *Graph) components() [][]int32 {
 	}
 	var calls []frame
 	for root := range int32(n) {
-		if index[root] >= 0 || len(g.blockers[root]) == 0 {
+		if index[root] >= 0 || len(g.blockersOf(root)) == 0 {
 			continue
 		}
 		visit(root)
 		calls = append(calls[:0], frame{x: root})
 		for len(calls) > 0 {
 			f := &calls[len(calls)-1]
-			if bs := g.blockers[f.x]; f.i < len(bs) {
+			if bs := g.blockersOf(f.x); f.i < len(bs) {
 				y := bs[f.i]
 				f.i++
 				if index[y] < 0 {
@@ -207,21 +206,21 @@ func (g *Graph) cycleOf(ids []int32) Cycle {
 	c := Cycle{Sessions: part, ServerResolves: true}
 	src := -1
 	for _, xs := range part {
-		x := g.ids[xs]
-		for _, y := range g.blockers[x] {
+		x := g.lookup(xs)
+		for _, y := range g.blockersOf(x) {
 			if !in[y] {
 				continue
 			}
 			ys := g.order[y]
 			e := Edge{From: xs, To: ys}
-			for _, i := range g.waits[x] {
-				if g.names(&g.snap.Locks[i], ys) {
+			for _, i := range g.waitsOf(x) {
+				if g.names(&g.snap.Locks[i], y) {
 					e.Wait = g.snap.Locks[i]
 					break
 				}
 			}
 			key := e.Wait.KeyID()
-			for _, i := range g.holds[y] {
+			for _, i := range g.holdsOf(y) {
 				if h := &g.snap.Locks[i]; h.KeyID() == key && h.Source == e.Wait.Source {
 					e.Held = *h
 					break
@@ -241,14 +240,19 @@ func (g *Graph) cycleOf(ids []int32) Cycle {
 	return c
 }
 
-// names reports whether waiting row l names y among its holders.
-func (g *Graph) names(l *model.Lock, y Session) bool {
+// names reports whether waiting row l names session y among its holders.
+func (g *Graph) names(l *model.Lock, y int32) bool {
 	for _, p := range l.BlockedBy {
-		if g.backend(l.Source, p) == y {
+		if n, ok := g.byPID[pidKey(l.Source, p)]; ok && n == y {
 			return true
 		}
 	}
-	return y.Owner != "" && slices.Contains(l.BlockedByOwners, y.Owner)
+	for _, o := range l.BlockedByOwners {
+		if n, ok := g.byOwner[o]; ok && n == y {
+			return true
+		}
+	}
+	return false
 }
 
 // kindRank is k's place in model.Kinds (unknown kinds last).

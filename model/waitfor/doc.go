@@ -9,4 +9,7 @@
 // lease source; an edge goes from a waiter to each holder its row names
 // (model.Lock.BlockedBy, BlockedByOwners), within the source the row came
 // from. It imports model only: plain data in, plain data out.
+//
+// A graph is built once per snapshot (For): the dashboard's table, its
+// forest, its deadlock detector and serve's metrics share it.
 package waitfor

@@ -3,6 +3,7 @@ package waitfor
 import (
 	"cmp"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/locktop/locktop/model"
@@ -31,29 +32,8 @@ func Of(l *model.Lock) Session {
 	return Session{Owner: l.Owner}
 }
 
-// canon is x's node: a backend that is its owner's one backend is the
-// owner.
-func (g *Graph) canon(x Session) Session {
-	if x.PID != 0 {
-		return g.backend(x.Source, x.PID)
-	}
-	return x
-}
-
-// backend is the session of the holder pid of source src names: the
-// owner its rows carry, else the backend.
-func (g *Graph) backend(src int, pid int32) Session {
-	if o, ok := g.owners[pidKey{src, pid}]; ok {
-		return Session{Owner: o}
-	}
-	return Session{Source: src, PID: pid}
-}
-
-// pidKey is a backend of a source.
-type pidKey struct {
-	src int
-	pid int32
-}
+// pidKey is a backend of a source, as one map key.
+func pidKey(src int, pid int32) uint64 { return uint64(uint32(src))<<32 | uint64(uint32(pid)) }
 
 // Cost is what a root blocker costs: the sessions waiting behind it,
 // directly and in all (through others), and the time those have waited,
@@ -70,112 +50,227 @@ type Root struct {
 }
 
 // Graph is the wait-for graph of one snapshot. Build it once per
-// snapshot; it is read-only afterwards. Sessions are numbered in the order
-// of first appearance; the edges and rows are kept by number, so a graph of
-// 10,000 locks costs a few map lookups per row, not per edge walked.
+// snapshot (For shares it between the table, the forest, the detector and
+// the metrics); it is read-only afterwards and safe for concurrent use.
+// Sessions are numbered in the order of first appearance; edges and rows
+// are kept by number in flat arrays (a session's part at off[x]:off[x+1]),
+// so a graph of 10,000 locks costs a few map lookups per row and a handful
+// of allocations in all.
 type Graph struct {
-	snap     *model.Snapshot
-	ids      map[Session]int32
-	order    []Session // every session, by number
-	blockers [][]int32 // waiter → the holders it waits for
-	waiters  [][]int32 // holder → its direct waiters
-	waits    [][]int   // a session's waiting rows
-	holds    [][]int   // a session's granted rows
-	waited   []time.Duration
-	roots    []Root
-	rootIdx  []int32           // a session's place in roots, -1 for none
-	owners   map[pidKey]string // a backend's owner id, from its rows
-	cycles   []Cycle           // found on first use (Cycles)
-	cycled   bool
+	snap    model.Snapshot // a copy of the header: the caller's variable may be reused
+	byPID   map[uint64]int32
+	byOwner map[string]int32
+	order   []Session // every session, by number
+	// blockers: waiter → the holders it waits for, in the order its rows
+	// name them; waiters: holder → its direct waiters, in row order.
+	blkOff, blk []int32
+	wtrOff, wtr []int32
+	// A session's waiting and granted rows (indexes into Locks).
+	waitOff, holdOff   []int32
+	waitRows, holdRows []int
+	waited             []time.Duration
+	roots              []Root
+	rootIdx            []int32           // a session's place in roots, -1 for none
+	joined             map[uint64]string // a backend's owner id, where it is that owner's one backend
+	once               sync.Once
+	cycles             []Cycle // found on first use (Cycles)
 }
 
-// Build builds the graph of s. s must not change while the graph is used.
+// Build builds the graph of s. s's locks must not change while the graph
+// is used.
 func Build(s *model.Snapshot) *Graph {
 	n := len(s.Locks)
-	g := &Graph{snap: s, ids: make(map[Session]int32, n), owners: map[pidKey]string{},
-		order: make([]Session, 0, n), blockers: make([][]int32, 0, n), waiters: make([][]int32, 0, n),
-		waits: make([][]int, 0, n), holds: make([][]int, 0, n), waited: make([]time.Duration, 0, n)}
+	g := &Graph{snap: *s, byPID: make(map[uint64]int32, n), byOwner: map[string]int32{},
+		order: make([]Session, 0, n), waited: make([]time.Duration, 0, n)}
 	// A waiter names its holders by pid: the owner a holder's rows carry
 	// makes it the same node as that owner's Redis and lease locks, unless
 	// the owner has several backends here (which of them is the party
 	// holding its Redis and lease locks is unknown).
-	backends := map[string]pidKey{}
-	several := map[string]bool{}
+	const several = ^uint64(0)
+	backends := map[string]uint64{}
 	for i := range s.Locks {
 		if l := &s.Locks[i]; l.PID != 0 && l.Owner != "" {
-			k := pidKey{l.Source, l.PID}
+			k := pidKey(l.Source, l.PID)
 			if b, ok := backends[l.Owner]; ok && b != k {
-				several[l.Owner] = true
+				k = several
 			}
 			backends[l.Owner] = k
 		}
 	}
+	g.joined = make(map[uint64]string, len(backends))
 	for o, k := range backends {
-		if !several[o] {
-			g.owners[k] = o
+		if k != several {
+			g.joined[k] = o
 		}
 	}
+	// The edges in the order they are first seen; a waiter's are chained
+	// (head, next) to refuse a repeat.
+	type edge struct{ from, to int32 }
+	var edges []edge
+	var head, next []int32
+	rowNode := make([]int32, n)
 	for i := range s.Locks {
 		l := &s.Locks[i]
-		me := g.id(g.canon(Of(l)))
+		me := g.rowNode(l)
+		rowNode[i] = me
 		if l.Granted {
-			g.holds[me] = append(g.holds[me], i)
 			continue
 		}
-		g.waits[me] = append(g.waits[me], i)
 		g.waited[me] = max(g.waited[me], l.Waited(s.Now(l)))
 		add := func(b int32) {
-			if b == me || slices.Contains(g.blockers[me], b) {
+			if b == me {
 				return
 			}
-			g.blockers[me] = append(g.blockers[me], b)
-			g.waiters[b] = append(g.waiters[b], me)
+			for len(head) < len(g.order) {
+				head = append(head, -1)
+			}
+			for e := head[me]; e >= 0; e = next[e] {
+				if edges[e].to == b {
+					return
+				}
+			}
+			edges = append(edges, edge{me, b})
+			next = append(next, head[me])
+			head[me] = int32(len(edges) - 1)
 		}
 		for _, p := range l.BlockedBy {
-			add(g.id(g.backend(l.Source, p)))
+			add(g.pidNode(pidKey(l.Source, p)))
 		}
 		for _, o := range l.BlockedByOwners {
-			add(g.id(Session{Owner: o}))
+			add(g.ownerNode(o))
 		}
 	}
-	g.rootIdx = make([]int32, len(g.order))
-	for x := range g.order {
+	m := len(g.order)
+	// Counting sorts, stable: each session's part keeps the first-seen order.
+	g.blkOff, g.blk = make([]int32, m+1), make([]int32, len(edges))
+	g.wtrOff, g.wtr = make([]int32, m+1), make([]int32, len(edges))
+	for _, e := range edges {
+		g.blkOff[e.from+1]++
+		g.wtrOff[e.to+1]++
+	}
+	g.waitOff, g.holdOff = make([]int32, m+1), make([]int32, m+1)
+	for i, x := range rowNode {
+		if s.Locks[i].Granted {
+			g.holdOff[x+1]++
+		} else {
+			g.waitOff[x+1]++
+		}
+	}
+	for x := range m {
+		g.blkOff[x+1] += g.blkOff[x]
+		g.wtrOff[x+1] += g.wtrOff[x]
+		g.waitOff[x+1] += g.waitOff[x]
+		g.holdOff[x+1] += g.holdOff[x]
+	}
+	fill := make([]int32, m)
+	put := func(off []int32, x int32) int32 { // the next free place in x's part
+		p := off[x] + fill[x]
+		fill[x]++
+		return p
+	}
+	for _, e := range edges {
+		g.blk[put(g.blkOff, e.from)] = e.to
+	}
+	clear(fill)
+	for _, e := range edges {
+		g.wtr[put(g.wtrOff, e.to)] = e.from
+	}
+	clear(fill)
+	g.waitRows, g.holdRows = make([]int, g.waitOff[m]), make([]int, g.holdOff[m])
+	fillH := make([]int32, m)
+	for i, x := range rowNode {
+		if s.Locks[i].Granted {
+			g.holdRows[g.holdOff[x]+fillH[x]] = i
+			fillH[x]++
+		} else {
+			g.waitRows[put(g.waitOff, x)] = i
+		}
+	}
+	g.rootIdx = make([]int32, m)
+	var rs []int32
+	for x := range int32(m) {
 		g.rootIdx[x] = -1
-		if len(g.blockers[x]) == 0 && len(g.waiters[x]) > 0 {
-			g.roots = append(g.roots, Root{Session: g.order[x], Cost: g.cost(int32(x))})
+		if len(g.blockersOf(x)) == 0 && len(g.waitersOf(x)) > 0 {
+			rs = append(rs, x)
 		}
 	}
-	slices.SortStableFunc(g.roots, func(a, b Root) int {
-		return cmp.Or(cmp.Compare(b.Behind, a.Behind), cmp.Compare(b.Waited, a.Waited))
+	// Costliest first; ties in order of first appearance.
+	costs := g.costs(rs)
+	idx := make([]int, len(rs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		return cmp.Or(cmp.Compare(costs[b].Behind, costs[a].Behind), cmp.Compare(costs[b].Waited, costs[a].Waited), cmp.Compare(a, b))
 	})
-	for i, r := range g.roots {
-		g.rootIdx[g.ids[r.Session]] = int32(i)
+	g.roots = make([]Root, len(rs))
+	for i, j := range idx {
+		g.roots[i] = Root{Session: g.order[rs[j]], Cost: costs[j]}
+		g.rootIdx[rs[j]] = int32(i)
 	}
 	return g
 }
 
-// id numbers x, on first sight.
-func (g *Graph) id(x Session) int32 {
-	if n, ok := g.ids[x]; ok {
+// rowNode numbers the session of row l: its backend (its owner's node
+// where it is that owner's one backend), else its owner.
+func (g *Graph) rowNode(l *model.Lock) int32 {
+	if l.PID != 0 {
+		return g.pidNode(pidKey(l.Source, l.PID))
+	}
+	return g.ownerNode(l.Owner)
+}
+
+// pidNode numbers backend k, on first sight.
+func (g *Graph) pidNode(k uint64) int32 {
+	if n, ok := g.byPID[k]; ok {
 		return n
 	}
-	n := int32(len(g.order))
-	g.ids[x] = n
-	g.order = append(g.order, x)
-	g.blockers = append(g.blockers, nil)
-	g.waiters = append(g.waiters, nil)
-	g.waits = append(g.waits, nil)
-	g.holds = append(g.holds, nil)
-	g.waited = append(g.waited, 0)
+	var n int32
+	if o, ok := g.joined[k]; ok {
+		n = g.ownerNode(o)
+	} else {
+		n = g.add(Session{Source: int(int32(k >> 32)), PID: int32(uint32(k))})
+	}
+	g.byPID[k] = n
 	return n
 }
 
-// lookup is x's number, -1 for a session not in the graph.
-func (g *Graph) lookup(x Session) int32 {
-	if n, ok := g.ids[g.canon(x)]; ok {
+// ownerNode numbers owner o, on first sight.
+func (g *Graph) ownerNode(o string) int32 {
+	if n, ok := g.byOwner[o]; ok {
 		return n
 	}
-	return -1
+	n := g.add(Session{Owner: o})
+	g.byOwner[o] = n
+	return n
+}
+
+func (g *Graph) add(x Session) int32 {
+	g.order = append(g.order, x)
+	g.waited = append(g.waited, 0)
+	return int32(len(g.order) - 1)
+}
+
+// blockersOf, waitersOf, waitsOf and holdsOf are session x's parts.
+func (g *Graph) blockersOf(x int32) []int32 { return g.blk[g.blkOff[x]:g.blkOff[x+1]] }
+func (g *Graph) waitersOf(x int32) []int32  { return g.wtr[g.wtrOff[x]:g.wtrOff[x+1]] }
+func (g *Graph) waitsOf(x int32) []int      { return g.waitRows[g.waitOff[x]:g.waitOff[x+1]:g.waitOff[x+1]] }
+func (g *Graph) holdsOf(x int32) []int      { return g.holdRows[g.holdOff[x]:g.holdOff[x+1]:g.holdOff[x+1]] }
+
+// lookup is x's number, -1 for a session not in the graph (a backend
+// that is its owner's one backend is the owner's node).
+func (g *Graph) lookup(x Session) int32 {
+	var n int32
+	var ok bool
+	if x.PID != 0 {
+		n, ok = g.byPID[pidKey(x.Source, x.PID)]
+	} else {
+		n, ok = g.byOwner[x.Owner]
+	}
+	if !ok {
+		return -1
+	}
+	return n
 }
 
 // sessions turns numbers into sessions.
@@ -190,23 +285,31 @@ func (g *Graph) sessions(ns []int32) []Session {
 	return out
 }
 
-// cost walks the waiters behind x.
-func (g *Graph) cost(x int32) Cost {
-	c := Cost{Direct: len(g.waiters[x])}
-	seen := map[int32]bool{x: true}
-	stack := slices.Clone(g.waiters[x])
-	for len(stack) > 0 {
-		w := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[w] {
-			continue
+// costs walks the waiters behind each root, with one mark per session
+// (the root's turn) rather than a set per root.
+func (g *Graph) costs(roots []int32) []Cost {
+	out := make([]Cost, len(roots))
+	mark := make([]int32, len(g.order))
+	var stack []int32
+	for i, x := range roots {
+		turn := int32(i + 1)
+		c := Cost{Direct: len(g.waitersOf(x))}
+		mark[x] = turn
+		stack = append(stack[:0], g.waitersOf(x)...)
+		for len(stack) > 0 {
+			w := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if mark[w] == turn {
+				continue
+			}
+			mark[w] = turn
+			c.Behind++
+			c.Waited += g.waited[w]
+			stack = append(stack, g.waitersOf(w)...)
 		}
-		seen[w] = true
-		c.Behind++
-		c.Waited += g.waited[w]
-		stack = append(stack, g.waiters[w]...)
+		out[i] = c
 	}
-	return c
+	return out
 }
 
 // Roots are the root blockers, costliest first (most sessions behind,
@@ -235,7 +338,7 @@ func (g *Graph) Rank(x Session) (rank, depth int, ok bool) {
 		if i := g.rootIdx[n]; i >= 0 {
 			return int(i), depth, true
 		}
-		b := g.blockers[n]
+		b := g.blockersOf(n)
 		if len(b) == 0 {
 			return 0, 0, false
 		}
@@ -248,7 +351,7 @@ func (g *Graph) Rank(x Session) (rank, depth int, ok bool) {
 // Blockers are the sessions x waits for.
 func (g *Graph) Blockers(x Session) []Session {
 	if n := g.lookup(x); n >= 0 {
-		return g.sessions(g.blockers[n])
+		return g.sessions(g.blockersOf(n))
 	}
 	return nil
 }
@@ -256,7 +359,7 @@ func (g *Graph) Blockers(x Session) []Session {
 // Waiters are the sessions that wait for x directly.
 func (g *Graph) Waiters(x Session) []Session {
 	if n := g.lookup(x); n >= 0 {
-		return g.sessions(g.waiters[n])
+		return g.sessions(g.waitersOf(n))
 	}
 	return nil
 }
@@ -264,7 +367,7 @@ func (g *Graph) Waiters(x Session) []Session {
 // Waits are the rows (indexes into the snapshot's Locks) x waits on.
 func (g *Graph) Waits(x Session) []int {
 	if n := g.lookup(x); n >= 0 {
-		return g.waits[n]
+		return g.waitsOf(n)
 	}
 	return nil
 }
@@ -272,7 +375,7 @@ func (g *Graph) Waits(x Session) []int {
 // Holds are the rows x holds.
 func (g *Graph) Holds(x Session) []int {
 	if n := g.lookup(x); n >= 0 {
-		return g.holds[n]
+		return g.holdsOf(n)
 	}
 	return nil
 }
@@ -291,7 +394,7 @@ func (g *Graph) Waited(x Session) time.Duration {
 func (g *Graph) Stranded() []Session {
 	var out []Session
 	for x := range g.order {
-		if len(g.blockers[x]) == 0 {
+		if len(g.blockersOf(int32(x))) == 0 {
 			continue
 		}
 		if !g.reachesRoot(int32(x)) {
@@ -312,10 +415,10 @@ func (g *Graph) reachesRoot(x int32) bool {
 			continue
 		}
 		seen[y] = true
-		if len(g.blockers[y]) == 0 {
+		if len(g.blockersOf(y)) == 0 {
 			return true
 		}
-		stack = append(stack, g.blockers[y]...)
+		stack = append(stack, g.blockersOf(y)...)
 	}
 	return false
 }

@@ -209,11 +209,24 @@ func (m *Metrics) Observer() lockcore.Observer {
 // Each call is also one poll for deadlock detection (model/waitfor): a
 // cycle of waits in this snapshot and the previous one counts once in
 // locktop_deadlocks_total.
+// The graph is waitfor.For's: built once for the snapshot, whoever else
+// looks at it.
 func (m *Metrics) Snapshot(s model.Snapshot) {
-	m.snap.set(s, &m.labels)
+	m.Publish(s)
 	m.detMu.Lock()
-	_, fresh := m.det.Observe(waitfor.Build(&s))
+	_, fresh := m.det.Observe(waitfor.For(&s))
 	m.detMu.Unlock()
+	m.Deadlocks(fresh)
+}
+
+// Publish publishes s as Snapshot does, without looking for deadlocks: for
+// a caller whose own detector follows the same polls and counts what it
+// finds with Deadlocks (the dashboard, whose screen has the graph already).
+func (m *Metrics) Publish(s model.Snapshot) { m.snap.set(s, &m.labels) }
+
+// Deadlocks counts new deadlocks (waitfor.Detector's fresh ones) in
+// locktop_deadlocks_total.
+func (m *Metrics) Deadlocks(fresh []waitfor.Cycle) {
 	for i := range fresh {
 		if m.byServer {
 			m.deadlocks.WithLabelValues(fresh[i].ServersLabel(), fresh[i].KindsLabel()).Inc()
