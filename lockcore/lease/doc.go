@@ -54,6 +54,24 @@
 // be written by a holder that lost its lease without noticing; WriteAtomic
 // does that for its manifest.
 //
+// A fence is durable before its grant is reported. On PostgreSQL, a
+// transaction that grants (or upgrades) commits with synchronous_commit on,
+// whatever the server's or the role's setting: on a server that commits
+// asynchronously each grant then waits for a WAL flush, and releases,
+// heartbeats and waiter rows do not. SQLite commits everything with
+// synchronous=FULL. So fences keep increasing across a crash or restart of
+// the PostgreSQL server, also one that commits asynchronously, across a
+// failover to a synchronous standby, and across a process killed while it
+// uses a SQLite file. They do not survive what loses committed work: a
+// failover to an asynchronous standby, the restore of a backup, an
+// operating-system crash of a server running with fsync off. After such an
+// event, raise every resource's fence past what the old server may have
+// handed out before locks are taken again (on PostgreSQL: UPDATE
+// <schema>.dal_resources SET fence = fence + 1000000). A crash of a server
+// that commits asynchronously may also bring back the row of a lock
+// released just before it: nobody renews it, so it is stale, and taken
+// over, once its lease and grace have passed.
+//
 // # Stale recovery
 //
 // A holder is stale, and may be taken over, only when all of these hold
@@ -88,6 +106,14 @@
 // one SQLite file fall back on the backoff). While it waits, a waiter row
 // records who waits for what since when, for monitors (Locks, Inspect,
 // InspectPostgres, InspectSQLite).
+//
+// A waiter that dies while queued (its process killed) never keeps the
+// resource from a writer: a waiter holds nothing and is handed nothing,
+// and writers do not look at waiter rows. A dead writer's row holds back
+// readers that arrive after it (writer precedence) until it lapses: a
+// waiter row lives ten times the backoff cap unless its waiter retries
+// (10 × min(max(Lease/10, 50ms), 1s), at least 2s: 10s with the default
+// 30s lease).
 //
 // # Monitors
 //

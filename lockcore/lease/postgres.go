@@ -236,7 +236,7 @@ func (p *pgStore) acquireOnce(ctx context.Context, lockID string, f *fastAcquire
 		err = readState(br, st)
 	}
 	if err == nil {
-		err = br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt)
+		err = br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt, nil)
 		res.granted = err == nil
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = nil
@@ -348,7 +348,7 @@ func (p *pgStore) attemptOnce(ctx context.Context, lockID string, plan func(*sta
 		}
 	}
 	if ch.grant != nil {
-		if err := br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt); err != nil {
+		if err := br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt, nil); err != nil {
 			br.Close()
 			return nil, err
 		}
