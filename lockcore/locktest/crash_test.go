@@ -38,7 +38,7 @@ func newPGCrashStore(t *testing.T, locker func(t *testing.T, pool *pgxpool.Pool)
 	// A walwriter that wakes every 10s, and no autovacuum, leave the WAL of
 	// the last grants in the server's buffers until the crash, as a busy
 	// server's last 200ms would.
-	c, err := pgcluster.Start(ctxT(t), pgcluster.Options{Settings: map[string]string{
+	c, err := pgcluster.Start(context.Background(), pgcluster.Options{Settings: map[string]string{
 		"synchronous_commit": "off", "wal_writer_delay": "10s", "autovacuum": "off",
 	}})
 	if err != nil {
@@ -46,6 +46,14 @@ func newPGCrashStore(t *testing.T, locker func(t *testing.T, pool *pgxpool.Pool)
 	}
 	t.Cleanup(func() { _ = c.Stop() })
 	return pgCrashStore{c: c, locker: locker}
+}
+
+// serverCtx bounds a server's start after a crash: a loaded machine can
+// take tens of seconds (the first start has pgcluster's own bound).
+func serverCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func (s pgCrashStore) pool(t *testing.T) *pgxpool.Pool {
@@ -74,7 +82,7 @@ func (s pgCrashStore) Checkpoint(t *testing.T) {
 
 func (s pgCrashStore) Crash(t *testing.T, n string) []int64 {
 	t.Helper()
-	if err := s.c.Crash(ctxT(t)); err != nil {
+	if err := s.c.Crash(serverCtx(t)); err != nil {
 		t.Fatalf("crash: %v", err)
 	}
 	if s.after != nil {
@@ -152,7 +160,7 @@ func (redisCrashStoreT) Checkpoint(*testing.T) {}
 
 func (s redisCrashStoreT) Crash(t *testing.T, _ string) []int64 {
 	t.Helper()
-	if err := s.srv.Restart(ctxT(t)); err != nil {
+	if err := s.srv.Restart(serverCtx(t)); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
 	return nil
