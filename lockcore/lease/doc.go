@@ -137,10 +137,13 @@
 // lockcore.ErrLost) holds for a lost lease as for a lost advisory lock.
 // Transient aborts are not errors of their own: PostgreSQL's serialization
 // failures and deadlocks (under a default_transaction_isolation above read
-// committed) are retried at once by acquires and releases; on SQLite, a
-// file another process keeps locked past the busy timeout (10s) is waited
-// out by Acquire on its backoff and is ErrBusy elsewhere, so a TryAcquire
-// can block for up to the busy timeout before it returns ErrBusy.
+// committed) are retried at once by acquires and releases, and so is a
+// request that found its pooled connection's session ended before it ran
+// (a server crash or restart, a terminated backend), on another
+// connection; on SQLite, a file another process keeps locked past the busy
+// timeout (10s) is waited out by Acquire on its backoff and is ErrBusy
+// elsewhere, so a TryAcquire can block for up to the busy timeout before
+// it returns ErrBusy.
 //
 // # Jobs
 //
