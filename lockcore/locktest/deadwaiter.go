@@ -38,6 +38,9 @@ func deadWaiter(t *testing.T, st Store, bound time.Duration) []string {
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for st.Waiting(t, n) != 1 {
+		if h.Err() != nil {
+			t.Fatalf("the holder lost its lock before the waiter queued: %v", h.Err())
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter process did not queue within 30s")
 		}

@@ -209,7 +209,10 @@ func (l leaseL) TryWith(ctx context.Context, n string, fn func(context.Context) 
 	return l.m.TryWith(ctx, res(n), lease.Write, fn)
 }
 
-var leaseOptions = lease.Options{Lease: 5 * time.Second, Heartbeat: 100 * time.Millisecond}
+// leaseOptions: no case waits for a lease to run out (a loss deletes the
+// row), so a long lease costs nothing, and keeps a loaded machine's late
+// heartbeats from losing a hold a case relies on.
+var leaseOptions = lease.Options{Lease: 15 * time.Second, Heartbeat: 100 * time.Millisecond}
 
 type leaseStoreT struct {
 	open    func(t *testing.T) *lease.Manager
