@@ -34,10 +34,11 @@ func TestMain(m *testing.M) {
 }
 
 // The family's kinds: every one passes the same suite. The dead-waiter
-// bounds are each package's documented one: an advisory waiter's session
-// ends with its process, and PostgreSQL drops it from the queue; a Redis
-// hand-over to a dead waiter lapses after HandOverTTL; a lease waiter
-// never keeps the lock from a writer (the suite's holders write).
+// bounds are each package's documented one: a dead advisory waiter's
+// backend, granted the key in its turn, finds its client gone and ends
+// within milliseconds; a Redis hand-over to a dead waiter lapses after
+// HandOverTTL; a lease waiter never keeps the lock from a writer (the
+// suite's holders write).
 var kinds = []locktest.Kind{
 	{Name: "advisory", Open: advisoryStore, Crash: advisoryCrashStore},
 	{Name: "redis", Open: redisStore, DeadWaiterBound: redislock.HandOverTTL, Crash: redisCrashStore},
