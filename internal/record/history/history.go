@@ -192,27 +192,52 @@ func (h *History) Recording() (*recording.Recording, error) {
 
 // Bytes is the history so far as the bytes of one recording (a copy), as
 // GET /api/history serves it.
+//
+// The lock is held only to list the segments: the files are read and the
+// segments joined after it is let go, so that a reader of a large history
+// never holds up Write, which the poll loop calls after every poll. An
+// in-memory segment's bytes up to its current length are never written
+// again (its buffer is only appended to), and a file being appended to
+// while it is read ends at most in a torn record, which Concat cuts off.
 func (h *History) Bytes() ([]byte, error) {
+	type part struct {
+		mem  []byte
+		path string
+	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	segs := make([][]byte, 0, len(h.segs))
-	for _, s := range h.segs {
+	parts := make([]part, len(h.segs))
+	for i, s := range h.segs {
+		parts[i].path = s.path
 		if s.buf != nil {
-			segs = append(segs, s.buf.Bytes())
+			parts[i].mem = s.buf.Bytes()
+		}
+	}
+	h.mu.Unlock()
+	if testHookRead != nil {
+		testHookRead()
+	}
+	data := make([][]byte, 0, len(parts))
+	for _, p := range parts {
+		if p.path == "" {
+			data = append(data, p.mem)
 			continue
 		}
-		b, err := os.ReadFile(s.path)
+		b, err := os.ReadFile(p.path)
 		if err != nil {
 			continue // removed behind our back: the rest still reads
 		}
-		segs = append(segs, b)
+		data = append(data, b)
 	}
-	data, _, _, err := recording.Concat(segs)
+	joined, _, _, err := recording.Concat(data)
 	if errors.Is(err, recording.ErrNoSegment) {
 		return nil, ErrEmpty
 	}
-	return data, err
+	return joined, err
 }
+
+// testHookRead, when set by a test, runs in Bytes after the segments are
+// listed and before they are read.
+var testHookRead func()
 
 // ErrEmpty: the history holds no segment yet (nothing was polled).
 var ErrEmpty = errors.New("the history holds nothing yet")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -301,5 +302,40 @@ func TestOpenEmptyDir(t *testing.T) {
 	}
 	if _, st, err := Open(dir); err == nil || st.Skipped != 1 {
 		t.Fatalf("a directory of junk: %v, %+v", err, st)
+	}
+}
+
+// A reader of the history never holds up Write, which the poll loop calls
+// after every poll: while Bytes reads the segments, a Write returns.
+func TestWriteDoesNotWaitForReaders(t *testing.T) {
+	h, err := New(Options{Header: header()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Write(0, snap(0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	reading, hold := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	testHookRead = func() { close(reading); <-hold }
+	defer func() { testHookRead = nil }()
+	defer release() // before Close, which a held reader would block
+	read := make(chan error, 1)
+	go func() { _, err := h.Bytes(); read <- err }()
+	<-reading
+	wrote := make(chan error, 1)
+	go func() { wrote <- h.Write(0, snap(1, 3)) }()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Write waited for a reader of the history")
+	}
+	release()
+	if err := <-read; err != nil {
+		t.Fatal(err)
 	}
 }

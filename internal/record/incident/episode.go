@@ -280,22 +280,28 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 	x.open, x.closed = rest, closed
 }
 
-// review reads frames lo..hi again for the episodes, the holders ranked by
-// the time others waited on them, the longest holds and the outages.
-func (r *Report) review(f Frames, lo, hi int) error {
-	x := NewEpisodes()
-	outages := map[string]*Outage{}
-	var last time.Time
-	for i := lo; i < hi; i++ {
-		s, err := f.Merged(i)
-		if err != nil {
-			return err
-		}
-		t := f.Time(i)
-		last = t
-		r.outagesAt(s, t, outages)
-		x.add(s, t)
-	}
+// reviewer follows the episodes, the holders' waits, the holds and the
+// outages frame by frame, fed by Build's one reading of the frames
+// (decoding a frame is most of a report's cost: it is done once).
+type reviewer struct {
+	x       *Episodes
+	outages map[string]*Outage
+	last    time.Time
+}
+
+func newReviewer() *reviewer { return &reviewer{x: NewEpisodes(), outages: map[string]*Outage{}} }
+
+// add takes the frame s, taken at t, a failed poll too.
+func (v *reviewer) add(r *Report, s model.Snapshot, t time.Time) {
+	v.last = t
+	r.outagesAt(s, t, v.outages)
+	v.x.add(s, t)
+}
+
+// review fills in, from what v followed, the episodes, the holders ranked
+// by the time others waited on them, the longest holds and the outages.
+func (r *Report) review(v *reviewer) {
+	x, outages, last := v.x, v.outages, v.last
 	open, closed, waits, apps, holds, holdWaiters := x.open, x.closed, x.waits, x.apps, x.holds, x.holdWaiters
 	for _, ep := range open {
 		ep.e.End, ep.e.Ongoing = last, true
@@ -350,7 +356,6 @@ func (r *Report) review(f Frames, lo, hi int) error {
 		return cmp.Or(cmp.Compare(b.Held, a.Held), a.Since.Compare(b.Since), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Holder, b.Holder))
 	})
 	r.LongestHolds = r.LongestHolds[:min(len(r.LongestHolds), Top)]
-	return nil
 }
 
 // add takes one frame's waiting rows of the episode's component.

@@ -130,3 +130,29 @@ func TestEpisodesLive(t *testing.T) {
 		t.Fatalf("the tracker keeps %d open, %d waits, %d holds after the episode", len(x.open), len(x.waits), len(x.holds))
 	}
 }
+
+// counted counts how often each frame is read.
+type counted struct {
+	frames
+	reads map[int]int
+}
+
+func (c *counted) Merged(i int) (model.Snapshot, error) { c.reads[i]++; return c.frames.Merged(i) }
+
+// A report reads each frame of its span once: decoding a recorded
+// snapshot is most of what a report costs.
+func TestBuildReadsEachFrameOnce(t *testing.T) {
+	f := &counted{reads: map[int]int{}}
+	for s := range 6 {
+		at := t0.Add(time.Duration(s) * time.Second)
+		f.frames = append(f.frames, model.Snapshot{Taken: at, Locks: []model.Lock{hold(1, 1, t0), wait(2, 1, at, 1)}})
+	}
+	if _, err := Build(f, "", t0.Add(time.Second), t0.Add(4*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range f.frames {
+		if want := map[bool]int{true: 1}[i >= 1 && i <= 4]; f.reads[i] != want {
+			t.Fatalf("frame %d read %d times, want %d (reads: %v)", i, f.reads[i], want, f.reads)
+		}
+	}
+}

@@ -186,11 +186,13 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 	var prevT time.Time
 	ranOut := map[model.KeyID]LeaseEvent{} // leases that ran out, their key not taken since
 	var dl deadlocks
+	rv := newReviewer()
 	for i := lo; i < hi; i++ {
 		s, err := f.Merged(i)
 		if err != nil {
 			return nil, err
 		}
+		rv.add(r, s, f.Time(i))
 		if s.PollError() != "" {
 			// A failed poll ends no wait and no hold: an outage (episode.go),
 			// and a time the queue is unknown.
@@ -363,9 +365,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 	})
 
 	r.Deadlocks = dl.all
-	if err := r.review(f, lo, hi); err != nil {
-		return nil, err
-	}
+	r.review(rv)
 
 	// The queue, bucketed over the span.
 	if len(queue) > 0 {

@@ -64,7 +64,7 @@ func New(d Deps) http.Handler {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	h := &handler{d: d, past: make(pastSlots, MaxPastRequests)}
+	h := &handler{d: d, past: newPastSlots()}
 	if d.Health != nil {
 		h.health = newHealthCache(d.Health, d.HealthMaxAge, d.Log)
 	}
@@ -86,7 +86,7 @@ func New(d Deps) http.Handler {
 
 type handler struct {
 	d      Deps
-	past   pastSlots // the past's requests running
+	past   *pastSlots // the past's requests running
 	health *healthCache
 }
 

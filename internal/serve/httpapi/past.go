@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/locktop/locktop/internal/record/history"
@@ -37,30 +39,84 @@ type Past interface {
 
 // Bounds of the work one request of the past may ask for, whatever it asks:
 // a report spans at most MaxReportSpan (a wider from/to is a 400 naming the
-// cap), and at most MaxPastRequests of the past's requests run at once
-// (more get 503 at once, with Retry-After): each reads the kept history,
-// so a flood of them must not take the process's CPU from its polls.
+// cap), and at most PastSlots() of the past's requests run at once (more
+// wait up to PastWait, then get 503 with Retry-After): each reads the kept
+// history, so a flood of them must not take the process's CPU from its
+// polls.
 const (
 	MaxReportSpan   = time.Hour
 	MaxPastRequests = 2
 )
 
-// pastSlots admits the past's requests, MaxPastRequests at a time.
-type pastSlots chan struct{}
-
-// enter takes a slot, or answers 503 and reports false.
-func (p pastSlots) enter(w http.ResponseWriter) bool {
-	select {
-	case p <- struct{}{}:
-		return true
-	default:
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, pastError{Error: "busy: at most " + strconv.Itoa(MaxPastRequests) + " requests of the history are answered at once"})
-		return false
+// PastSlots is how many of the past's requests run at once:
+// MaxPastRequests, or one where the process may use two CPUs or fewer, so
+// that a flood of them leaves a CPU to the polls and the dashboard.
+func PastSlots() int {
+	if runtime.GOMAXPROCS(0) <= 2 {
+		return 1
 	}
+	return MaxPastRequests
 }
 
-func (p pastSlots) leave() { <-p }
+// PastWait is how long a request of the past waits for a slot before it
+// is answered 503: a waiting request takes no CPU, where one answered at
+// once comes straight back.
+const PastWait = time.Second
+
+// pastSlots admits the past's requests, PastSlots() at a time (a request
+// waits up to PastWait for one), and paces them: after a request that
+// worked for d, the next begins its work no sooner than d later (it waits,
+// holding its slot). A lone client hardly notices; a flood gets at most
+// half of each slot's CPU, and 503s.
+type pastSlots struct {
+	c    chan struct{}
+	mu   sync.Mutex
+	rest time.Time // no request's work begins before it
+}
+
+func newPastSlots() *pastSlots { return &pastSlots{c: make(chan struct{}, PastSlots())} }
+
+// enter takes a slot and waits out the rest, or answers 503 and reports
+// false. A true enter must be followed by leave with the time it returned.
+func (p *pastSlots) enter(w http.ResponseWriter, req *http.Request) (time.Time, bool) {
+	wait := time.NewTimer(PastWait)
+	defer wait.Stop()
+	select {
+	case p.c <- struct{}{}:
+	case <-req.Context().Done():
+		return time.Time{}, false // the client went away
+	case <-wait.C:
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, pastError{Error: "busy: at most " + strconv.Itoa(cap(p.c)) + " requests of the history are answered at once"})
+		return time.Time{}, false
+	}
+	p.mu.Lock()
+	rest := time.Until(p.rest)
+	p.mu.Unlock()
+	if rest > 0 {
+		t := time.NewTimer(rest)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			<-p.c
+			return time.Time{}, false // the client went away
+		}
+	}
+	return time.Now(), true
+}
+
+// leave gives the slot back, and sets the rest after a request whose work
+// began at start.
+func (p *pastSlots) leave(start time.Time) {
+	now := time.Now()
+	p.mu.Lock()
+	if r := now.Add(now.Sub(start)); r.After(p.rest) {
+		p.rest = r
+	}
+	p.mu.Unlock()
+	<-p.c
+}
 
 // pastError is the body of a 400 or 503 of the past's endpoints.
 type pastError struct {
@@ -110,10 +166,11 @@ func (h *handler) moment(w http.ResponseWriter, req *http.Request, r *recording.
 
 // locksAt serves GET /api/locks?at=TIME.
 func (h *handler) locksAt(w http.ResponseWriter, req *http.Request) {
-	if !h.past.enter(w) {
+	start, ok := h.past.enter(w, req)
+	if !ok {
 		return
 	}
-	defer h.past.leave()
+	defer h.past.leave(start)
 	r, ok := h.recording(w)
 	if !ok {
 		return
@@ -135,10 +192,11 @@ func (h *handler) locksAt(w http.ResponseWriter, req *http.Request) {
 
 // report serves GET /api/report?from=&to=.
 func (h *handler) report(w http.ResponseWriter, req *http.Request) {
-	if !h.past.enter(w) {
+	start, ok := h.past.enter(w, req)
+	if !ok {
 		return
 	}
-	defer h.past.leave()
+	defer h.past.leave(start)
 	r, from, to, ok := h.span(w, req)
 	if !ok {
 		return
@@ -155,10 +213,11 @@ func (h *handler) report(w http.ResponseWriter, req *http.Request) {
 // reportPage serves GET /report?from=&to=: the same review as the HTML
 // page locktop report --html writes, under the same bounds.
 func (h *handler) reportPage(w http.ResponseWriter, req *http.Request) {
-	if !h.past.enter(w) {
+	start, ok := h.past.enter(w, req)
+	if !ok {
 		return
 	}
-	defer h.past.leave()
+	defer h.past.leave(start)
 	r, from, to, ok := h.span(w, req)
 	if !ok {
 		return
@@ -208,10 +267,11 @@ func (h *handler) span(w http.ResponseWriter, req *http.Request) (r *recording.R
 
 // historyFile serves GET /api/history: the kept past as one recording.
 func (h *handler) historyFile(w http.ResponseWriter, req *http.Request) {
-	if !h.past.enter(w) {
+	start, ok := h.past.enter(w, req)
+	if !ok {
 		return
 	}
-	defer h.past.leave()
+	defer h.past.leave(start)
 	if h.d.Past == nil {
 		writeJSON(w, http.StatusNotFound, pastError{Error: "this locktop keeps no history (--history-keep 0)"})
 		return

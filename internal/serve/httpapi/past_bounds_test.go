@@ -20,6 +20,8 @@ type fakePast struct {
 	data    []byte
 	gate    chan struct{}
 	entered chan struct{} // a request began reading the history
+	mu      sync.Mutex
+	reads   []time.Time // when each request began reading it
 }
 
 func newFakePast(t testing.TB) *fakePast {
@@ -44,6 +46,9 @@ func newFakePast(t testing.TB) *fakePast {
 }
 
 func (p *fakePast) Recording() (*recording.Recording, error) {
+	p.mu.Lock()
+	p.reads = append(p.reads, time.Now())
+	p.mu.Unlock()
 	if p.gate != nil {
 		p.entered <- struct{}{}
 		<-p.gate
@@ -67,18 +72,18 @@ func TestReportSpanCapped(t *testing.T) {
 	getBody(t, srv.URL+"/api/report?from=-50m&to=-20m", http.StatusOK)
 }
 
-// More than MaxPastRequests requests of the history at once: the rest get
-// 503 at once, with Retry-After, rather than queueing for the CPU.
+// More than PastSlots() requests of the history at once: the rest wait
+// PastWait (parked, taking no CPU), then get 503 with Retry-After.
 func TestPastRequestsBounded(t *testing.T) {
 	past := newFakePast(t)
-	past.gate, past.entered = make(chan struct{}), make(chan struct{}, httpapi.MaxPastRequests)
+	past.gate, past.entered = make(chan struct{}), make(chan struct{}, httpapi.PastSlots())
 	latest := httpapi.NewLatest(nil, time.Hour)
 	latest.Put(model.Snapshot{Taken: time.Now()})
 	srv := httptest.NewServer(httpapi.New(httpapi.Deps{Latest: latest, Past: past}))
 	defer srv.Close()
 	var wg sync.WaitGroup
-	codes := make(chan int, httpapi.MaxPastRequests)
-	for range httpapi.MaxPastRequests {
+	codes := make(chan int, httpapi.PastSlots())
+	for range httpapi.PastSlots() {
 		wg.Go(func() {
 			resp, err := http.Get(srv.URL + "/api/locks?at=-30m")
 			if err != nil {
@@ -89,7 +94,7 @@ func TestPastRequestsBounded(t *testing.T) {
 			codes <- resp.StatusCode
 		})
 	}
-	for range httpapi.MaxPastRequests {
+	for range httpapi.PastSlots() {
 		<-past.entered
 	}
 	resp, err := http.Get(srv.URL + "/api/report?from=-50m&to=-20m")
@@ -98,7 +103,7 @@ func TestPastRequestsBounded(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("a request beyond the %d held ones: %d, want 503 with Retry-After", httpapi.MaxPastRequests, resp.StatusCode)
+		t.Errorf("a request beyond the %d held ones: %d, want 503 with Retry-After", httpapi.PastSlots(), resp.StatusCode)
 	}
 	close(past.gate)
 	wg.Wait()
@@ -107,5 +112,30 @@ func TestPastRequestsBounded(t *testing.T) {
 		if c != http.StatusOK {
 			t.Errorf("a held request ended %d, want 200", c)
 		}
+	}
+}
+
+// The past's requests are paced: after one that worked for d, the next
+// begins its work no sooner than d after the first ended, so that a flood
+// takes at most half a slot's CPU.
+func TestPastRequestsPaced(t *testing.T) {
+	past := newFakePast(t)
+	past.gate, past.entered = make(chan struct{}), make(chan struct{}, 2)
+	latest := httpapi.NewLatest(nil, time.Hour)
+	latest.Put(model.Snapshot{Taken: time.Now()})
+	srv := httptest.NewServer(httpapi.New(httpapi.Deps{Latest: latest, Past: past}))
+	defer srv.Close()
+	first := make(chan struct{})
+	go func() { defer close(first); getBody(t, srv.URL+"/api/locks?at=-30m", http.StatusOK) }()
+	<-past.entered
+	time.Sleep(200 * time.Millisecond) // the first request's work
+	released := time.Now()
+	close(past.gate)
+	<-first
+	getBody(t, srv.URL+"/api/locks?at=-30m", http.StatusOK)
+	past.mu.Lock()
+	defer past.mu.Unlock()
+	if want := released.Add(released.Sub(past.reads[0])); past.reads[1].Before(want) {
+		t.Errorf("the second request began its work %s after the first ended, want at least %s", past.reads[1].Sub(released), released.Sub(past.reads[0]))
 	}
 }

@@ -46,9 +46,9 @@ func TestReportPage(t *testing.T) {
 	}
 
 	// Busy: the page takes a slot of the past's requests like the others.
-	past.gate, past.entered = make(chan struct{}), make(chan struct{}, httpapi.MaxPastRequests)
-	done := make(chan int, httpapi.MaxPastRequests)
-	for range httpapi.MaxPastRequests {
+	past.gate, past.entered = make(chan struct{}), make(chan struct{}, httpapi.PastSlots())
+	done := make(chan int, httpapi.PastSlots())
+	for range httpapi.PastSlots() {
 		go func() {
 			r, err := http.Get(srv.URL + "/report?from=-50m&to=-20m")
 			if err != nil {
@@ -59,7 +59,7 @@ func TestReportPage(t *testing.T) {
 			done <- r.StatusCode
 		}()
 	}
-	for range httpapi.MaxPastRequests {
+	for range httpapi.PastSlots() {
 		<-past.entered
 	}
 	busy, err := http.Get(srv.URL + "/report?from=-50m&to=-20m")
@@ -68,10 +68,10 @@ func TestReportPage(t *testing.T) {
 	}
 	busy.Body.Close()
 	if busy.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("a page beyond the %d held requests: %d, want 503", httpapi.MaxPastRequests, busy.StatusCode)
+		t.Errorf("a page beyond the %d held requests: %d, want 503", httpapi.PastSlots(), busy.StatusCode)
 	}
 	close(past.gate)
-	for range httpapi.MaxPastRequests {
+	for range httpapi.PastSlots() {
 		if c := <-done; c != http.StatusOK {
 			t.Errorf("a held page request ended %d, want 200", c)
 		}
