@@ -20,8 +20,11 @@
 // the lock gone) and ErrReentrant (the caller's context holds the lock
 // already, or, with a strict Order, one that must come after it). A
 // cancelled acquire returns the context's error. Every grant has a fence
-// strictly greater than every earlier grant's of the same lock. The suite
-// in lockcore/locktest checks all of this on every kind.
+// strictly greater than every earlier grant's of the same lock, also across
+// a crash of the store, within what each kind's documentation says its
+// fence survives. A waiter that dies while queued (a crashed process) keeps
+// the lock from the others for at most a bound each kind documents. The
+// suite in lockcore/locktest checks all of this on every kind.
 //
 // One owner id per process (Owner: host:pid:rand) is stamped on every lock
 // of every kind: the application_name of advisory lock connections
@@ -123,6 +126,15 @@
 //   - Release frees the lock even if its context is cancelled; if the
 //     unlock cannot run, the connection is closed, which ends the session
 //     and frees the lock on the server.
+//   - A waiter that dies while queued (its process killed: the operating
+//     system closes its connection) keeps the key from nobody for longer
+//     than a few milliseconds: PostgreSQL grants it the key in its turn,
+//     its backend finds the client gone as it answers, and ends, which
+//     frees the key (on a server with client_connection_check_interval
+//     set, it leaves the queue before that). A waiter whose machine
+//     vanishes without closing its connection waits no longer than its
+//     lock_timeout; granted before that, it holds the key until the server
+//     notices the dead connection, as a holder does (see Loss).
 //
 // # Loss
 //

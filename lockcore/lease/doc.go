@@ -54,6 +54,24 @@
 // be written by a holder that lost its lease without noticing; WriteAtomic
 // does that for its manifest.
 //
+// A fence is durable before its grant is reported. On PostgreSQL, a
+// transaction that grants (or upgrades) commits with synchronous_commit on,
+// whatever the server's or the role's setting: on a server that commits
+// asynchronously each grant then waits for a WAL flush, and releases,
+// heartbeats and waiter rows do not. SQLite commits everything with
+// synchronous=FULL. So fences keep increasing across a crash or restart of
+// the PostgreSQL server, also one that commits asynchronously, across a
+// failover to a synchronous standby, and across a process killed while it
+// uses a SQLite file. They do not survive what loses committed work: a
+// failover to an asynchronous standby, the restore of a backup, an
+// operating-system crash of a server running with fsync off. After such an
+// event, raise every resource's fence past what the old server may have
+// handed out before locks are taken again (on PostgreSQL: UPDATE
+// <schema>.dal_resources SET fence = fence + 1000000). A crash of a server
+// that commits asynchronously may also bring back the row of a lock
+// released just before it: nobody renews it, so it is stale, and taken
+// over, once its lease and grace have passed.
+//
 // # Stale recovery
 //
 // A holder is stale, and may be taken over, only when all of these hold
@@ -90,6 +108,14 @@
 // records who waits for what since when, for monitors (Locks, Inspect,
 // InspectPostgres, InspectSQLite).
 //
+// A waiter that dies while queued (its process killed) never keeps the
+// resource from a writer: a waiter holds nothing and is handed nothing,
+// and writers do not look at waiter rows. A dead writer's row holds back
+// readers that arrive after it (writer precedence) until it lapses: a
+// waiter row lives ten times the backoff cap unless its waiter retries
+// (10 × min(max(Lease/10, 50ms), 1s), at least 2s: 10s with the default
+// 30s lease).
+//
 // # Monitors
 //
 // Manager.Locks and Manager.Inspect list every process's holders and
@@ -112,10 +138,13 @@
 // lockcore.ErrLost) holds for a lost lease as for a lost advisory lock.
 // Transient aborts are not errors of their own: PostgreSQL's serialization
 // failures and deadlocks (under a default_transaction_isolation above read
-// committed) are retried at once by acquires and releases; on SQLite, a
-// file another process keeps locked past the busy timeout (10s) is waited
-// out by Acquire on its backoff and is ErrBusy elsewhere, so a TryAcquire
-// can block for up to the busy timeout before it returns ErrBusy.
+// committed) are retried at once by acquires and releases, and so is a
+// request that found its pooled connection's session ended before it ran
+// (a server crash or restart, a terminated backend), on another
+// connection; on SQLite, a file another process keeps locked past the busy
+// timeout (10s) is waited out by Acquire on its backoff and is ErrBusy
+// elsewhere, so a TryAcquire can block for up to the busy timeout before
+// it returns ErrBusy.
 //
 // # Jobs
 //

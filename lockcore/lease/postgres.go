@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -181,13 +182,38 @@ func (p *pgStore) listen(ctx context.Context) error {
 // batch ends in a single Sync). Only when the state shows a conflicting
 // holder that may be stale does it go on to attempt, which decides in Go.
 func (p *pgStore) acquire(ctx context.Context, lockID string, f *fastAcquire, plan func(*state) (*change, error)) (*applied, error) {
-	a, err := p.acquireOnce(ctx, lockID, f, plan)
-	return a, retryable(err)
+	for n := 0; ; n++ {
+		a, err := p.acquireOnce(ctx, lockID, f, plan)
+		if !p.resend(ctx, err, n) {
+			return a, retryable(err)
+		}
+	}
 }
 
 func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) (*change, error)) (*applied, error) {
-	a, err := p.attemptOnce(ctx, lockID, plan)
-	return a, retryable(err)
+	for n := 0; ; n++ {
+		a, err := p.attemptOnce(ctx, lockID, plan)
+		if !p.resend(ctx, err, n) {
+			return a, retryable(err)
+		}
+	}
+}
+
+// resend reports whether a request that failed with err, for the nth time,
+// goes again on another connection: when its transaction cannot have
+// committed because its session had ended before it ran (a pooled
+// connection that died while idle: a server crash or restart, a
+// terminated backend), which is not the caller's failure. pgx either sent
+// none of it (pgconn.SafeToRetry) or read the server's farewell (a FATAL
+// of class 57, operator intervention) in its place. A dead connection
+// leaves the pool as it fails, so as many tries as the pool has
+// connections reach a live one.
+func (p *pgStore) resend(ctx context.Context, err error, n int) bool {
+	if err == nil || ctx.Err() != nil || n >= int(p.pool.Config().MaxConns) {
+		return false
+	}
+	var pe *pgconn.PgError
+	return pgconn.SafeToRetry(err) || errors.As(err, &pe) && pe.Severity == "FATAL" && strings.HasPrefix(pe.Code, "57")
 }
 
 // retryable marks errRetry the errors with which PostgreSQL aborted a
@@ -236,7 +262,7 @@ func (p *pgStore) acquireOnce(ctx context.Context, lockID string, f *fastAcquire
 		err = readState(br, st)
 	}
 	if err == nil {
-		err = br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt)
+		err = br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt, nil)
 		res.granted = err == nil
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = nil
@@ -348,7 +374,7 @@ func (p *pgStore) attemptOnce(ctx context.Context, lockID string, plan func(*sta
 		}
 	}
 	if ch.grant != nil {
-		if err := br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt); err != nil {
+		if err := br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt, nil); err != nil {
 			br.Close()
 			return nil, err
 		}
@@ -395,8 +421,11 @@ func readState(br pgx.BatchResults, st *state) error {
 }
 
 func (p *pgStore) release(ctx context.Context, lockID, token string) (bool, error) {
-	for {
+	for n := 0; ; n++ {
 		found, err := p.releaseOnce(ctx, lockID, token)
+		if p.resend(ctx, err, n) {
+			continue
+		}
 		if !abortedRetryable(err) || ctx.Err() != nil {
 			return found, err
 		}

@@ -94,6 +94,16 @@ var pgDDL = []string{
 // pgLastTable is created last: when it exists, the schema is complete.
 const pgLastTable = "dal_manifest"
 
+// pgDurable ends the RETURNING list of every statement that grants (a new
+// grant, an upgrade): when, and only when, it grants, its transaction then
+// commits with synchronous_commit on, whatever the server's or the role's
+// setting, and the server answers after that commit. A fence must be
+// durable before its grant is reported: on a server that commits
+// asynchronously (synchronous_commit off) a crash loses the last commits,
+// and with them the resource's last fences, which would then be handed out
+// again. The column it adds is not read.
+const pgDurable = "set_config('synchronous_commit', 'on', true)"
+
 const (
 	pgEnsureResource = `INSERT INTO {s}.dal_resources (lock_id) VALUES ($1) ON CONFLICT (lock_id) DO NOTHING`
 	pgLockResource   = `SELECT fence, now() FROM {s}.dal_resources WHERE lock_id = $1 FOR UPDATE`
@@ -112,7 +122,7 @@ ON CONFLICT (lock_id) DO UPDATE SET fence = r.fence + 1 RETURNING fence, now()`
 	pgGrant = `WITH f AS (UPDATE {s}.dal_resources SET fence = fence + 1 WHERE lock_id = $1 RETURNING fence)
 INSERT INTO {s}.dal_locks (token, lock_id, fence, mode, owner, lease_expires, heartbeat_ts, granted_at, grace_ms)
 SELECT $2, $1, f.fence, $3, $4, now() + $5 * interval '1 microsecond', now(), now(), $6 FROM f
-RETURNING fence, lease_expires, granted_at`
+RETURNING fence, lease_expires, granted_at, ` + pgDurable
 	// pgFastGrant grants unless a holder in a conflicting mode ($7) exists
 	// or, when precedence applies ($8), a live writer other than the
 	// request itself ($9) waits: the acquire of the common case, without
@@ -122,7 +132,7 @@ SELECT $2, $1, r.fence, $3, $4, now() + $5 * interval '1 microsecond', now(), no
 WHERE r.lock_id = $1
 	AND NOT EXISTS (SELECT 1 FROM {s}.dal_locks WHERE lock_id = $1 AND mode = ANY($7::text[]))
 	AND NOT ($8::bool AND EXISTS (SELECT 1 FROM {s}.dal_waiters WHERE lock_id = $1 AND mode = 'write' AND expires > now() AND id <> $9))
-RETURNING fence, lease_expires, granted_at`
+RETURNING fence, lease_expires, granted_at, ` + pgDurable
 	// pgWaitIfRefused writes or refreshes the waiter row unless the grant
 	// token ($6) was just inserted; pgUnwaitIfGranted deletes it if it was.
 	pgWaitIfRefused = `INSERT INTO {s}.dal_waiters (id, lock_id, mode, owner, since, heartbeat_ts, expires)
@@ -134,7 +144,7 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_ts = now(), expires = excluded.expires`
 	pgUpgrade         = `WITH f AS (UPDATE {s}.dal_resources SET fence = fence + 1 WHERE lock_id = $1 RETURNING fence)
 UPDATE {s}.dal_locks l SET mode = 'write', fence = f.fence, lease_expires = now() + $3 * interval '1 microsecond', heartbeat_ts = now()
 FROM f WHERE l.token = $2
-RETURNING l.fence, l.lease_expires, l.granted_at`
+RETURNING l.fence, l.lease_expires, l.granted_at, ` + pgDurable
 	// pgVictim removes a stale holder and writes its audit record, in one
 	// statement of the takeover's transaction. The lease and job checks are
 	// repeated as a guard; a lapsed lease cannot be renewed (pgRenewLocks),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
+	"github.com/locktop/locktop/internal/testenv/redisserver"
 	"github.com/locktop/locktop/internal/testenv/redistest"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/lease"
@@ -20,14 +23,27 @@ import (
 	"github.com/locktop/locktop/lockcore/redislock"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain runs the suite against the throw-away PostgreSQL (pgtest) and
+// servers and files of each test's own. The test binary run again as a
+// waiter, or as a process a crash kills, skips all that and runs its part.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain())
+	}
+	pgtest.Main(m)
+}
 
-// The family's kinds: every one passes the same suite.
+// The family's kinds: every one passes the same suite. The dead-waiter
+// bounds are each package's documented one: a dead advisory waiter's
+// backend, granted the key in its turn, finds its client gone and ends
+// within milliseconds; a Redis hand-over to a dead waiter lapses after
+// HandOverTTL; a lease waiter never keeps the lock from a writer (the
+// suite's holders write).
 var kinds = []locktest.Kind{
-	{Name: "advisory", Open: advisoryStore},
-	{Name: "redis", Open: redisStore},
-	{Name: "lease-postgres", Open: leasePostgresStore},
-	{Name: "lease-sqlite", Open: leaseSQLiteStore},
+	{Name: "advisory", Open: advisoryStore, Crash: advisoryCrashStore},
+	{Name: "redis", Open: redisStore, DeadWaiterBound: redislock.HandOverTTL, Crash: redisCrashStore},
+	{Name: "lease-postgres", Open: leasePostgresStore, Crash: leasePostgresCrashStore},
+	{Name: "lease-sqlite", Open: leaseSQLiteStore, Crash: leaseSQLiteCrashStore},
 }
 
 func TestConformance(t *testing.T) {
@@ -80,6 +96,25 @@ func (advisoryStoreT) Locker(t *testing.T) locktest.Locker {
 	return advisory{lockcore.New(pool)}
 }
 
+func (advisoryStoreT) Waiter(t *testing.T, n string) *exec.Cmd {
+	return child(t, childSpec{Kind: "advisory", Where: pgtest.DSN(t), Name: n})
+}
+
+// Waiting counts the sessions of the test database queued for the key.
+func (advisoryStoreT) Waiting(t *testing.T, n string) int {
+	t.Helper()
+	v := key(n).Int64()
+	var waiting int
+	err := pgtest.Conn(t).QueryRow(ctxT(t), `SELECT count(*) FROM pg_locks
+		WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1 AND classid = $1::bigint::oid AND objid = $2::bigint::oid
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+		int64(uint32(v>>32)), int64(uint32(v))).Scan(&waiting)
+	if err != nil {
+		t.Fatalf("counting the waiters of %s: %v", n, err)
+	}
+	return waiting
+}
+
 // Lose terminates the backend whose session holds the key.
 func (advisoryStoreT) Lose(t *testing.T, n string) {
 	t.Helper()
@@ -111,16 +146,40 @@ func (r redisL) TryWith(ctx context.Context, n string, fn func(context.Context) 
 	return r.l.TryWith(ctx, n, fn)
 }
 
-type redisStoreT struct{ rdb *redis.Client }
+type redisStoreT struct {
+	srv *redisserver.Server
+	rdb *redis.Client
+}
 
 func redisStore(t *testing.T) locktest.Store {
-	return redisStoreT{redistest.ClientOf(t, redistest.Private(t))}
+	srv := redistest.Private(t)
+	return redisStoreT{srv, redistest.ClientOf(t, srv)}
 }
 
 func (s redisStoreT) Locker(t *testing.T) locktest.Locker {
 	l := redislock.New(s.rdb, redislock.Options{TTL: 3 * time.Second})
 	t.Cleanup(func() { _ = l.Close() })
 	return redisL{l}
+}
+
+// Waiter is a Locker with the default TTL (30s), which a hand-over to a
+// dead waiter must not grant.
+func (s redisStoreT) Waiter(t *testing.T, n string) *exec.Cmd {
+	return child(t, childSpec{Kind: "redis", Where: s.srv.URL(), Name: n})
+}
+
+func (s redisStoreT) Waiting(t *testing.T, n string) int {
+	t.Helper()
+	tbl, err := redislock.Inspect(ctxT(t), s.rdb, redislock.DefaultPrefix, 0)
+	if err != nil {
+		t.Fatalf("counting the waiters of %s: %v", n, err)
+	}
+	for _, in := range tbl.Locks {
+		if in.Key == n {
+			return len(in.Waiters)
+		}
+	}
+	return 0
 }
 
 // Lose deletes the hold's key.
@@ -151,14 +210,41 @@ func (l leaseL) TryWith(ctx context.Context, n string, fn func(context.Context) 
 	return l.m.TryWith(ctx, res(n), lease.Write, fn)
 }
 
-var leaseOptions = lease.Options{Lease: 5 * time.Second, Heartbeat: 100 * time.Millisecond}
+// leaseOptions: no case waits for a lease to run out (a loss deletes the
+// row), so a long lease costs nothing, and keeps a loaded machine's late
+// heartbeats from losing a hold a case relies on.
+var leaseOptions = lease.Options{Lease: 15 * time.Second, Heartbeat: 100 * time.Millisecond}
 
 type leaseStoreT struct {
-	open func(t *testing.T) *lease.Manager
-	del  func(t *testing.T, lockID string) // deletes the grant rows of lockID
+	open    func(t *testing.T) *lease.Manager
+	del     func(t *testing.T, lockID string) // deletes the grant rows of lockID
+	inspect func(ctx context.Context) (*lease.Snapshot, error)
+	child   childSpec // where a waiter process finds the tables
 }
 
 func (s leaseStoreT) Locker(t *testing.T) locktest.Locker { return leaseL{s.open(t)} }
+
+func (s leaseStoreT) Waiter(t *testing.T, n string) *exec.Cmd {
+	c := s.child
+	c.Name = n
+	return child(t, c)
+}
+
+// Waiting counts the waiters of the map named n that every process sees.
+func (s leaseStoreT) Waiting(t *testing.T, n string) int {
+	t.Helper()
+	snap, err := s.inspect(ctxT(t))
+	if err != nil {
+		t.Fatalf("counting the waiters of %s: %v", n, err)
+	}
+	waiting := 0
+	for _, in := range snap.Locks {
+		if in.Resource == res(n) && !in.Granted {
+			waiting++
+		}
+	}
+	return waiting
+}
 
 // Lose deletes the grant's row.
 func (s leaseStoreT) Lose(t *testing.T, n string) { s.del(t, res(n).String()) }
@@ -186,6 +272,8 @@ func leasePostgresStore(t *testing.T) locktest.Store {
 				t.Fatalf("deleting the row of %s: %v (%d rows)", lockID, err, tag.RowsAffected())
 			}
 		},
+		inspect: func(ctx context.Context) (*lease.Snapshot, error) { return lease.InspectPostgres(ctx, pool, schema) },
+		child:   childSpec{Kind: "lease-postgres", Where: pgtest.DSN(t), Schema: schema},
 	}
 }
 
@@ -215,5 +303,7 @@ func leaseSQLiteStore(t *testing.T) locktest.Store {
 				t.Fatalf("deleting the row of %s: no row", lockID)
 			}
 		},
+		inspect: func(ctx context.Context) (*lease.Snapshot, error) { return lease.InspectSQLite(ctx, path) },
+		child:   childSpec{Kind: "lease-sqlite", Where: path},
 	}
 }

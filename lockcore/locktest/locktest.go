@@ -1,36 +1,10 @@
-// Package locktest is the lock family's conformance suite: one set of tests
-// that every kind of lock passes (advisory locks, Redis session locks,
-// leases on PostgreSQL and on SQLite, in this package's tests; a kind of
-// one's own, through Run). Kind-specific tests stay beside their kind.
-//
-// What it checks, on a store of the test's own, with two or more holders
-// (Services, Lockers, Managers) on it:
-//
-//   - exclusion under contention: With from several goroutines and holders
-//     never overlaps, and the fences of the grants strictly increase;
-//   - try: TryAcquire of a held lock fails with an error matching
-//     lockcore.ErrLocked and no lock; TryWith reports false without running;
-//   - wait and timeout: Acquire with lockcore.Wait gives up with
-//     lockcore.ErrTimeout, and gets the lock when the holder releases in
-//     time;
-//   - cancellation: cancelling a waiting Acquire ends it with the context's
-//     error, and leaves nothing behind;
-//   - loss: a hold ended from outside (a killed backend, a deleted Redis
-//     key, a deleted lease row) cancels the body's context with cause
-//     lockcore.ErrLost, and With returns an error matching it;
-//   - fences strictly increase across grants, and across a grant to
-//     another holder after a loss (a steal); Release after the loss returns
-//     an error matching lockcore.ErrLost;
-//   - reentrancy: acquiring a lock the context holds fails at once with
-//     lockcore.ErrReentrant (TryWith: false), instead of waiting for itself;
-//   - no leaks: after every test, a fresh holder can take every lock used,
-//     and no goroutine is left.
 package locktest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,13 +24,41 @@ type Locker interface {
 	TryWith(ctx context.Context, name string, fn func(context.Context) error) (bool, error)
 }
 
-// Store is one test's store of a kind: every Locker it opens shares it.
-type Store interface {
+// Lockers opens holders on a store: what every case needs of it.
+type Lockers interface {
 	// Locker opens another holder on the store, closed with the test.
 	Locker(t *testing.T) Locker
+}
+
+// Store is one test's store of a kind: every Locker it opens shares it.
+type Store interface {
+	Lockers
 	// Lose ends the hold of name from outside its holder: it kills the
 	// backend, deletes the key or the row.
 	Lose(t *testing.T, name string)
+	// Waiter returns a process, not started, that waits for name on the
+	// store (a minute or more, never giving up by itself) and, if it gets
+	// it, holds it until it is killed.
+	Waiter(t *testing.T, name string) *exec.Cmd
+	// Waiting reports how many wait for name.
+	Waiting(t *testing.T, name string) int
+}
+
+// CrashStore is one test's store of a kind that the test may crash.
+type CrashStore interface {
+	Lockers
+	// Checkpoint makes what the store holds durable as of now, so that a
+	// crash loses only what comes after it (PostgreSQL's CHECKPOINT); it
+	// does nothing where there is no such step.
+	Checkpoint(t *testing.T)
+	// Crash ends the store as a crash would and brings it back: a server
+	// stopped with no shutdown of any kind and started again, or, for a
+	// store inside its users' processes, one of them killed with SIGKILL
+	// while it takes name. It returns the fences of the grants of name it
+	// saw the crashed process make (none for a server), which every later
+	// grant must exceed too. After it, name is free, or a stale hold that
+	// an acquire takes over.
+	Crash(t *testing.T, name string) (fences []int64)
 }
 
 // Kind is one kind of lock under test.
@@ -64,18 +66,22 @@ type Kind struct {
 	Name string
 	// Open gives a test a store of its own.
 	Open func(t *testing.T) Store
+	// DeadWaiterBound is the longest time a waiter that died while queued
+	// may keep a released lock from a live waiter, as the kind's
+	// documentation states it (0: not at all).
+	DeadWaiterBound time.Duration
+	// Crash gives a test a store of its own that it may crash: a server of
+	// its own, not one other tests share.
+	Crash func(t *testing.T) CrashStore
 }
 
 // Run runs the suite on kind, each case a subtest.
 func Run(t *testing.T, kind Kind) {
-	for _, c := range cases {
+	for _, c := range cases(kind) {
 		t.Run(c.name, func(t *testing.T) {
 			ignore := goleak.IgnoreCurrent()
-			var names []string
-			var st Store
 			t.Run("case", func(t *testing.T) {
-				st = kind.Open(t)
-				names = c.run(t, st)
+				st, names := c.run(t)
 				// Nothing left held: a fresh holder takes every lock used.
 				fresh := st.Locker(t)
 				for _, n := range names {
@@ -110,19 +116,38 @@ func Run(t *testing.T, kind Kind) {
 	}
 }
 
+// testCase opens the store it needs and runs on it, returning the store
+// and the names of the locks it used.
 type testCase struct {
 	name string
-	run  func(t *testing.T, st Store) (names []string)
+	run  func(t *testing.T) (Lockers, []string)
 }
 
-var cases = []testCase{
-	{"exclusion", exclusion},
-	{"try", try},
-	{"wait and timeout", waitTimeout},
-	{"cancellation", cancellation},
-	{"loss", loss},
-	{"fences", fences},
-	{"reentrancy", reentrancy},
+// cases are the suite's cases for kind.
+func cases(kind Kind) []testCase {
+	on := func(c func(*testing.T, Store) []string) func(*testing.T) (Lockers, []string) {
+		return func(t *testing.T) (Lockers, []string) {
+			st := kind.Open(t)
+			return st, c(t, st)
+		}
+	}
+	return []testCase{
+		{"exclusion", on(exclusion)},
+		{"try", on(try)},
+		{"wait and timeout", on(waitTimeout)},
+		{"cancellation", on(cancellation)},
+		{"loss", on(loss)},
+		{"fences", on(fences)},
+		{"reentrancy", on(reentrancy)},
+		{"dead waiter", on(func(t *testing.T, st Store) []string { return deadWaiter(t, st, kind.DeadWaiterBound) })},
+		{"fences across a crash", func(t *testing.T) (Lockers, []string) {
+			if kind.Crash == nil {
+				t.Fatalf("kind %s does not say how its store crashes (Kind.Crash)", kind.Name)
+			}
+			st := kind.Crash(t)
+			return st, crashFences(t, st)
+		}},
+	}
 }
 
 var seq atomic.Int64

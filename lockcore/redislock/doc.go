@@ -36,9 +36,12 @@
 //     grant's for that key, across release, expiry, force release and
 //     hand-over. Fences come from one counter per Redis Cluster hash slot (at
 //     most 16,384 keys, never one per lock), and never fall below the
-//     server's clock in microseconds, so a counter lost to a flush or a
-//     failover does not hand out old numbers again (if the new primary's
-//     clock is not behind).
+//     server's clock in microseconds, so a counter lost to a flush, to a
+//     restart of a Redis that keeps nothing (no RDB or AOF) or lost what
+//     came after its last snapshot, or to a failover does not hand out
+//     old numbers again (if the clock of the server that comes back is
+//     not behind). Fences do not rest on persistence: they survive a
+//     crash or restart that loses every key, by that clock floor alone.
 //   - A hold knows when it is lost: its Context is cancelled with cause
 //     ErrLost (Done closes, Err wraps ErrLost) when its TTL passes without
 //     an extension (estimated on the client from a moment no later than

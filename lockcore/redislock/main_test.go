@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -11,15 +10,8 @@ import (
 	"github.com/locktop/locktop/internal/testenv/redistest"
 )
 
-// TestMain runs the tests against a throw-away Redis. The test binary
-// re-executed as a helper process (a waiter killed by the dead-waiter
-// case) skips all that and runs its part.
-func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(childMain())
-	}
-	redistest.Main(m)
-}
+// TestMain runs the tests against a throw-away Redis.
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 // newLocker returns a Locker on the test server under a prefix of the
 // test's own, closed when the test ends.
