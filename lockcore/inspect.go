@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Querier is what ReadLocks reads with: a *pgx.Conn, a *pgxpool.Pool, a
@@ -186,63 +185,54 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		backends = map[int32]*Backend{}
 		dbs      = map[uint32]string{}
 
-		kind                int32
-		pid                 pgtype.Int4
-		oid, classid, objid pgtype.Uint32
-		objsubid            pgtype.Int2
-		share               pgtype.Bool
-		granted             pgtype.Bool
-		ts, ts2, ts3        pgtype.Timestamptz
-		t1, t2, t3, t4, t5  pgtype.Text
-		others              []OtherRow
-		objs                []object // others' objects, by index
-		ownDB               uint32   // this connection's database
+		others []OtherRow
+		objs   []object // others' objects, by index
+		ownDB  uint32   // this connection's database
+		sc     = newScanner(rows)
+		w      = &sc.r
 	)
-	// One destination slice for every row: a fresh variadic slice per Scan
-	// would be an allocation per lock.
-	dest := []any{&kind, &pid, &oid, &classid, &objid, &objsubid, &share, &granted, &ts, &ts2, &t1, &t2, &t3, &t4, &t5, &ts3}
 	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
+		if err := sc.scan(rows); err != nil {
 			return LockTable{}, err
 		}
-		switch kind {
+		switch w.kind {
 		case 0:
-			t.Taken = ts.Time
-			ownDB = oid.Uint32
+			t.Taken = w.ts.Time
+			ownDB = w.oid.Uint32
 		case 1:
-			key, ok := keyFromLockRow(classid.Uint32, objid.Uint32, objsubid.Int16)
+			key, ok := keyFromLockRow(w.classid.Uint32, w.objid.Uint32, w.objsubid.Int16)
 			if !ok {
 				continue
 			}
 			locks = append(locks, lockRow{
-				pid: pid.Int32, db: oid.Uint32, key: key, share: share.Bool, granted: granted.Bool,
-				wait: ts.Time.UnixNano(), hasWait: ts.Valid,
+				pid: w.pid.Int32, db: w.oid.Uint32, key: key, share: w.share.Bool, granted: w.granted.Bool,
+				wait: w.ts.Time.UnixNano(), hasWait: w.ts.Valid,
 			})
 		case 2:
-			b := &Backend{User: t1.String, Application: t2.String, ClientAddr: t3.String, State: t4.String, Query: t5.String}
-			if ts.Valid {
-				b.QueryStart = ts.Time
+			b := &Backend{User: w.t1.String, Application: w.t2.String, ClientAddr: w.t3.String, State: w.t4.String, Query: w.t5.String}
+			if w.ts.Valid {
+				b.QueryStart = w.ts.Time
 			}
-			if ts2.Valid {
-				b.StateChange = ts2.Time
+			if w.ts2.Valid {
+				b.StateChange = w.ts2.Time
 			}
-			if ts3.Valid {
-				b.XactStart = ts3.Time
+			if w.ts3.Valid {
+				b.XactStart = w.ts3.Time
 			}
-			backends[pid.Int32] = b
-			if oid.Valid {
+			backends[w.pid.Int32] = b
+			if w.oid.Valid {
 				t.Connections++
 			}
 		case 3:
-			dbs[oid.Uint32] = t1.String
+			dbs[w.oid.Uint32] = w.t1.String
 		case 4:
-			o := OtherRow{LockType: t1.String, Relation: t2.String, Tuple: t3.String, Object: t4.String,
-				PID: pid.Int32, Mode: t5.String, Granted: granted.Bool}
+			o := OtherRow{LockType: w.t1.String, Relation: w.t2.String, Tuple: w.t3.String, Object: w.t4.String,
+				PID: w.pid.Int32, Mode: w.t5.String, Granted: w.granted.Bool}
 			if !o.Granted {
-				o.WaitStart = ts.Time // zero (fixed below) until the server records it
+				o.WaitStart = w.ts.Time // zero (fixed below) until the server records it
 			}
 			others = append(others, o)
-			objs = append(objs, object{lockType: o.LockType, database: oid.Uint32, relation: classid.Uint32, tuple: o.Tuple, object: o.Object})
+			objs = append(objs, object{lockType: o.LockType, database: w.oid.Uint32, relation: w.classid.Uint32, tuple: o.Tuple, object: o.Object})
 		}
 	}
 	if err := rows.Err(); err != nil {
