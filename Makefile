@@ -17,8 +17,11 @@ demo: deps build
 	./$(BIN)
 
 ## test: vet, staticcheck, formatting, and every test (real PostgreSQL, Redis and SQLite) with -race
+# -p 3: the end-to-end tests of internal/cli mostly wait on a terminal or a
+# server for about four minutes, which with go test's default of 2 (the
+# cores) leaves every other package to the one remaining slot.
 test: deps fmt-check vet staticcheck
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -p 3 -timeout 20m ./...
 
 # VERSION names the build in `locktop --version`: the commit, as git describes it.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)

@@ -231,10 +231,10 @@ func waitReport(t *testing.T, what string, s *sim.Sim, cond func(sim.Report) boo
 	}
 }
 
-// waitStatus polls s's status until cond holds, for up to 20s.
+// waitStatus polls s's status until cond holds, for up to 60s.
 func waitStatus(t *testing.T, what string, s *sim.Sim, cond func(model.SimStatus) bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond(s.Status()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)

@@ -94,8 +94,11 @@ func TestRedisClusterEndToEnd(t *testing.T) {
 	if !strings.Contains(stderrText, addrs[1]) {
 		t.Errorf("node %s stopped: stderr %q does not name it", addrs[1], stderrText)
 	}
+	// Only this test's keys are compared: a hold the acf run took in its
+	// last moments may still be there until its TTL runs out.
 	want := sorted(append(slices.Clone(byNode[0]), byNode[2]...))
-	if got := redisKeys(doc); !slices.Equal(got, want) {
+	got := slices.DeleteFunc(redisKeys(doc), func(k string) bool { return !slices.Contains(keys, k) })
+	if !slices.Equal(got, want) {
 		t.Errorf("node %s stopped: listed %v, want the other nodes' %v", addrs[1], got, want)
 	}
 }

@@ -474,7 +474,8 @@ func (s *Stack) ForceRelease() func(ctx context.Context, name string) error {
 		return nil
 	}
 	return func(ctx context.Context, name string) error {
-		return s.members[0].red.err(s.redis.ForceRelease(ctx, name, "locktop", "breaking a deadlock from the dashboard"))
+		// The source keeps its own URL's password out of its errors.
+		return s.redis.ForceRelease(ctx, name, "locktop", "breaking a deadlock from the dashboard")
 	}
 }
 

@@ -48,6 +48,7 @@ type Options struct {
 // Source reads one Redis's session mutexes. It is safe for concurrent use.
 type Source struct {
 	target *connect.RedisTarget // nil when made by New
+	url    string               // what Open was given; its password never leaves in an error
 	prefix string
 	limit  int
 
@@ -68,7 +69,7 @@ func Open(url string, opts Options) (*Source, error) {
 		return nil, err
 	}
 	s := New(nil, opts)
-	s.target = t
+	s.target, s.url = t, url
 	return s, nil
 }
 
@@ -117,11 +118,11 @@ func (s *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 	start := time.Now()
 	rdb, err := s.client(ctx)
 	if err != nil {
-		return model.Snapshot{}, describe(err)
+		return model.Snapshot{}, s.describe(err)
 	}
 	t, err := redislock.Inspect(ctx, rdb, s.prefix, s.limit)
 	if err != nil {
-		return model.Snapshot{}, describe(err)
+		return model.Snapshot{}, s.describe(err)
 	}
 	snap := model.Snapshot{Taken: t.Taken, Truncated: t.Truncated}
 	for i := range t.Locks {
@@ -129,7 +130,7 @@ func (s *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 	}
 	snap.Locks = append(snap.Locks, plainKeys(s.prefix, t.Strings, t.Taken)...)
 	for _, d := range t.Down {
-		snap.Partial = append(snap.Partial, describe(&d).Error())
+		snap.Partial = append(snap.Partial, s.describe(&d).Error())
 	}
 	snap.Latency = time.Since(start)
 	redislog.Healthy() // go-redis's next failure is news again
@@ -185,9 +186,10 @@ func sortByName(ls []model.Lock) []model.Lock {
 	return ls
 }
 
-// describe makes a poll's error one line for the banner.
-func describe(err error) error {
-	return errors.New(strings.Join(strings.Fields(err.Error()), " "))
+// describe makes an error one line for the banner, without the URL's
+// password.
+func (s *Source) describe(err error) error {
+	return errors.New(connect.RedactRedisURL(strings.Join(strings.Fields(err.Error()), " "), s.url))
 }
 
 // ForceRelease deletes the hold of the lock named name (its full key, as
@@ -202,13 +204,13 @@ func (s *Source) ForceRelease(ctx context.Context, name, actor, reason string) e
 	}
 	rdb, err := s.client(ctx)
 	if err != nil {
-		return describe(err)
+		return s.describe(err)
 	}
 	l := redislock.New(rdb, redislock.Options{Prefix: s.prefix, Owner: actor})
 	defer l.Close()
 	released, err := l.ForceRelease(ctx, key, reason)
 	if err != nil {
-		return err
+		return s.describe(err)
 	}
 	if !released {
 		return fmt.Errorf("redis: %s: %w", name, redislock.ErrNotHeld)

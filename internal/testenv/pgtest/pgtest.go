@@ -304,10 +304,11 @@ func Database(t testing.TB, name string) string {
 }
 
 // Eventually polls cond every 10ms until it holds, and fails t (saying what
-// it waited for) if it has not within 20 seconds.
+// it waited for) if it has not within 60 seconds: long enough for a
+// loaded CI box, and a healthy run never waits it out.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)
