@@ -191,7 +191,7 @@ func waitQueuedJob(t *testing.T, j *workers.Jobs) {
 func TestJobFaults(t *testing.T) {
 	for _, store := range []string{"postgres", "sqlite"} {
 		t.Run(store, func(t *testing.T) {
-			w, j := newJobs(t, store, workers.JobOptions{Lease: 900 * time.Millisecond})
+			w, j := newJobs(t, store, workers.JobOptions{Lease: 2 * time.Second})
 			ctx := context.Background()
 			m2 := workers.MapRef{Project: "p1", Map: "p1-m2"}
 			if err := j.DieHolding(ctx, m1); err != nil {
