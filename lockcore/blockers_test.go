@@ -3,8 +3,13 @@ package lockcore_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
@@ -70,6 +75,10 @@ func TestReadLocksBlockedBy(t *testing.T) {
 	wait("C", "ROW EXCLUSIVE")
 	wait("D", "SHARE")
 	wait("E", "ACCESS EXCLUSIVE")
+	adv := pgtest.Conn(t) // advisory rows too, for the text-format read below
+	if _, err := adv.Exec(ctx, "SELECT pg_advisory_lock(5, -7), pg_advisory_lock_shared(-9000000000)"); err != nil {
+		t.Fatal(err)
+	}
 
 	server := map[int32][]int32{}
 	rows, err := mon.Query(ctx, "SELECT pid, pg_blocking_pids(pid) FROM pg_locks WHERE NOT granted AND relation = 'blockers_rel'::regclass")
@@ -125,4 +134,46 @@ func TestReadLocksBlockedBy(t *testing.T) {
 	if seen != 3 {
 		t.Errorf("ReadLocks saw %d waiters on blockers_rel, want 3: %+v", seen, table.Others)
 	}
+
+	// The same rows when the server sends them as text (the simple
+	// protocol, as a pooler may impose), which ReadLocks leaves to pgx's
+	// Scan instead of decoding the binary format itself.
+	cfg := mon.Config().Copy()
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	text, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer text.Close(ctx)
+	again, err := lockcore.ReadLocks(ctx, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dumpTable(again), dumpTable(table); got != want {
+		t.Errorf("read as text:\n%s\nread as binary:\n%s", got, want)
+	}
+	if again.Connections != table.Connections+1 {
+		t.Errorf("read as text: %d connections, as binary %d (one fewer)", again.Connections, table.Connections)
+	}
+}
+
+// dumpTable is every field ReadLocks fills in, as text, times in UTC.
+func dumpTable(t lockcore.LockTable) string {
+	var b strings.Builder
+	at := func(ts time.Time) string { return ts.UTC().Format(time.RFC3339Nano) }
+	be := func(k *lockcore.Backend) string {
+		return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%s|%s", k.User, k.Application, k.ClientAddr, k.State, k.Query, at(k.QueryStart), at(k.StateChange), at(k.XactStart))
+	}
+	for _, r := range t.Rows {
+		fmt.Fprintf(&b, "%v %s %d %v %v %s %s\n", r.Key, r.Database, r.PID, r.Share, r.Granted, at(r.WaitStart), be(r.Backend))
+	}
+	for _, o := range t.Others {
+		fmt.Fprintf(&b, "%s %s %s %d/%d %s %s %d %s %v %s %v %s\n", o.LockType, o.Database, o.Relation, o.DatabaseOID, o.RelationOID,
+			o.Tuple, o.Object, o.PID, o.Mode, o.Granted, at(o.WaitStart), o.BlockedBy, be(o.Backend))
+	}
+	pids := slices.Sorted(maps.Keys(t.Backends))
+	for _, p := range pids {
+		fmt.Fprintf(&b, "%d %s\n", p, be(t.Backends[p]))
+	}
+	return b.String()
 }

@@ -33,11 +33,14 @@ func (f *footer) say(s string, isErr bool, now time.Time) {
 	f.status, f.isErr, f.until = s, isErr, now.Add(statusFor)
 }
 
-// expire drops the status message once its time is up.
-func (f *footer) expire(now time.Time) {
+// expire drops the status message once its time is up, and reports
+// whether it did.
+func (f *footer) expire(now time.Time) bool {
 	if !f.until.IsZero() && now.After(f.until) {
 		f.status, f.until = "", time.Time{}
+		return true
 	}
+	return false
 }
 
 // View renders the keys and the status.
