@@ -117,6 +117,10 @@ type episodeState struct {
 	roots map[session]*rootState
 	seen  bool // in the current frame
 	fresh bool // began in the current frame (Episodes.Add tells it)
+	// rank is its place among the open episodes while a frame is read:
+	// an episode a component continues moves to the end.
+	rank   int
+	merged bool // joined another episode in the current frame
 }
 
 type rootState struct {
@@ -270,40 +274,62 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 		root := uf.find(l.KeyID())
 		comps[root] = append(comps[root], l)
 	}
-	for _, ep := range open {
-		ep.seen = false
+	// Which open episode each key belongs to: the open episodes' keys are
+	// disjoint (a key is in one component per frame), so a component finds
+	// the episodes it continues by its keys, not by comparing it with
+	// every open episode (that was quadratic: at 10,000 locks in
+	// thousands of queues, seconds per frame).
+	byKey := map[model.KeyID]*episodeState{}
+	for i, ep := range open {
+		ep.seen, ep.merged, ep.rank = false, false, i
+		for k := range ep.keys {
+			byKey[k] = ep
+		}
 	}
+	next := len(open)
 	roots := slices.Collect(maps.Keys(comps))
 	slices.SortFunc(roots, func(a, b any) int { return cmp.Compare(firstWait(comps[a]), firstWait(comps[b])) })
 	for _, c := range roots {
 		rows := comps[c]
 		ks := map[model.KeyID]bool{}
+		var cont []*episodeState // the open episodes this component continues; more than one have joined
 		for _, l := range rows {
-			ks[l.KeyID()] = true
-		}
-		// The open episodes this component continues; more than one
-		// have joined.
-		var ep *episodeState
-		rest := open[:0]
-		for _, o := range open {
-			if !overlaps(o.keys, ks) {
-				rest = append(rest, o)
+			k := l.KeyID()
+			if ks[k] {
 				continue
 			}
-			if ep == nil {
-				ep = o
-			} else {
-				ep.merge(o)
+			ks[k] = true
+			if o := byKey[k]; o != nil && !slices.Contains(cont, o) {
+				cont = append(cont, o)
 			}
 		}
-		open = rest
+		// The earliest of them in the open order takes the others in.
+		slices.SortFunc(cont, func(a, b *episodeState) int { return cmp.Compare(a.rank, b.rank) })
+		var ep *episodeState
+		for _, o := range cont {
+			if ep == nil {
+				ep = o
+				continue
+			}
+			ep.merge(o)
+			o.merged = true
+			for k := range o.keys {
+				byKey[k] = ep
+			}
+		}
 		if ep == nil {
 			ep = &episodeState{keys: map[model.KeyID]bool{}, kinds: map[string]bool{}, waits: map[waitID]time.Duration{}, roots: map[session]*rootState{}, fresh: true}
+			open = append(open, ep)
 		}
-		open = append(open, ep)
+		ep.rank, next = next, next+1
 		ep.seen = true
 		ep.add(rows, t, s, uf, grants, waits, holds, holdWaiters)
+		for k := range ks {
+			byKey[k] = ep
+		}
 	}
+	open = slices.DeleteFunc(open, func(ep *episodeState) bool { return ep.merged })
+	slices.SortStableFunc(open, func(a, b *episodeState) int { return cmp.Compare(a.rank, b.rank) })
 	// Episodes with no waiter left end in this snapshot.
 	rest := open[:0]
 	for _, ep := range open {
@@ -578,15 +604,6 @@ func (r *Report) outagesAt(s model.Snapshot, t time.Time, open map[string]*Outag
 			delete(open, name)
 		}
 	}
-}
-
-func overlaps(a, b map[model.KeyID]bool) bool {
-	for k := range b {
-		if a[k] {
-			return true
-		}
-	}
-	return false
 }
 
 // firstWait orders components by their earliest wait start, so that

@@ -156,3 +156,30 @@ func TestBuildReadsEachFrameOnce(t *testing.T) {
 		}
 	}
 }
+
+// Two episodes that a new wait links become one; when their queues part
+// again, both go on continuing it: it ends once, when the last wait ends.
+func TestEpisodesJoinAndPart(t *testing.T) {
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	x := NewEpisodes()
+	var ended []Episode
+	for s := range 8 {
+		var locks []model.Lock
+		switch {
+		case s == 1: // two queues: AGENT 1 (1 holds, 2 waits), AGENT 2 (3 holds, 4 waits)
+			locks = []model.Lock{hold(1, 1, at(0)), wait(2, 1, at(1), 1), hold(3, 2, at(0)), wait(4, 2, at(1), 3)}
+		case s == 2 || s == 3: // 1 now waits for AGENT 2 too: one component
+			locks = []model.Lock{hold(1, 1, at(0)), wait(2, 1, at(1), 1), hold(3, 2, at(0)), wait(4, 2, at(1), 3), wait(1, 2, at(2), 3)}
+		case s == 4 || s == 5: // apart again, each queue still waiting
+			locks = []model.Lock{hold(1, 1, at(0)), wait(2, 1, at(1), 1), hold(3, 2, at(0)), wait(4, 2, at(1), 3)}
+		}
+		b, e := x.Add(model.Snapshot{Taken: at(s), Locks: locks}, at(s))
+		if s == 1 && len(b) != 2 || s != 1 && len(b) != 0 {
+			t.Fatalf("at %ds: began %+v", s, b)
+		}
+		ended = append(ended, e...)
+	}
+	if len(ended) != 1 || len(ended[0].Keys) != 2 || !ended[0].Start.Equal(at(1)) || !ended[0].End.Equal(at(6)) || ended[0].PeakQueue != 3 || len(ended[0].Roots) != 2 {
+		t.Fatalf("ended %+v; want one episode of both keys from 1s to 6s, 3 waiting at its peak, two roots", ended)
+	}
+}
