@@ -154,7 +154,9 @@ func TestSimRefusingRedisFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	code := run(simArgs(t, "--scenario", "acf", "--redis", rs.URL()), &stdout, &stderr)
+	// 4 s, not simArgs' 1.5 s: a loaded box made fewer than the three
+	// errors a failed run needs in 1.5 s.
+	code := run(simArgs(t, "--scenario", "acf", "--redis", rs.URL(), "--duration", "4s"), &stdout, &stderr)
 	if code != exitFailure {
 		t.Fatalf("exit %d, want %d; stderr %q; stdout:\n%s", code, exitFailure, stderr.String(), stdout.String())
 	}
