@@ -20,6 +20,7 @@ import (
 // its PostgreSQL session (application_name) and its Redis locks. The
 // dashboard shows the banner within two polls, and D its details.
 func TestDashboardCrossKindDeadlock(t *testing.T) {
+	t.Parallel() // servers and a terminal of its own: it waits beside the others
 	bin := buildLocktop(t)
 	ctx := context.Background()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{})

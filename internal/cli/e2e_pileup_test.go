@@ -34,6 +34,7 @@ var pileModes = map[string][]string{
 // queues. At 80×24 every session of it is on screen with its mode, and
 // the open transaction is marked as the root blocker, first.
 func TestDashboardPileupAt80x24(t *testing.T) {
+	t.Parallel() // servers and a terminal of its own: it waits beside the others
 	bin := buildLocktop(t)
 	ctx := context.Background()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{})

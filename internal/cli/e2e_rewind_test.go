@@ -31,6 +31,7 @@ const (
 // server's clock (libfaketime): the dashboard times everything it shows
 // and keeps by the clock of the server it polls.
 func TestDashboardRewindsAPileUp(t *testing.T) {
+	t.Parallel() // servers and a terminal of its own: it waits beside the others
 	bin := buildLocktop(t)
 	ctx := context.Background()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{MovableClock: true})

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,19 +33,40 @@ import (
 // buildLocktop builds the binary under test into a temporary directory.
 func buildLocktop(t *testing.T) string {
 	t.Helper()
+	built.once.Do(func() { built.bin, built.err = buildOnce() })
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+// built is the one locktop binary the package's tests share: linking it
+// for each test cost seconds apiece. TestMain removes it.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+func buildOnce() (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil && os.Getenv("GOROOT") != "" {
 		goBin, err = filepath.Join(os.Getenv("GOROOT"), "bin", "go"), nil
 	}
 	if err != nil {
-		t.Fatalf("no go command to build locktop with (not on PATH, no GOROOT): %v", err)
+		return "", fmt.Errorf("no go command to build locktop with (not on PATH, no GOROOT): %v", err)
 	}
-	bin := filepath.Join(t.TempDir(), "locktop")
+	built.dir, err = os.MkdirTemp("", "locktop-e2e-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(built.dir, "locktop")
 	cmd := exec.Command(goBin, "build", "-o", bin, "../..")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building locktop: %v\n%s", err, out)
+		return "", fmt.Errorf("building locktop: %v\n%s", err, out)
 	}
-	return bin
+	return bin, nil
 }
 
 // terminal is a program running in a tmux pane of a given size.

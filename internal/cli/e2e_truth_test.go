@@ -22,6 +22,7 @@ import (
 //   - the upgrade: A and B hold AGENT 5 shared, B asks for it exclusively.
 //     B's waiting line names A alone as its blocker, not B itself.
 func TestDashboardDDLPileUpAndUpgrade(t *testing.T) {
+	t.Parallel() // servers and a terminal of its own: it waits beside the others
 	bin := buildLocktop(t)
 	ctx := context.Background()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{})

@@ -247,6 +247,7 @@ func waitPolls(t *testing.T, base string, n int) {
 // shows its own banner, only that one, and the others keep updating;
 // started again, its banner goes.
 func TestDashboardFleetEndToEnd(t *testing.T) {
+	t.Parallel() // servers and a terminal of its own: it waits beside the others
 	bin := buildLocktop(t)
 	ctx := context.Background()
 	cs := startClusters(t, 3)

@@ -18,5 +18,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envRunMain) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	pgtest.Main(m)
+	code := pgtest.Run(m)
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }

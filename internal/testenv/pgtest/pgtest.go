@@ -39,8 +39,12 @@ var (
 // Main sets up the database, runs the tests, tears down and checks for
 // leaked goroutines. Use it as: func TestMain(m *testing.M) { pgtest.Main(m) }.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(Run(m))
 }
+
+// Run is Main without the exit, for a TestMain with clean-up of its own:
+// it returns the code to exit with.
+func Run(m *testing.M) int { return run(m) }
 
 func run(m *testing.M) int {
 	setupErr = setup()
