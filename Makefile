@@ -1,5 +1,5 @@
 # locktop: the two commands a new user runs are `make demo` and `make test`.
-# Both install what they need (the PostgreSQL server, redis-server, tmux, promtool and chromium) when missing.
+# Both install what they need (the PostgreSQL server, redis-server, tmux, promtool, chromium and libfaketime) when missing.
 
 GO       ?= go
 BIN      := bin/locktop
