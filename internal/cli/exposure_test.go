@@ -154,3 +154,45 @@ func TestQueryTextFlag(t *testing.T) {
 	}
 	expectExit(t, []string{"serve", "--dsn", pgtest.DSN(t), "--http", "127.0.0.1:0", "--web.config.file", web}, exitUsage, "--web.config.file", "")
 }
+
+// A running serve whose web config asks for client certificates refuses a
+// client without one at the handshake and answers one that presents it.
+func TestServeRequiresClientCertificate(t *testing.T) {
+	ca := testca.New(t)
+	web := filepath.Join(t.TempDir(), "web.yml")
+	config := "tls_server_config:\n  cert_file: " + ca.CertFile + "\n  key_file: " + ca.KeyFile +
+		"\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: " + ca.CAFile + "\n"
+	if err := os.WriteFile(web, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	errc := make(chan error, 1)
+	go func() {
+		errc <- runServe(ctx, []string{"--dsn", pgtest.DSN(t), "--http", "127.0.0.1:0", "--interval", "100ms", "--web.config.file", web}, &stdout, &stderr)
+	}()
+	u, err := url.Parse(waitURL(t, &stdout, errc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "https://127.0.0.1:" + u.Port() + "/api/locks"
+	without := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.Client(false)}}
+	if resp, err := without.Get(base); err == nil {
+		resp.Body.Close()
+		t.Errorf("no client certificate: %d, want a refused handshake", resp.StatusCode)
+	}
+	with := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.Client(true)}}
+	resp, err := with.Get(base)
+	if err != nil {
+		t.Fatalf("with the client certificate: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("with the client certificate: %d, want 200", resp.StatusCode)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+}
