@@ -1,0 +1,212 @@
+package incident
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/locktop/locktop/model"
+)
+
+// episodeState is an open episode while frames are read.
+type episodeState struct {
+	e     Episode
+	keys  map[model.KeyID]bool
+	kinds map[string]bool
+	waits map[waitID]time.Duration
+	roots map[session]*rootState
+	seen  bool // in the current frame
+	fresh bool // began in the current frame (Episodes.Add tells it)
+	// rank is its place among the open episodes while a frame is read:
+	// an episode a component continues moves to the end.
+	rank   int
+	merged bool // joined another episode in the current frame
+}
+
+type rootState struct {
+	r        Root
+	server   string // the target it is on
+	keys     map[model.KeyID]bool
+	last     time.Time
+	longest  time.Duration // the longest wait behind it all along
+	waitedOn map[waitID]bool
+	waited   time.Duration // the time waits spent behind it
+}
+
+// add takes one frame's waiting rows of the episode's component.
+func (ep *episodeState) add(rows []*model.Lock, t time.Time, s model.Snapshot, uf unionFind, grants map[session][]*model.Lock,
+	waits map[waitID]*waitInfo, holds map[holdKey]*Hold, holdWaiters map[holdKey]map[waitID]bool) {
+	waiters := map[session]bool{}
+	for _, l := range rows {
+		waiters[session(l.Holder())] = true
+	}
+	if len(rows) > ep.e.PeakQueue {
+		ep.e.PeakQueue, ep.e.PeakAt = len(rows), t
+	}
+	for _, l := range rows {
+		k := l.KeyID()
+		if !ep.keys[k] {
+			ep.keys[k] = true
+			ep.e.Keys = append(ep.e.Keys, l.ServerKeyLabel())
+		}
+		kind := string(l.Kind)
+		if kind == "" {
+			kind = string(model.KindAdvisory)
+		}
+		ep.kinds[kind] = true
+		start := l.WaitStart
+		if start.IsZero() {
+			start = t
+		}
+		if ep.e.Start.IsZero() || start.Before(ep.e.Start) {
+			ep.e.Start = start
+		}
+		id := waitID{k, l.Holder(), start.UnixNano()}
+		waited := max(l.Waited(s.Now(l)), t.Sub(start))
+		ep.waits[id] = max(ep.waits[id], waited)
+		w := waits[id]
+		if w == nil {
+			w = &waitInfo{first: l.Blockers(), per: map[string]time.Duration{}}
+			waits[id] = w
+		}
+		from := start
+		if !w.last.IsZero() {
+			from = w.last
+		}
+		delta := max(t.Sub(from), 0)
+		w.waited, w.last = max(w.waited, waited), t
+		for _, b := range l.Blockers() {
+			w.per[b] += delta
+			bs := session(b)
+			for _, g := range grants[bs] {
+				if g.KeyID() == k {
+					hk := holdKey{k, g.Holder(), g.HeldSince.UnixNano()}
+					if holdWaiters[hk] == nil {
+						holdWaiters[hk] = map[waitID]bool{}
+					}
+					holdWaiters[hk][id] = true
+				}
+			}
+			if waiters[bs] {
+				continue // waits itself: not the root of the chain
+			}
+			rs := ep.roots[bs]
+			if rs == nil {
+				rs = &rootState{r: Root{Holder: b}, server: l.Server, keys: map[model.KeyID]bool{}, waitedOn: map[waitID]bool{}}
+				ep.roots[bs] = rs
+			}
+			rs.last = t
+			if slices.Contains(w.first, b) {
+				rs.longest = max(rs.longest, waited) // blocked by it all along
+			}
+			rs.waitedOn[id] = true
+			rs.waited += delta
+			for _, g := range grants[bs] {
+				if uf.find(g.KeyID()) != uf.find(k) && g.KeyID() != k {
+					continue // a key of its outside the episode
+				}
+				if rs.r.Application == "" {
+					rs.r.Application = g.ApplicationName
+				}
+				if !rs.keys[g.KeyID()] {
+					rs.keys[g.KeyID()] = true
+					rs.r.Keys = append(rs.r.Keys, g.ServerKeyLabel())
+				}
+				if !g.HeldSince.IsZero() && (rs.r.HeldSince.IsZero() || g.HeldSince.Before(rs.r.HeldSince)) {
+					rs.r.HeldSince = g.HeldSince
+				}
+			}
+		}
+	}
+}
+
+// merge takes o, an open episode that has joined ep, into ep.
+func (ep *episodeState) merge(o *episodeState) {
+	if o.e.Start.Before(ep.e.Start) {
+		ep.e.Start = o.e.Start
+	}
+	for _, k := range o.e.Keys {
+		if !slices.Contains(ep.e.Keys, k) {
+			ep.e.Keys = append(ep.e.Keys, k)
+		}
+	}
+	for k := range o.keys {
+		ep.keys[k] = true
+	}
+	for k := range o.kinds {
+		ep.kinds[k] = true
+	}
+	for id, w := range o.waits {
+		ep.waits[id] = max(ep.waits[id], w)
+	}
+	if o.e.PeakQueue > ep.e.PeakQueue {
+		ep.e.PeakQueue, ep.e.PeakAt = o.e.PeakQueue, o.e.PeakAt
+	}
+	for s, r := range o.roots {
+		if ep.roots[s] == nil {
+			ep.roots[s] = r
+		}
+	}
+}
+
+// finish is the episode as reported.
+func (ep *episodeState) finish() Episode {
+	e := ep.e
+	e.Duration = Seconds(max(e.End.Sub(e.Start), 0))
+	for k := range ep.kinds {
+		e.Kinds = append(e.Kinds, k)
+	}
+	slices.Sort(e.Kinds)
+	for _, w := range ep.waits {
+		e.Waits++
+		e.Waited += Seconds(w)
+	}
+	for _, rs := range ep.roots {
+		r := rs.r
+		held := rs.longest
+		if !r.HeldSince.IsZero() {
+			held = max(held, rs.last.Sub(r.HeldSince))
+		}
+		r.Held = Seconds(held)
+		r.Blocked = len(rs.waitedOn)
+		r.Waited = Seconds(rs.waited)
+		e.Roots = append(e.Roots, r)
+	}
+	slices.SortFunc(e.Roots, func(a, b Root) int {
+		return cmp.Or(cmp.Compare(b.Held, a.Held), cmp.Compare(b.Waited, a.Waited), cmp.Compare(a.Holder, b.Holder))
+	})
+	return e
+}
+
+// firstWait orders components by their earliest wait start, so that
+// episodes are opened in a stable order.
+func firstWait(rows []*model.Lock) int64 {
+	m := int64(1<<63 - 1)
+	for _, l := range rows {
+		m = min(m, l.WaitStart.UnixNano())
+	}
+	return m
+}
+
+// unionFind joins keys and sessions into the wait graph's components.
+type unionFind map[any]any
+
+func (u unionFind) find(x any) any {
+	for {
+		p, ok := u[x]
+		if !ok || p == x {
+			return x
+		}
+		if g, ok := u[p]; ok && g != p {
+			u[x] = g
+		}
+		x = p
+	}
+}
+
+func (u unionFind) union(a, b any) {
+	ra, rb := u.find(a), u.find(b)
+	if ra != rb {
+		u[ra] = rb
+	}
+}
