@@ -71,8 +71,8 @@ func render(rep *incident.Report, tl *Timeline, o Options) *page {
 	v := &page{
 		Server: clean(rep.Server, nameRunes), Sources: clean(strings.Join(o.Sources, ", "), nameRunes*2),
 		Range: rep.From.In(loc).Format("2006-01-02 15:04:05") + " – " + clock(rep.To), Zone: rep.From.In(loc).Format("MST -07:00"),
-		Lasted: dur(rep.To.Sub(rep.From)), Snapshots: rep.Snapshots, Damaged: rep.Damaged,
-		Recorded: orDash(clean(o.Recorded, nameRunes)), Version: orDash(clean(o.Version, nameRunes)),
+		Lasted: incident.Dur(rep.To.Sub(rep.From)), Snapshots: rep.Snapshots, Damaged: rep.Damaged,
+		Recorded: incident.OrDash(clean(o.Recorded, nameRunes)), Version: incident.OrDash(clean(o.Version, nameRunes)),
 		W: num(svgW), LabelW: num(labelW),
 		ChartH: num(chartH), Peak: rep.Queue.Peak, PeakAt: clock(rep.Queue.PeakAt),
 	}
@@ -137,18 +137,18 @@ func render(rep *incident.Report, tl *Timeline, o Options) *page {
 		}
 		id := "ep-" + itoa(i+1)
 		v.Episodes = append(v.Episodes, episodeView{ID: id, X: num(x0), W: num(max(x1-x0, 1)), LabelX: num(x0 + 2), Label: "E" + itoa(i+1),
-			Title: fmt.Sprintf("episode E%d %s – %s (%s): %d waits on %s; root blockers %s", i+1, clock(e.Start), to, dur(time.Duration(e.Duration)),
-				e.Waits, clean(strings.Join(e.Keys, ", "), queryRunes), orDash(strings.Join(roots, ", ")))})
+			Title: fmt.Sprintf("episode E%d %s – %s (%s): %d waits on %s; root blockers %s", i+1, clock(e.Start), to, incident.Dur(time.Duration(e.Duration)),
+				e.Waits, clean(strings.Join(e.Keys, ", "), queryRunes), incident.OrDash(strings.Join(roots, ", ")))})
 		var rs []string
 		for _, r := range e.Roots {
-			root := fmt.Sprintf("%s %s ≥%s", clean(r.Holder, nameRunes), orDash(clean(r.Application, nameRunes)), dur(time.Duration(r.Held)))
+			root := fmt.Sprintf("%s %s ≥%s", clean(r.Holder, nameRunes), incident.OrDash(clean(r.Application, nameRunes)), incident.Dur(time.Duration(r.Held)))
 			if r.Ended != "" {
 				root += " " + incident.Words(r.Ended, r.By)
 			}
 			rs = append(rs, root)
 		}
-		v.EpisodeRows = append(v.EpisodeRows, episodeRow{ID: id, Cells: []string{"E" + itoa(i+1), clock(e.Start), to, dur(time.Duration(e.Duration)),
-			clean(strings.Join(e.Keys, ", "), queryRunes), strings.Join(e.Kinds, ", "), itoa(e.PeakQueue), itoa(e.Waits), dur(time.Duration(e.Waited)), orDash(strings.Join(rs, "; "))}})
+		v.EpisodeRows = append(v.EpisodeRows, episodeRow{ID: id, Cells: []string{"E" + itoa(i+1), clock(e.Start), to, incident.Dur(time.Duration(e.Duration)),
+			clean(strings.Join(e.Keys, ", "), queryRunes), strings.Join(e.Kinds, ", "), itoa(e.PeakQueue), itoa(e.Waits), incident.Dur(time.Duration(e.Waited)), incident.OrDash(strings.Join(rs, "; "))}})
 	}
 	v.tables(rep, anchors, clock)
 	return v
@@ -192,7 +192,7 @@ func (v *page) lane(ln *Lane, i int, y float64, sc scale, clock func(time.Time) 
 	hr, nh := pack(hx)
 	wr, nw := pack(wx)
 	lv := laneView{ID: "lane-" + itoa(i+1), Kind: kindClass(ln.Kind), KindName: clean(ln.Kind, 16), Key: clean(ln.Key, 36), Y: num(y)}
-	lv.Title = fmt.Sprintf("%s (%s): %d bars, %d waits, waited %s, held %s", clean(ln.Key, nameRunes), ln.Kind, len(ln.Bars), ln.Waits, dur(ln.Waited), dur(ln.Held))
+	lv.Title = fmt.Sprintf("%s (%s): %d bars, %d waits, waited %s, held %s", clean(ln.Key, nameRunes), ln.Kind, len(ln.Bars), ln.Waits, incident.Dur(ln.Waited), incident.Dur(ln.Held))
 	if sh.merged > 0 || sh.dropped > 0 {
 		lv.Note = "merged"
 		lv.Title += fmt.Sprintf("; too many to draw one by one: %d merged into the bars beside them (drawn lighter)", sh.merged)
@@ -236,7 +236,7 @@ func barTitle(b Bar, ln *Lane, clock func(time.Time) string) string {
 		fmt.Fprintf(&s, "%d %s, merged (too short to draw apart), %s – %s, the first by %s", b.Count, map[bool]string{false: "holds", true: "waits"}[b.Wait],
 			clock(b.Start), clock(b.End), clean(b.Who, nameRunes))
 	} else {
-		fmt.Fprintf(&s, "%s %s %s %s – %s (%s): %s", clean(b.Who, nameRunes), what, clean(ln.Key, nameRunes), clock(b.Start), clock(b.End), dur(b.End.Sub(b.Start)), incident.Words(b.Outcome, b.By))
+		fmt.Fprintf(&s, "%s %s %s %s – %s (%s): %s", clean(b.Who, nameRunes), what, clean(ln.Key, nameRunes), clock(b.Start), clock(b.End), incident.Dur(b.End.Sub(b.Start)), incident.Words(b.Outcome, b.By))
 	}
 	if b.Root {
 		s.WriteString("; root blocker")
@@ -338,16 +338,16 @@ func (v *page) tables(rep *incident.Report, anchors map[string]string, clock fun
 	}
 	for _, w := range rep.Waits {
 		v.Waits = append(v.Waits, row{Keyed: true, Key: clean(w.Key, nameRunes), Lane: link(w.Kind, w.Key), Cells: []string{
-			w.Kind, clean(w.Waiter, nameRunes), orDash(clean(w.Application, nameRunes)), "≥" + dur(time.Duration(w.Waited)),
-			clock(w.Start), clock(w.End), orDash(clean(strings.Join(w.Behind, ", "), nameRunes)), incident.Words(w.Outcome, w.By)}})
+			w.Kind, clean(w.Waiter, nameRunes), incident.OrDash(clean(w.Application, nameRunes)), "≥" + incident.Dur(time.Duration(w.Waited)),
+			clock(w.Start), clock(w.End), incident.OrDash(clean(strings.Join(w.Behind, ", "), nameRunes)), incident.Words(w.Outcome, w.By)}})
 	}
 	for _, h := range rep.LongestHolds {
 		v.Holds = append(v.Holds, row{Keyed: true, Key: clean(h.Key, nameRunes), Lane: link(h.Kind, h.Key), Cells: []string{
-			h.Kind, clean(h.Holder, nameRunes), orDash(clean(h.Application, nameRunes)), "≥" + dur(time.Duration(h.Held)),
-			clock(h.Since), clock(h.Until), itoa(h.Waiters), orDash(incident.Words(h.Outcome, h.By))}})
+			h.Kind, clean(h.Holder, nameRunes), incident.OrDash(clean(h.Application, nameRunes)), "≥" + incident.Dur(time.Duration(h.Held)),
+			clock(h.Since), clock(h.Until), itoa(h.Waiters), incident.OrDash(incident.Words(h.Outcome, h.By))}})
 	}
 	for _, h := range rep.Holders {
-		hr := holderRow{Holder: clean(h.Holder, nameRunes), Application: orDash(clean(h.Application, nameRunes)), Waits: h.Waits, Waited: dur(time.Duration(h.Waited))}
+		hr := holderRow{Holder: clean(h.Holder, nameRunes), Application: incident.OrDash(clean(h.Application, nameRunes)), Waits: h.Waits, Waited: incident.Dur(time.Duration(h.Waited))}
 		for _, k := range h.Keys {
 			a, ok := anchors[k]
 			if !ok && v.Rest != nil {
@@ -359,7 +359,7 @@ func (v *page) tables(rep *incident.Report, anchors map[string]string, clock fun
 	}
 	for _, e := range rep.Leases {
 		v.LeaseRows = append(v.LeaseRows, row{Keyed: true, Key: clean(e.Key, nameRunes), Lane: link(e.Kind, e.Key), Cells: []string{
-			clock(e.At), e.Kind, clean(e.Holder, nameRunes), e.Event, orDash(clean(e.By, nameRunes)), clock(e.HeldFrom)}})
+			clock(e.At), e.Kind, clean(e.Holder, nameRunes), e.Event, incident.OrDash(clean(e.By, nameRunes)), clock(e.HeldFrom)}})
 	}
 	for _, o := range rep.Outages {
 		to := clock(o.To)

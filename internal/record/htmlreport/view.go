@@ -120,21 +120,6 @@ const (
 	nameRunes  = 80
 )
 
-// dur renders a duration to the second, or to the millisecond below one.
-func dur(d time.Duration) string {
-	if d < time.Second {
-		return d.Round(time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "—"
-	}
-	return s
-}
-
 // classOf turns an outcome into a CSS class from a fixed set.
 func classOf(outcome string) string {
 	switch outcome {

@@ -35,7 +35,7 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "locktop report: %s\n%s – %s (%s, %d snapshots)",
-		clean(r.Server), r.From.In(loc).Format("2006-01-02 15:04:05"), clock(r.To), dur(r.To.Sub(r.From)), r.Snapshots)
+		clean(r.Server), r.From.In(loc).Format("2006-01-02 15:04:05"), clock(r.To), Dur(r.To.Sub(r.From)), r.Snapshots)
 	if r.Damaged > 0 {
 		fmt.Fprintf(&b, "; %d damaged records skipped", r.Damaged)
 	}
@@ -61,35 +61,35 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 				}
 				var roots []string
 				for _, x := range e.Roots {
-					root := fmt.Sprintf("%s %s ≥%s", clean(x.Holder), orDash(clean(x.Application)), dur(time.Duration(x.Held)))
+					root := fmt.Sprintf("%s %s ≥%s", clean(x.Holder), OrDash(clean(x.Application)), Dur(time.Duration(x.Held)))
 					if x.Ended != "" {
 						root += " " + Words(x.Ended, x.By)
 					}
 					roots = append(roots, root)
 				}
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", clock(e.Start), to, dur(time.Duration(e.Duration)),
-					clean(listed(e.Keys, 3)), strings.Join(e.Kinds, ","), e.PeakQueue, e.Waits, dur(time.Duration(e.Waited)), orDash(strings.Join(roots, "; ")))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", clock(e.Start), to, Dur(time.Duration(e.Duration)),
+					clean(listed(e.Keys, 3)), strings.Join(e.Kinds, ","), e.PeakQueue, e.Waits, Dur(time.Duration(e.Waited)), OrDash(strings.Join(roots, "; ")))
 			}
 		})
 	section("Keys with the most total wait", "no waits", len(r.Keys),
 		"KEY\tKIND\tWAITS\tTOTAL\tLONGEST\tMAX QUEUE\tFIRST\tLAST", func(tw io.Writer) {
 			for _, k := range r.Keys {
 				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", clean(k.Key), clean(k.Kind), k.Waits,
-					dur(time.Duration(k.Total)), dur(time.Duration(k.Longest)), k.MaxQueue, clock(k.First), clock(k.Last))
+					Dur(time.Duration(k.Total)), Dur(time.Duration(k.Longest)), k.MaxQueue, clock(k.First), clock(k.Last))
 			}
 		})
 	section("Longest single waits", "no waits", len(r.Waits),
 		"KEY\tWAITER\tAPPLICATION\tWAITED\tFROM\tTO\tBEHIND\tENDED", func(tw io.Writer) {
 			for _, x := range r.Waits {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t≥%s\t%s\t%s\t%s\t%s\n", clean(x.Key), clean(x.Waiter), orDash(clean(x.Application)),
-					dur(time.Duration(x.Waited)), clock(x.Start), clock(x.End), orDash(clean(strings.Join(x.Behind, ","))), Words(x.Outcome, x.By))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t≥%s\t%s\t%s\t%s\t%s\n", clean(x.Key), clean(x.Waiter), OrDash(clean(x.Application)),
+					Dur(time.Duration(x.Waited)), clock(x.Start), clock(x.End), OrDash(clean(strings.Join(x.Behind, ","))), Words(x.Outcome, x.By))
 			}
 		})
 	section("Holders that blocked the most waiters", "no holder had a waiter", len(r.Blockers),
 		"KEY\tHOLDER\tAPPLICATION\tWAITERS\tBLOCKING\tMAX QUEUE\tFROM\tTO\tENDED", func(tw io.Writer) {
 			for _, x := range r.Blockers {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t≥%s\t%d\t%s\t%s\t%s\n", clean(x.Key), clean(x.Holder), orDash(clean(x.Application)),
-					x.Waiters, dur(time.Duration(x.Blocking)), x.MaxQueue, clock(x.Start), clock(x.End), orDash(Words(x.Outcome, x.By)))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t≥%s\t%d\t%s\t%s\t%s\n", clean(x.Key), clean(x.Holder), OrDash(clean(x.Application)),
+					x.Waiters, Dur(time.Duration(x.Blocking)), x.MaxQueue, clock(x.Start), clock(x.End), OrDash(Words(x.Outcome, x.By)))
 			}
 		})
 	fmt.Fprintf(&b, "\nQueue length (waiting rows), %s – %s", clock(r.From), clock(r.To))
@@ -97,7 +97,7 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 		fmt.Fprintf(&b, ", peak %d at %s", r.Queue.Peak, clock(r.Queue.PeakAt))
 	}
 	if len(r.Queue.Samples) > 0 {
-		fmt.Fprintf(&b, ", one column per %s", dur(time.Duration(r.Queue.Bucket)))
+		fmt.Fprintf(&b, ", one column per %s", Dur(time.Duration(r.Queue.Bucket)))
 	}
 	if len(r.Queue.Gaps) > 0 {
 		b.WriteString(" (· no data: the source was down)")
@@ -107,20 +107,20 @@ func (r *Report) WriteText(w io.Writer, o TextOptions) error {
 		"AT\tKEY\tKIND\tHOLDER\tEVENT\tBY\tHELD FROM", func(tw io.Writer) {
 			for _, e := range r.Leases {
 				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", clock(e.At), clean(e.Key), clean(e.Kind), clean(e.Holder),
-					e.Event, orDash(clean(e.By)), clock(e.HeldFrom))
+					e.Event, OrDash(clean(e.By)), clock(e.HeldFrom))
 			}
 		})
 	section("Holders others waited on longest, in total", "no holder had a waiter", len(r.Holders),
 		"HOLDER\tAPPLICATION\tKEYS\tWAITS\tWAITED ON IT", func(tw io.Writer) {
 			for _, x := range r.Holders {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", clean(x.Holder), orDash(clean(x.Application)), clean(listed(x.Keys, 3)), x.Waits, dur(time.Duration(x.Waited)))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", clean(x.Holder), OrDash(clean(x.Application)), clean(listed(x.Keys, 3)), x.Waits, Dur(time.Duration(x.Waited)))
 			}
 		})
 	section("Longest holds (with or without waiters)", "no lock held", len(r.LongestHolds),
 		"KEY\tKIND\tHOLDER\tAPPLICATION\tHELD\tFROM\tTO\tWAITERS\tENDED", func(tw io.Writer) {
 			for _, x := range r.LongestHolds {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t≥%s\t%s\t%s\t%d\t%s\n", clean(x.Key), clean(x.Kind), clean(x.Holder), orDash(clean(x.Application)),
-					dur(time.Duration(x.Held)), clock(x.Since), clock(x.Until), x.Waiters, orDash(Words(x.Outcome, x.By)))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t≥%s\t%s\t%s\t%d\t%s\n", clean(x.Key), clean(x.Kind), clean(x.Holder), OrDash(clean(x.Application)),
+					Dur(time.Duration(x.Held)), clock(x.Since), clock(x.Until), x.Waiters, OrDash(Words(x.Outcome, x.By)))
 			}
 		})
 	section("Deadlocks (cycles of waits seen in two snapshots in a row)", "none", len(r.Deadlocks),
@@ -193,15 +193,17 @@ func Sparkline(v []int, gaps ...int) string {
 	return b.String()
 }
 
-// dur renders a duration to the second, or to the millisecond below one.
-func dur(d time.Duration) string {
+// Dur renders a duration to the second, or to the millisecond below one:
+// the report's one way of writing a time span (text and HTML).
+func Dur(d time.Duration) string {
 	if d < time.Second {
 		return d.Round(time.Millisecond).String()
 	}
 	return d.Round(time.Second).String()
 }
 
-func orDash(s string) string {
+// OrDash is s, or a dash for nothing.
+func OrDash(s string) string {
 	if s == "" {
 		return "—"
 	}
