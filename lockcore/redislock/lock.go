@@ -25,6 +25,7 @@ type Lock struct {
 	mu       sync.Mutex
 	deadline time.Time // estimated end of the lease, by this client's clock
 	cause    error     // nil while held here; ErrReleased or ErrLost once ended
+	release  bool      // a Release is under way: it finds out itself whether the key was still held
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	timer    *time.Timer // while the context is watched: fires at deadline
@@ -96,6 +97,14 @@ func (k *Lock) ended() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.cause
+}
+
+// releasing reports whether a Release is under way: a check that finds the
+// key gone may be seeing that release's own delete.
+func (k *Lock) releasing() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.release
 }
 
 // lose ends the lock as lost: its context is cancelled with cause ErrLost.
@@ -239,7 +248,18 @@ func (k *Lock) Release(ctx context.Context) error {
 		k.l.observeFailure(ReasonNotHeld)
 		return fmt.Errorf("redislock: releasing %s: already released: %w", k.key, ErrNotHeld)
 	}
+	k.mu.Lock()
+	k.release = true
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		k.release = false
+		k.mu.Unlock()
+	}()
 	n, err := releaseScript.Run(ctx, k.l.rdb, k.ks.all(), k.token).Int()
+	if afterReleaseScript != nil {
+		afterReleaseScript()
+	}
 	if err != nil {
 		k.l.observeFailure(ReasonRedisError)
 		return k.l.redisError(k.key, err)
@@ -256,3 +276,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	k.end(ErrReleased, nil)
 	return nil
 }
+
+// afterReleaseScript, when set (by tests), runs between a release's script
+// and the lock being marked released.
+var afterReleaseScript func()
