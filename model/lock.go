@@ -316,6 +316,9 @@ type Audit struct {
 	// Source is the index in Sources of the source the record came from,
 	// in a merged snapshot (as Lock.Source): which target's trail it is.
 	Source int
+	// Server is the name of the target whose source keeps the trail (as
+	// Lock.Server); "" for the one unnamed target.
+	Server string
 }
 
 // Snapshot is the lock state at one instant.

@@ -138,8 +138,8 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, 
 		section("Audit of " + Sanitize(sel.KeyLabel()))
 		n := 0
 		for _, a := range snap.Audit {
-			if a.Name != sel.Name {
-				continue
+			if a.Name != sel.Name || a.Server != sel.Server {
+				continue // another lease, or one of the same name on another target
 			}
 			n++
 			s := a.At.Format("15:04:05") + " " + orDash(a.Actor) + ": " + orDash(a.Reason) + " · from " + orDash(a.VictimOwner)

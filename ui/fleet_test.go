@@ -94,3 +94,20 @@ func TestFilterServer(t *testing.T) {
 		t.Errorf("server:NAME matches the target's name exactly, ignoring case")
 	}
 }
+
+// Two targets with a lease of one name: the details of b's lease show
+// b's audit trail only, not a's record of the same name.
+func TestAuditMatchesTarget(t *testing.T) {
+	lease := func(server, actor string) model.Snapshot {
+		s := model.Snapshot{Taken: t0, Locks: []model.Lock{{Kind: model.KindLease, Name: "map:m1", Namespace: "MAP",
+			Owner: "job:" + server, Fence: 5, Mode: "write", Granted: true, HeldSince: t0.Add(-time.Minute), Server: server}},
+			Audit: []model.Audit{{Name: "map:m1", Actor: actor, Reason: "lease expired", VictimOwner: "job:old", At: t0.Add(-time.Minute), Server: server}}}
+		return s
+	}
+	snap := model.Merge([]model.Part{{Name: "a/lease", Snapshot: lease("a", "taker-a")}, {Name: "b/lease", Snapshot: lease("b", "taker-b")}})
+	st := DefaultStyles()
+	v := ansi.Strip(describeLock(&st, &snap, &snap.Locks[1], "", nil, 100))
+	if !strings.Contains(v, "taker-b") || strings.Contains(v, "taker-a") {
+		t.Errorf("b's lease shows another target's audit, or not its own:\n%s", v)
+	}
+}

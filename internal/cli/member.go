@@ -144,6 +144,9 @@ func stamp(s *model.Snapshot, server string) {
 	for i := range s.Ended {
 		s.Ended[i].Server = server
 	}
+	for i := range s.Audit {
+		s.Audit[i].Server = server
+	}
 }
 
 // serverSource is a source beside a named target's server: its name says
