@@ -28,6 +28,7 @@ type member struct {
 	red  *redactor
 	log  *slog.Logger       // the monitor's: relations it could not name
 	reg  *registry.Registry // names the target's keys; nil: the built-in names
+	max  int32              // Target.MaxConns
 
 	dial sync.Mutex // one connection attempt at a time
 	mu   sync.Mutex
@@ -35,7 +36,7 @@ type member struct {
 }
 
 func newMember(t Target, reg *registry.Registry, log *slog.Logger) *member {
-	return &member{name: t.Name, dsn: t.DSN, red: newRedactor(t.DSN), reg: reg, log: log}
+	return &member{name: t.Name, dsn: t.DSN, red: newRedactor(t.DSN), reg: reg, log: log, max: t.MaxConns}
 }
 
 // connect connects the monitor unless it is.
@@ -48,7 +49,7 @@ func (m *member) connect(ctx context.Context) (*pgsource.Monitor, error) {
 	if mon := m.current(); mon != nil {
 		return mon, nil
 	}
-	opts := pgsource.Options{Registry: m.reg}
+	opts := pgsource.Options{Registry: m.reg, ConnBound: m.max}
 	if m.name != "" {
 		opts.MaxConns = 1 // one connection per target of a fleet
 	}

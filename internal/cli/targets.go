@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"cmp"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -20,6 +22,11 @@ type Target struct {
 	Name    string
 	DSN     string
 	Sources SourceConfig
+	// MaxConns bounds the connections locktop keeps open to the target's
+	// server at once (its monitor's, and those naming other databases'
+	// relations; pgsource.Options.ConnBound); 0: one for the monitor and
+	// one per other database with waits to name.
+	MaxConns int32
 }
 
 // targetFlags are --target (repeatable) and --config, on every command
@@ -121,23 +128,39 @@ func checkTargets(ts []Target) error {
 // targetFile is the --config file:
 //
 //	source_timeout: 2s        # optional, for every source of every target
+//	max_connections: 2        # optional, for every target
 //	targets:
 //	  - name: orders
 //	    conninfo: "host=db1 dbname=orders"   # or service=orders, or a URL
+//	    max_connections: 1                   # optional, this target's own
 //	    redis: redis://cache1:6379/0         # optional
 //	    lease_dsn: "host=db1 dbname=jobs"    # optional
 //	    lease_sqlite: /var/lib/app/leases.db # optional
 //	  - name: billing
 //	    conninfo: service=billing
 type targetFile struct {
-	SourceTimeout string `yaml:"source_timeout"`
-	Targets       []struct {
-		Name        string `yaml:"name"`
-		Conninfo    string `yaml:"conninfo"`
-		Redis       string `yaml:"redis"`
-		LeaseDSN    string `yaml:"lease_dsn"`
-		LeaseSQLite string `yaml:"lease_sqlite"`
+	SourceTimeout  string `yaml:"source_timeout"`
+	MaxConnections *int   `yaml:"max_connections"`
+	Targets        []struct {
+		Name           string `yaml:"name"`
+		Conninfo       string `yaml:"conninfo"`
+		Redis          string `yaml:"redis"`
+		LeaseDSN       string `yaml:"lease_dsn"`
+		LeaseSQLite    string `yaml:"lease_sqlite"`
+		MaxConnections *int   `yaml:"max_connections"`
 	} `yaml:"targets"`
+}
+
+// maxConnections checks a max_connections of the --config file: at least
+// one (the monitor's), and no more than a server could give.
+func maxConnections(path, what string, v *int) (int32, error) {
+	if v == nil {
+		return 0, nil
+	}
+	if *v < 1 || *v > 1000 {
+		return 0, usagef("--config %s: %smax_connections %d: give 1 (the monitor's connection alone) to 1000", path, what, *v)
+	}
+	return int32(*v), nil
 }
 
 // readTargetFile reads a --config file. Unknown keys are errors (a
@@ -163,13 +186,21 @@ func readTargetFile(path string, flags SourceConfig) ([]Target, error) {
 		}
 		timeout = d
 	}
+	all, err := maxConnections(path, "", tf.MaxConnections)
+	if err != nil {
+		return nil, err
+	}
 	var out []Target
 	for i, e := range tf.Targets {
 		if e.Conninfo == "" {
 			return nil, usagef("--config %s: target %d (%q) has no conninfo", path, i+1, e.Name)
 		}
+		own, err := maxConnections(path, fmt.Sprintf("target %d (%q): ", i+1, e.Name), e.MaxConnections)
+		if err != nil {
+			return nil, err
+		}
 		src := SourceConfig{Redis: e.Redis, LeaseDSN: e.LeaseDSN, LeaseSQLite: e.LeaseSQLite, Timeout: timeout}
-		out = append(out, Target{Name: e.Name, DSN: e.Conninfo, Sources: src})
+		out = append(out, Target{Name: e.Name, DSN: e.Conninfo, Sources: src, MaxConns: cmp.Or(own, all)})
 	}
 	return out, nil
 }

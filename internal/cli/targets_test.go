@@ -115,6 +115,7 @@ func TestTargetsBadInput(t *testing.T) {
 		{"config empty", []string{"snapshot", "--config", file("empty.yml", "source_timeout: 2s\n")}, "no targets", ""},
 		{"config timeout", []string{"snapshot", "--config", file("t.yml", "source_timeout: soon\ntargets:\n  - name: a\n    conninfo: host=/tmp\n")}, "source_timeout \"soon\"", ""},
 		{"config no conninfo", []string{"snapshot", "--config", file("nc.yml", "targets:\n  - name: a\n")}, "has no conninfo", ""},
+		{"config max_connections", []string{"snapshot", "--config", file("mc.yml", "targets:\n  - name: a\n    conninfo: host=/tmp\n    max_connections: 0\n")}, "target 1 (\"a\"): max_connections 0", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) { expectExit(t, tc.args, exitUsage, tc.want, tc.secret) })
 	}
@@ -172,5 +173,25 @@ func TestRecordSeveralTargets(t *testing.T) {
 	}
 	if out := stdout.String(); !strings.Contains(out, "x: AGENT 9494") || !strings.Contains(out, "y: AGENT 9494") {
 		t.Errorf("the report does not name each key's server:\n%s", out)
+	}
+}
+
+// max_connections bounds every target of a --config file, or one target
+// of its own; without it a target has no bound beyond the monitor's pool.
+func TestTargetFileMaxConnections(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "t.yml")
+	body := "max_connections: 3\ntargets:\n  - name: a\n    conninfo: host=/tmp\n  - name: b\n    conninfo: host=/tmp\n    max_connections: 1\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := readTargetFile(p, SourceConfig{})
+	if err != nil || len(ts) != 2 || ts[0].MaxConns != 3 || ts[1].MaxConns != 1 {
+		t.Fatalf("targets %+v, err %v; want a bounded to 3, b to 1", ts, err)
+	}
+	if err := os.WriteFile(p, []byte("targets:\n  - name: a\n    conninfo: host=/tmp\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ts, err = readTargetFile(p, SourceConfig{}); err != nil || ts[0].MaxConns != 0 {
+		t.Fatalf("targets %+v, err %v; want no bound", ts, err)
 	}
 }

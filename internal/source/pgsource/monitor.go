@@ -36,6 +36,13 @@ type Options struct {
 	// probe). A collector of many servers sets 1: one connection per
 	// server, whatever shares it waiting its turn.
 	MaxConns int32
+	// ConnBound bounds every connection the monitor keeps open to the
+	// server at once: its pool's (MaxConns, cut to the bound) and those
+	// that name other databases' relations, one per database, which take
+	// what the pool leaves. A database met when the bound is reached keeps
+	// its relations unnamed, and Snapshot.Partial says why. 0: no bound
+	// beyond MaxConns (one naming connection per database with locks).
+	ConnBound int32
 	// Registry names the keys; nil: registry.Builtin(), whose names apply
 	// only to this project's own sessions.
 	Registry *registry.Registry
@@ -95,6 +102,9 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 		return nil, Describe(err)
 	}
 	m.names = newNamer(cfg.ConnConfig, m.info.Database, opts.NamesIdle, cto+m.pollTimeout)
+	if opts.ConnBound > 0 {
+		m.names.limit(opts.ConnBound, opts.ConnBound-cfg.MaxConns)
+	}
 	return m, nil
 }
 
@@ -126,6 +136,9 @@ func Config(dsn string, opts Options) (*pgxpool.Config, error) {
 	cfg.MaxConns = 2
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.ConnBound > 0 {
+		cfg.MaxConns = min(cfg.MaxConns, opts.ConnBound)
 	}
 	cfg.MinConns = 0
 	// pgxpool would ping a connection idle for a second before each poll:

@@ -2,6 +2,8 @@ package pgsource
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -40,6 +42,11 @@ type namer struct {
 	idle  time.Duration
 	bound time.Duration // one lookup: the connection and the query
 	log   *slog.Logger
+	// slots, when not nil, holds a token per naming connection open: the
+	// room the monitor's connection bound (Options.ConnBound, in total)
+	// leaves beside its pool.
+	slots chan struct{}
+	total int32
 
 	mu    sync.Mutex
 	names map[relKey]name
@@ -89,6 +96,36 @@ func newNamer(cfg *pgx.ConnConfig, own string, idle, bound time.Duration) *namer
 	return &namer{cfg: cfg, own: own, idle: idle, bound: bound,
 		log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		names: map[relKey]name{}, dbs: map[uint32]*dbNamer{}, done: make(chan struct{}), changed: make(chan struct{})}
+}
+
+// ErrConnBound is why a database's relations stay unnamed when naming
+// them would open a connection past Options.ConnBound.
+var ErrConnBound = errors.New("locktop's bound of connections to this server is reached")
+
+// limit lets at most free naming connections be open at once, out of
+// total for the whole monitor (said in the failure).
+func (n *namer) limit(total, free int32) {
+	n.slots, n.total = make(chan struct{}, max(free, 0)), total
+}
+
+// take reserves a naming connection within the bound; release gives it
+// back once the connection is closed.
+func (n *namer) take() error {
+	if n.slots == nil {
+		return nil
+	}
+	select {
+	case n.slots <- struct{}{}:
+		return nil
+	default:
+		return fmt.Errorf("%w (%d)", ErrConnBound, n.total)
+	}
+}
+
+func (n *namer) release() {
+	if n.slots != nil {
+		<-n.slots
+	}
 }
 
 // apply names t's relations of other databases from the cache, queues the
@@ -167,6 +204,7 @@ func (n *namer) run(d *dbNamer) {
 			_ = conn.Close(ctx)
 			cancel()
 			conn = nil
+			n.release()
 		}
 	}
 	defer closeConn()
@@ -215,10 +253,14 @@ func (n *namer) lookup(d *dbNamer, conn *pgx.Conn, batch []uint32) *pgx.Conn {
 	found := map[uint32]string{}
 	err := func() error {
 		if conn == nil {
+			if err := n.take(); err != nil {
+				return err
+			}
 			cfg := n.cfg.Copy()
 			cfg.Database = d.name
 			c, err := pgx.ConnectConfig(ctx, cfg)
 			if err != nil {
+				n.release()
 				return err
 			}
 			conn = c
@@ -242,6 +284,7 @@ func (n *namer) lookup(d *dbNamer, conn *pgx.Conn, batch []uint32) *pgx.Conn {
 		_ = conn.Close(cctx)
 		ccancel()
 		conn = nil
+		n.release()
 	}
 	now := time.Now()
 	n.mu.Lock()
@@ -252,7 +295,10 @@ func (n *namer) lookup(d *dbNamer, conn *pgx.Conn, batch []uint32) *pgx.Conn {
 	close(n.changed)
 	n.changed = make(chan struct{})
 	if err != nil {
-		why := Describe(err).Error()
+		why := err.Error() // the bound: not the server's doing
+		if !errors.Is(err, ErrConnBound) {
+			why = Describe(err).Error()
+		}
 		if d.failed != why {
 			n.log.Warn("cannot name relations of a database", "database", d.name, "err", why)
 		}

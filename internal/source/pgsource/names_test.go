@@ -138,7 +138,7 @@ func labels(snap model.Snapshot, db string) []string {
 // every other database "relation ?". With three databases, pile-ups in
 // two, and a pg_monitor role, every relation is named as schema.table in
 // its own database; the monitor opens connections only where it sees
-// locks; with CONNECT revoked, a database's relations read "DB oid N" and
+// locks, and within its bound (Options.ConnBound); with CONNECT revoked, a database's relations read "DB oid N" and
 // the snapshot says why.
 func TestPollNamesRelationsOfEveryDatabase(t *testing.T) {
 	dbA, dsnA := database(t, "a", "public.orders")
@@ -164,6 +164,21 @@ func TestPollNamesRelationsOfEveryDatabase(t *testing.T) {
 	}
 	if a, b, c := monitorSessions(t, dbA), monitorSessions(t, dbB), monitorSessions(t, dbC); a != 1 || b != 1 || c != 0 {
 		t.Errorf("monitor sessions: %s %d, %s %d, %s %d; want 1, 1 and none in the database without locks", dbA, a, dbB, b, dbC, c)
+	}
+
+	// Bounded to two connections, one its pool's: one database named, the
+	// other's relations unnamed, and the snapshot says why.
+	m3, err := pgsource.Connect(context.Background(), role, pgsource.Options{MaxConns: 1, ConnBound: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m3.Close)
+	snap = pollUntil(t, m3, "one database named, the bound said", func(s model.Snapshot) bool {
+		return (slices.Equal(labels(s, dbA), wantA) || slices.Equal(labels(s, dbB), wantB)) && len(s.Partial) > 0
+	})
+	if slices.Equal(labels(snap, dbA), wantA) == slices.Equal(labels(snap, dbB), wantB) ||
+		len(snap.Partial) != 1 || !strings.Contains(snap.Partial[0], "bound of connections to this server is reached (2)") {
+		t.Errorf("bounded to 2: %s %q, %s %q, Partial %q; want one named and the other's bound said", dbA, labels(snap, dbA), dbB, labels(snap, dbB), snap.Partial)
 	}
 
 	// CONNECT revoked: a fresh monitor cannot enter dbB.
