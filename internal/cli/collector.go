@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,10 +61,12 @@ func (mo *monitoring) pollLoop(ctx context.Context, i int, src source.Source, in
 		p := parts[0]
 		mo.mu.Lock()
 		mo.parts[i] = p
+		_, w := p.Snapshot.Counts()
+		mo.waiting[i] = p.Err == nil && w > 0
 		if p.Err == nil {
 			mo.answered[i] = time.Now()
 		}
-		waiting := mo.anyWaiting()
+		waiting := slices.Contains(mo.waiting, true)
 		mo.mu.Unlock()
 		mo.countFailure(p.Name, p.Err)
 		switch {
@@ -84,17 +87,6 @@ func (mo *monitoring) pollLoop(ctx context.Context, i int, src source.Source, in
 		case <-time.After(max(next-time.Since(begun), 0)):
 		}
 	}
-}
-
-// anyWaiting reports whether any source's newest answer has a waiter.
-// mo.mu is held.
-func (mo *monitoring) anyWaiting() bool {
-	for i := range mo.parts {
-		if _, w := mo.parts[i].Snapshot.Counts(); mo.parts[i].Err == nil && w > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // fleetHealth is /healthz's check with several targets: healthy while any

@@ -52,7 +52,11 @@ type monitoring struct {
 	fleet    bool
 	parts    []model.Part
 	answered []time.Time // when each part last answered
-	pgName   string      // the server's part's name: "postgres", "NAME/postgres"
+	// waiting: whether each part's newest answer has a waiter, counted
+	// once per answer (a count over every part's locks after each poll
+	// cost the collector time in the square of its targets).
+	waiting []bool
+	pgName  string // the server's part's name: "postgres", "NAME/postgres"
 }
 
 // Poll reads the lock table once for the dashboard and publishes it, with
@@ -228,6 +232,7 @@ func newMonitoring(members []*member, server source.PollFunc, others []source.So
 	}
 	mo.parts = append([]model.Part{{Name: mo.pgName, Err: errNotPolled}}, mo.last...)
 	mo.answered = make([]time.Time, len(mo.parts))
+	mo.waiting = make([]bool, len(mo.parts))
 	mo.met.AddPools(func() []model.PoolStats {
 		var out []model.PoolStats
 		for _, m := range members {

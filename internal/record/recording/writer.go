@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -149,7 +148,9 @@ func (w *Writer) Write(source int, s model.Snapshot) error {
 	}
 	w.size += int64(len(rec))
 	st.seq++
-	st.prev, st.last = locks, slices.Clone(s.Locks)
+	// last's array is reused: a copy per poll was most of what a
+	// collector allocated (and so most of its collections).
+	st.prev, st.last = locks, append(st.last[:0], s.Locks...)
 	if kind == kindKeyframe {
 		st.sinceKey = 0
 		if w.f != nil {

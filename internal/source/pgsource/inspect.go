@@ -88,28 +88,65 @@ type placed struct {
 // server) cost no more than before: unregistered spaces are formatted once
 // per poll, not per row, and their sessions are not gathered.
 func keyNamer(rows []lockcore.LockRow, reg *registry.Registry) func(*lockcore.LockRow) string {
-	apps := map[placed][]string{}
+	// One map of values, and no slice for a key whose sessions share one
+	// application (the usual case): this runs per key at every poll of
+	// every target.
+	type candidate struct {
+		app   string   // the first session's application
+		more  []string // the others', if they differ
+		ns    string
+		named bool
+	}
+	var cands map[placed]candidate
 	for i := range rows {
 		r := &rows[i]
-		if reg.Candidates(r.Key.IsPair(), r.Key.Space(), r.Key.Int64()) {
-			p := placed{r.Database, r.Key}
-			if a := r.Backend.Application; !slices.Contains(apps[p], a) {
-				apps[p] = append(apps[p], a)
-			}
+		if !reg.Candidates(r.Key.IsPair(), r.Key.Space(), r.Key.Int64()) {
+			continue
+		}
+		if cands == nil {
+			cands = make(map[placed]candidate, len(rows)-i)
+		}
+		p := placed{r.Database, r.Key}
+		a := r.Backend.Application
+		c, ok := cands[p]
+		switch {
+		case !ok:
+			cands[p] = candidate{app: a}
+		case a != c.app && !slices.Contains(c.more, a):
+			c.more = append(c.more, a)
+			cands[p] = c
 		}
 	}
 	spaces := map[int32]string{}
-	named := map[placed]string{}
+	// A two-int key's entries are its space's, so its name depends on the
+	// space, not the key: keys of one space, database and application
+	// (hundreds of a kind, often) are named once.
+	type scoped struct {
+		db, app string
+		space   int32
+	}
+	bySpace := map[scoped]string{}
+	var apps []string // Namespace does not keep it
 	return func(r *lockcore.LockRow) string {
 		k := r.Key
 		p := placed{r.Database, k}
-		if a, ok := apps[p]; ok {
-			ns, ok := named[p]
-			if !ok {
-				ns = reg.Namespace(k.IsPair(), k.Space(), k.Int64(), registry.Scope{Database: r.Database, Applications: a})
-				named[p] = ns
+		if c, ok := cands[p]; ok {
+			if c.named {
+				return c.ns
 			}
-			return ns
+			sc := scoped{r.Database, c.app, k.Space()}
+			if ns, ok := bySpace[sc]; ok && k.IsPair() && c.more == nil {
+				c.ns = ns
+			} else {
+				apps = append(append(apps[:0], c.app), c.more...)
+				c.ns = reg.Namespace(k.IsPair(), k.Space(), k.Int64(), registry.Scope{Database: r.Database, Applications: apps})
+				if k.IsPair() && c.more == nil {
+					bySpace[sc] = c.ns
+				}
+			}
+			c.named = true
+			cands[p] = c
+			return c.ns
 		}
 		if !k.IsPair() {
 			return ""
