@@ -61,6 +61,7 @@ func main() {
 	benchtime := flag.Duration("benchtime", time.Second, "duration of each Go benchmark and pgbench run in a round")
 	simDur := flag.Duration("sim-duration", 60*time.Second, "duration of the simulator scale run (0 skips it)")
 	flag.IntVar(&collectorTargets, "collector-targets", collectorTargets, "throw-away servers the collector watches (fewer on a loaded machine)")
+	flag.StringVar(&collectorBaseline, "collector-baseline", "", "another locktop `binary` (an older build) to measure beside bin/locktop, alternating, on the collector's servers")
 	flag.Func("only", "run only the steps whose name matches this regular expression (e.g. 'lease')", func(v string) (err error) {
 		only, err = regexp.Compile(v)
 		return err
