@@ -284,9 +284,4 @@
 // refuses a key its context holds already in the transaction's database
 // with ErrReentrant, as an acquire does (the wait would be for the caller's
 // own session lock); TryXactLock simply reports false then.
-//
-// # Reading locks
-//
-// ReadLocks reads every advisory lock on the server, holders and waiters,
-// with the sessions behind them, in one statement, for monitors.
 package lockcore

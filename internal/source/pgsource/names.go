@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/locktop/locktop/internal/source/pglocks"
 
-	"github.com/locktop/locktop/lockcore"
+	"github.com/jackc/pgx/v5"
 )
 
 // The poll reads pg_class of the monitor's own database only: a relation
@@ -95,7 +95,7 @@ func newNamer(cfg *pgx.ConnConfig, own string, idle, bound time.Duration) *namer
 // misses (one batch per database) and returns a line per database whose
 // relations stay unnamed because it cannot be entered. It never waits for
 // a lookup.
-func (n *namer) apply(t *lockcore.LockTable) (partial []string) {
+func (n *namer) apply(t *pglocks.Table) (partial []string) {
 	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
