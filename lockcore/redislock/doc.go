@@ -117,7 +117,6 @@
 // its channel hashes to, so there notices mostly do not arrive. Locks stay
 // correct (the scripts run on the hold's shard), but waiters wait by their
 // 500ms poll and a force release is found at the holder's next extend.
-// Inspect reads every shard of a Ring.
 //
 // # Observing it
 //
@@ -126,11 +125,9 @@
 // session_lock_wait_total and session_lock_failure_total{reason} with
 // reason timeout, redis_error, lost or not_held; the pattern label is the
 // registry's (lockcore/registry), or "other", never the key. Healthy is the
-// seed's check (take and release a probe key within a second). Inspect lists
-// held locks for monitors, read-only and bounded (SCAN, never KEYS; at most
-// limit locks and MaxWaiters waiters each; Table.Truncated says when a bound
-// cut it short): owner, fence, token prefix, TTL left, and the waiters in
-// the order they will get the key.
+// seed's check (take and release a probe key within a second). The monitor
+// lists held locks and their waiters with a reader of its own
+// (locktop's internal/source/redislocks), not through this package.
 // ForceRelease is audited: who, when, why, the victim's owner, fence and
 // the first 6 characters of its token (a token is a capability: it is never
 // stored whole).
