@@ -299,7 +299,9 @@ func merge(pages []nodePages, prefix string, limit int) (Table, error) {
 			}
 			for _, w := range q {
 				deadline, _, owner, ok := parseRegistration(w.reg)
-				if !ok || (!p.taken.IsZero() && deadline.Before(p.taken)) {
+				// Alive while deadline >= the clock in whole ms, as the
+				// scripts' head() judges it.
+				if !ok || (!p.taken.IsZero() && deadline.Before(p.taken.Truncate(time.Millisecond))) {
 					continue
 				}
 				in.Waiters = append(in.Waiters, Waiter{Owner: owner, Token: w.tok, Since: time.UnixMicro(int64(w.score))})
