@@ -120,17 +120,10 @@ type waitInfo struct {
 
 // ends marks how the holds and roots that s, taken at t, no longer shows
 // ended: released, or their session ended (s.Ended).
-func (x *Episodes) ends(s *model.Snapshot, t time.Time, shown map[holdRef]*Hold) {
-	open := make(map[holdRef]*Hold, len(shown))
-	for k, h := range x.openHolds {
-		if h.Until.Equal(t) {
-			open[k] = h
-		} else if h.Outcome == "" {
-			h.Outcome, h.By = holdEnd(s, k.key.id.Server, h.Holder, k.key.id.Kind)
-		}
+func (x *Episodes) ends(s *model.Snapshot, t time.Time, shown map[holdRef]*Hold, full bool) {
+	if full {
+		x.endHolds(s, t, shown)
 	}
-	maps.Copy(open, shown)
-	x.openHolds = open
 	if len(s.Ended) == 0 {
 		return
 	}
@@ -141,6 +134,21 @@ func (x *Episodes) ends(s *model.Snapshot, t time.Time, shown map[holdRef]*Hold)
 			}
 		}
 	}
+}
+
+// endHolds marks how the holds the last snapshot showed and s does not
+// ended.
+func (x *Episodes) endHolds(s *model.Snapshot, t time.Time, shown map[holdRef]*Hold) {
+	open := make(map[holdRef]*Hold, len(shown))
+	for k, h := range x.openHolds {
+		if h.Until.Equal(t) {
+			open[k] = h
+		} else if h.Outcome == "" {
+			h.Outcome, h.By = holdEnd(s, k.key.id.Server, h.Holder, k.key.id.Kind)
+		}
+	}
+	maps.Copy(open, shown)
+	x.openHolds = open
 }
 
 // Episodes follows contention episodes one snapshot at a time, as review
@@ -170,7 +178,7 @@ func NewEpisodes() *Episodes {
 // the episodes it began, as seen so far, and those it ended (their End is
 // t), in order of their start. Ended episodes are not kept.
 func (x *Episodes) Add(s model.Snapshot, t time.Time) (began, ended []Episode) {
-	x.add(s, t)
+	x.add(s, t, false)
 	if s.PollError() == "" {
 		// Live, nothing but the open episodes is needed again: what this
 		// snapshot no longer shows goes, so a dashboard left running for
@@ -212,8 +220,12 @@ func (x *Episodes) Add(s model.Snapshot, t time.Time) (began, ended []Episode) {
 	return began, ended
 }
 
-// add is Add, keeping the ended episodes in closed.
-func (x *Episodes) add(s model.Snapshot, t time.Time) {
+// add is Add, keeping the ended episodes in closed. With full it also
+// follows what only a report needs: the holds and the waits queued behind
+// each, each wait's time behind each blocker, the holders' applications.
+// Live, the episodes are all that is asked for, and at 10,000 held locks
+// the holds were most of the tracker's time.
+func (x *Episodes) add(s model.Snapshot, t time.Time, full bool) {
 	x.last = t
 	if s.PollError() != "" {
 		return // the outage is all it tells
@@ -228,6 +240,9 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 		l := &s.Locks[j]
 		if !l.Granted {
 			waiting = append(waiting, int32(j))
+			continue
+		}
+		if !full {
 			continue
 		}
 		who := f.names[f.who[j]]
@@ -302,7 +317,7 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 		}
 		ep.rank, next = next, next+1
 		ep.seen = true
-		ep.add(f, rows, t, &s, waits, holds, holdWaiters)
+		ep.add(f, rows, t, &s, waits, holds, holdWaiters, full)
 		for _, k := range ks {
 			byKey[k] = ep
 		}
@@ -320,5 +335,5 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 		closed = append(closed, ep)
 	}
 	x.open, x.closed = rest, closed
-	x.ends(&s, t, shown)
+	x.ends(&s, t, shown, full)
 }

@@ -1,6 +1,7 @@
 package incident
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/locktop/locktop/model"
@@ -48,8 +49,13 @@ type frame struct {
 	parent []int32   // per node
 	names  []session // per node: the session's name ("" for a key)
 	grants [][]int32 // per node: the rows the session holds
-	waits  []bool    // per node: the session waits in this frame
-	sess   map[sessKey]int32
+	// held[heldFrom[n]:heldFrom[n+1]] are the granted rows of key node n
+	// (empty for a session): a waiter's blocker's grant on the key is
+	// found among the key's few grants, not the blocker's many.
+	heldFrom []int32
+	held     []int32
+	waits    []bool // per node: the session waits in this frame
+	sess     map[sessKey]int32
 }
 
 // frameOf numbers s's keys and sessions and joins them.
@@ -93,6 +99,24 @@ func (x *Episodes) frameOf(s *model.Snapshot) *frame {
 		}
 	}
 	f.bFrom[n] = int32(len(f.bNodes))
+	f.heldFrom = make([]int32, len(f.parent)+1)
+	for j := range s.Locks {
+		if s.Locks[j].Granted {
+			f.heldFrom[f.key[j].n+1]++
+		}
+	}
+	for i := 1; i < len(f.heldFrom); i++ {
+		f.heldFrom[i] += f.heldFrom[i-1]
+	}
+	f.held = make([]int32, f.heldFrom[len(f.heldFrom)-1])
+	fill := slices.Clone(f.heldFrom[:len(f.heldFrom)-1])
+	for j := range s.Locks {
+		if s.Locks[j].Granted {
+			k := f.key[j].n
+			f.held[fill[k]] = int32(j)
+			fill[k]++
+		}
+	}
 	for j := range s.Locks {
 		if s.Locks[j].Granted {
 			continue
@@ -128,6 +152,9 @@ func (f *frame) session(k sessKey) int32 {
 	f.sess[k] = n
 	return n
 }
+
+// grantsOn are the granted rows of key node k.
+func (f *frame) grantsOn(k int32) []int32 { return f.held[f.heldFrom[k]:f.heldFrom[k+1]] }
 
 // blockers are the nodes of row j's blockers, as Lock.Blockers orders them.
 func (f *frame) blockers(j int) []int32 { return f.bNodes[f.bFrom[j]:f.bFrom[j+1]] }

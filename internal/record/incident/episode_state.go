@@ -35,10 +35,15 @@ type rootState struct {
 
 // add takes one frame's waiting rows of the episode's component.
 func (ep *episodeState) add(f *frame, rows []int32, t time.Time, s *model.Snapshot,
-	waits map[waitRef]*waitInfo, holds map[holdRef]*Hold, holdWaiters map[holdRef]map[waitRef]bool) {
+	waits map[waitRef]*waitInfo, holds map[holdRef]*Hold, holdWaiters map[holdRef]map[waitRef]bool, full bool) {
 	if len(rows) > ep.e.PeakQueue {
 		ep.e.PeakQueue, ep.e.PeakAt = len(rows), t
 	}
+	// Every row is of one component: a root's grants in it are the same
+	// for each row it blocks, so they are scanned once (a holder of
+	// 10,000 keys blocking 20 waiters is 10,000 grants, not 200,000).
+	root := f.find(f.key[rows[0]].n)
+	scanned := map[int32]bool{}
 	for _, j := range rows {
 		l := &s.Locks[j]
 		k := f.key[j]
@@ -63,7 +68,10 @@ func (ep *episodeState) add(f *frame, rows []int32, t time.Time, s *model.Snapsh
 		ep.waits[id] = max(ep.waits[id], waited)
 		w := waits[id]
 		if w == nil {
-			w = &waitInfo{first: l.Blockers(), per: map[string]time.Duration{}}
+			w = &waitInfo{first: l.Blockers()}
+			if full {
+				w.per = map[string]time.Duration{}
+			}
 			waits[id] = w
 		}
 		from := start
@@ -75,9 +83,11 @@ func (ep *episodeState) add(f *frame, rows []int32, t time.Time, s *model.Snapsh
 		for _, bn := range f.blockers(int(j)) {
 			bs := f.names[bn]
 			b := string(bs)
-			w.per[b] += delta
-			for _, g := range f.grants[bn] {
-				if f.key[g] == k {
+			if full {
+				w.per[b] += delta
+			}
+			for _, g := range f.grantsOn(k.n) {
+				if full && f.who[g] == bn {
 					hk := holdRef{k, bs, s.Locks[g].HeldSince.UnixNano()}
 					if holdWaiters[hk] == nil {
 						holdWaiters[hk] = map[waitRef]bool{}
@@ -99,9 +109,13 @@ func (ep *episodeState) add(f *frame, rows []int32, t time.Time, s *model.Snapsh
 			}
 			rs.waitedOn[id] = true
 			rs.waited += delta
+			if scanned[bn] {
+				continue // its grants in the component, seen for an earlier row
+			}
+			scanned[bn] = true
 			for _, gj := range f.grants[bn] {
 				gk := f.key[gj]
-				if gk != k && f.find(gk.n) != f.find(k.n) {
+				if f.find(gk.n) != root {
 					continue // a key of its outside the episode
 				}
 				g := &s.Locks[gj]
