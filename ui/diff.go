@@ -105,37 +105,24 @@ func forGroups(locks []model.Lock, fn func(start, end int)) {
 }
 
 // groupIndex finds a snapshot's key groups by key. It is keyed by the
-// fields that tell most keys apart (groupHash), which hash faster than a
-// whole KeyID, and chains the few groups that share them (the same id in
-// another namespace or database). The entity id alone is not enough: every
-// Redis key and lease has entity id 0, and one chain of thousands of them
-// made the diff quadratic.
+// key's hint (model.KeyHint), which hashes faster than a whole KeyID, and
+// chains the few groups that share one (the same id in another namespace
+// or database). The entity id alone was not enough: every Redis key and
+// lease has entity id 0, and one chain of thousands of them made the diff
+// quadratic.
 type groupIndex struct {
 	locks []model.Lock
-	first map[groupHash]int32 // → its latest group in spans
+	first map[model.KeyHint]int32 // → its latest group in spans
 	spans [][2]int
-	next  []int32 // the next group with the same groupHash; -1 ends
-}
-
-// groupHash is the part of a KeyID that differs between most keys: the
-// advisory key's id, the relation and row, the Redis key's or lease's name.
-type groupHash struct {
-	entity   int64
-	relation uint32
-	name     string
-	row      string
-}
-
-func hashOf(l *model.Lock) groupHash {
-	return groupHash{l.EntityID, l.RelationOID, l.Name, l.Row}
+	next  []int32 // the next group with the same hint; -1 ends
 }
 
 func indexGroups(locks []model.Lock) *groupIndex {
-	x := &groupIndex{locks: locks, first: make(map[groupHash]int32, len(locks)/2+1)}
+	x := &groupIndex{locks: locks, first: make(map[model.KeyHint]int32, len(locks)/2+1)}
 	forGroups(locks, func(start, end int) {
 		i := int32(len(x.spans))
 		x.spans = append(x.spans, [2]int{start, end})
-		h := hashOf(&locks[start])
+		h := locks[start].KeyHint()
 		prev, ok := x.first[h]
 		if !ok {
 			prev = -1
@@ -148,7 +135,7 @@ func indexGroups(locks []model.Lock) *groupIndex {
 
 // find returns the rows of l's key, or an empty span.
 func (x *groupIndex) find(l *model.Lock) [2]int {
-	i, ok := x.first[hashOf(l)]
+	i, ok := x.first[l.KeyHint()]
 	if !ok {
 		return [2]int{}
 	}

@@ -233,7 +233,7 @@ func (x *Episodes) add(s model.Snapshot, t time.Time, full bool) {
 	open, closed, waits, apps, holds, holdWaiters := x.open, x.closed, x.waits, x.apps, x.holds, x.holdWaiters
 
 	// The wait graph: keys and sessions, joined by every waiting row.
-	f := x.frameOf(&s)
+	f := x.frameOf(&s, full)
 	shown := map[holdRef]*Hold{}
 	var waiting []int32
 	for j := range s.Locks {

@@ -42,8 +42,8 @@ type sessKey struct {
 // frame is one snapshot's wait graph: its keys and sessions numbered as
 // nodes and joined by every waiting row (a union-find over the numbers).
 type frame struct {
-	key    []*keyRef // per row: its key
-	who    []int32   // per row: its session's node
+	key    []*keyRef // per row: its key (nil: left out)
+	who    []int32   // per row: its session's node (-1: left out)
 	bFrom  []int32   // per row: where its blockers start in bNodes
 	bNodes []int32   // the waiting rows' blockers, as nodes
 	parent []int32   // per node
@@ -58,14 +58,31 @@ type frame struct {
 	sess     map[sessKey]int32
 }
 
-// frameOf numbers s's keys and sessions and joins them.
-func (x *Episodes) frameOf(s *model.Snapshot) *frame {
+// frameOf numbers s's keys and sessions and joins them. Unless full, a
+// granted row of a key no one waits for is left out (its key nil): only
+// the holds need it, and at 10,000 held locks with a few waiters it is
+// nearly every row.
+func (x *Episodes) frameOf(s *model.Snapshot, full bool) *frame {
 	x.gen++
 	n := len(s.Locks)
 	f := &frame{key: make([]*keyRef, n), who: make([]int32, n), bFrom: make([]int32, n+1), sess: map[sessKey]int32{}}
+	var waited map[model.KeyHint]bool // the keys waited for, or some more with the same hint
+	if !full {
+		waited = map[model.KeyHint]bool{}
+		for j := range s.Locks {
+			if !s.Locks[j].Granted {
+				waited[s.Locks[j].KeyHint()] = true
+			}
+		}
+	}
 	var prev *keyRef
 	for j := range s.Locks {
 		l := &s.Locks[j]
+		f.bFrom[j] = int32(len(f.bNodes))
+		if waited != nil && l.Granted && !waited[l.KeyHint()] {
+			f.who[j] = -1
+			continue
+		}
 		// Rows come grouped by key: most rows are their neighbour's key.
 		if prev == nil || l.EntityID != prev.id.EntityID || l.KeyID() != prev.id {
 			id := l.KeyID()
@@ -85,7 +102,6 @@ func (x *Episodes) frameOf(s *model.Snapshot) *frame {
 		}
 		who := f.session(sk)
 		f.who[j] = who
-		f.bFrom[j] = int32(len(f.bNodes))
 		if l.Granted {
 			f.grants[who] = append(f.grants[who], int32(j))
 			continue
@@ -101,7 +117,7 @@ func (x *Episodes) frameOf(s *model.Snapshot) *frame {
 	f.bFrom[n] = int32(len(f.bNodes))
 	f.heldFrom = make([]int32, len(f.parent)+1)
 	for j := range s.Locks {
-		if s.Locks[j].Granted {
+		if s.Locks[j].Granted && f.key[j] != nil {
 			f.heldFrom[f.key[j].n+1]++
 		}
 	}
@@ -111,7 +127,7 @@ func (x *Episodes) frameOf(s *model.Snapshot) *frame {
 	f.held = make([]int32, f.heldFrom[len(f.heldFrom)-1])
 	fill := slices.Clone(f.heldFrom[:len(f.heldFrom)-1])
 	for j := range s.Locks {
-		if s.Locks[j].Granted {
+		if s.Locks[j].Granted && f.key[j] != nil {
 			k := f.key[j].n
 			f.held[fill[k]] = int32(j)
 			fill[k]++
