@@ -10,18 +10,27 @@ export GOFLAGS
 STATICCHECK_VERSION := 0.8.2
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: demo test build deps vet staticcheck fmt-check bench clean
+.PHONY: demo test gotest build deps vet staticcheck fmt-check bench clean
 
 ## demo: build and open the dashboard on a throw-away PostgreSQL and Redis with the simulator
 demo: deps build
 	./$(BIN)
 
 ## test: vet, staticcheck, formatting, and every test (real PostgreSQL, Redis and SQLite) with -race
+# The checks run beside the tests (make -j): the end-to-end tests spend
+# much of their time waiting on a terminal or a server, and CI's caches
+# start cold, so vet's and staticcheck's builds fill that time. Each
+# target's output is printed whole when it ends (--output-sync).
+test: deps
+	@$(MAKE) --no-print-directory -j4 --output-sync=target fmt-check vet staticcheck gotest
+
 # -p 3: the end-to-end tests of internal/cli mostly wait on a terminal or a
 # server for about four minutes, which with go test's default of 2 (the
 # cores) leaves every other package to the one remaining slot.
-test: deps fmt-check vet staticcheck
-	$(GO) test -race -count=1 -p 3 -timeout 20m ./...
+# LOCKTOP_PG_TEMPLATE: every throw-away cluster, the tests' and the locktop
+# binaries' they run, copies one initdb'd template (pgcluster.Options.Template).
+gotest:
+	LOCKTOP_PG_TEMPLATE=1 $(GO) test -race -count=1 -p 3 -timeout 20m ./...
 
 # VERSION names the build in `locktop --version`: the commit, as git describes it.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)

@@ -60,7 +60,10 @@ func TestHandOffPassesSession(t *testing.T) {
 	t.Parallel()
 	unlocks := &unlockCounter{}
 	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 2; c.ConnConfig.Tracer = unlocks })
-	s := lockcore.New(pool, lockcore.HandOff(0, 0))
+	// An hour's hold: with the default 10ms, a loaded machine takes longer
+	// between the grant and the release, and the lock goes back to the
+	// server instead (seen at load 17).
+	s := lockcore.New(pool, lockcore.HandOff(0, time.Hour))
 	ctx := context.Background()
 	key := freshAgent()
 

@@ -69,6 +69,7 @@ func TestDeadlockScenarioReportsEveryCycle(t *testing.T) {
 func TestNoDeadlockElsewhere(t *testing.T) {
 	for _, name := range []string{"steady", "all", "acf", "fole"} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each waits on its watch's polls, not on the CPU
 			s := newSim(t, sim.Options{Scenario: name, WatchDeadlocks: true})
 			if err := s.Start(); err != nil {
 				t.Fatal(err)

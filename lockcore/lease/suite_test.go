@@ -789,7 +789,9 @@ func testCloseReleases(t *testing.T, e *env) {
 
 func testJobCaps(t *testing.T, e *env) {
 	const global, perProject, maps = 3, 2, 1
-	o := Options{MaxGlobalJobs: global, MaxJobsPerProject: perProject, MaxMapJobsPerProject: maps}
+	// A long lease: the caps are under test, not expiry. At load 17 the
+	// SQLite writers queued the heartbeats past the default 5s.
+	o := Options{MaxGlobalJobs: global, MaxJobsPerProject: perProject, MaxMapJobsPerProject: maps, Lease: 30 * time.Second}
 	ms := []*Manager{e.open(o), e.open(o), e.open(o)} // three processes
 	var mu sync.Mutex
 	running, inProject, mapsIn := 0, map[string]int{}, map[string]int{}

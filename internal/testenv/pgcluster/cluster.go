@@ -50,6 +50,11 @@ type Options struct {
 	// shows minutes later without waiting them (the server's timers are
 	// then not to be trusted; see AdvanceClock).
 	MovableClock bool
+	// Template makes the data directory by copying the machine's template
+	// (under the temporary directory, made by initdb the first time and
+	// kept) instead of running initdb: a start in a fraction of the CPU.
+	// The environment variable LOCKTOP_PG_TEMPLATE=1 does the same.
+	Template bool
 }
 
 // Cluster is a running throw-away server.
@@ -130,10 +135,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 
-	initdb := c.command(ctx, "initdb", "-D", c.data, "-U", Superuser, "-A", "trust", "-E", "UTF8",
-		"--locale=C", "--no-sync", "--no-instructions")
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("pgcluster: initdb failed: %v: %s", err, lastLines(out, 5))
+	if err := c.initData(ctx, opts.Template); err != nil {
+		return nil, err
 	}
 	if err := c.writeHBA(); err != nil {
 		return nil, err

@@ -277,3 +277,47 @@ func TestAdvanceClock(t *testing.T) {
 		t.Error("AdvanceClock without MovableClock did not fail")
 	}
 }
+
+// Two clusters started at once from the template (which either may have
+// to make) each run on a data directory of their own.
+func TestTemplate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var cs [2]*Cluster
+	errs := make(chan error, len(cs))
+	for i := range cs {
+		go func() {
+			var err error
+			cs[i], err = Start(ctx, Options{Template: true})
+			errs <- err
+		}()
+	}
+	for range cs {
+		if err := <-errs; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+	}
+	for _, c := range cs {
+		t.Cleanup(func() { c.Stop() })
+	}
+	if _, err := os.Stat(filepath.Join(tempBase(), templatePrefix+cs[0].templateID(), "data", "PG_VERSION")); err != nil {
+		t.Fatalf("no template kept: %v", err)
+	}
+	a, err := pgx.Connect(ctx, cs[0].DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	if _, err := a.Exec(ctx, "CREATE TABLE only_in_a (x int)"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := pgx.Connect(ctx, cs[1].DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	var n int
+	if err := b.QueryRow(ctx, "SELECT count(*) FROM pg_class WHERE relname = 'only_in_a'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the second cluster sees the first's table (%d, %v): they share a data directory", n, err)
+	}
+}

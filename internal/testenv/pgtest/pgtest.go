@@ -65,7 +65,7 @@ func setup() error {
 	if env := os.Getenv(EnvDSN); env != "" {
 		adminDSN = env
 	} else {
-		c, err := pgcluster.Start(ctx, pgcluster.Options{})
+		c, err := pgcluster.Start(ctx, pgcluster.Options{Template: true})
 		if err != nil {
 			return fmt.Errorf("no PostgreSQL for the tests: %w (or set %s to a server's DSN)", err, EnvDSN)
 		}
