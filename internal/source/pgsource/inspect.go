@@ -88,11 +88,16 @@ type placed struct {
 // application of some session holding or waiting for it there, so every
 // row of one key gets one name. Keys no entry could name (most, on a busy
 // server) cost no more than before: unregistered spaces are formatted once
-// per poll, not per row, and their sessions are not gathered.
+// per poll, not per row, and their sessions are not gathered; nor are those
+// of keys whose entry applies everywhere (registry.Unscoped), which are
+// most registered keys.
 func keyNamer(rows []pglocks.Row, reg *registry.Registry) func(*pglocks.Row) string {
 	apps := map[placed][]string{}
 	for i := range rows {
 		r := &rows[i]
+		if _, ok := reg.Unscoped(r.Key.IsPair(), r.Key.Space(), r.Key.Int64()); ok {
+			continue // named alike everywhere: no sessions to gather
+		}
 		if reg.Candidates(r.Key.IsPair(), r.Key.Space(), r.Key.Int64()) {
 			p := placed{r.Database, r.Key}
 			if a := r.Backend.Application; !slices.Contains(apps[p], a) {
@@ -104,6 +109,9 @@ func keyNamer(rows []pglocks.Row, reg *registry.Registry) func(*pglocks.Row) str
 	named := map[placed]string{}
 	return func(r *pglocks.Row) string {
 		k := r.Key
+		if ns, ok := reg.Unscoped(k.IsPair(), k.Space(), k.Int64()); ok {
+			return ns
+		}
 		p := placed{r.Database, k}
 		if a, ok := apps[p]; ok {
 			ns, ok := named[p]
