@@ -83,30 +83,6 @@ func TestCleanupFailedCountsPhantom(t *testing.T) {
 	}
 }
 
-func TestKeyFromLockRow(t *testing.T) {
-	for _, tc := range []struct {
-		key            Key
-		classid, objid uint32
-		objsubid       int16
-	}{
-		{Pair(1, 7), 1, 7, 2},
-		{Pair(-5, -7), 0xfffffffb, 0xfffffff9, 2},
-		{Pair(-2147483648, 2147483647), 0x80000000, 0x7fffffff, 2},
-		{Int64(42424242), 0, 42424242, 1},
-		{Int64(-1), 0xffffffff, 0xffffffff, 1},
-		{Int64(-9223372036854775808), 0x80000000, 0, 1},
-		{HashKey(""), 0xffffffff, uint32(FNV1a32("")), 1},
-	} {
-		got, ok := keyFromLockRow(tc.classid, tc.objid, tc.objsubid)
-		if !ok || got != tc.key {
-			t.Errorf("keyFromLockRow(%#x, %#x, %d) = %v, %v; want %v", tc.classid, tc.objid, tc.objsubid, got, ok, tc.key)
-		}
-	}
-	if _, ok := keyFromLockRow(1, 2, 0); ok {
-		t.Error("objsubid 0 decoded as an advisory key")
-	}
-}
-
 // Lock connections over TCP get keepalive probes (a silent network is then
 // noticed within Idle + Interval*Count); Unix sockets are left alone.
 func TestSetKeepAlive(t *testing.T) {

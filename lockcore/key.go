@@ -62,16 +62,3 @@ func (k Key) EntityID() int64 {
 // String renders the key for people and logs: "AGENT 7", "5 -3",
 // "IDEMPOTENCY_CLEANUP" or "-2128831035" (registry.AdvisoryLabel).
 func (k Key) String() string { return registry.AdvisoryLabel(k.Namespace(), k.EntityID(), k.pair) }
-
-// keyFromLockRow decodes pg_locks' classid, objid and objsubid for an advisory
-// lock. classid and objid are unsigned oids; a negative int32 shows up as a
-// large oid and is turned back into its signed value here.
-func keyFromLockRow(classid, objid uint32, objsubid int16) (Key, bool) {
-	switch objsubid {
-	case 1:
-		return Key{hi: int32(classid), lo: int32(objid)}, true
-	case 2:
-		return Key{hi: int32(classid), lo: int32(objid), pair: true}, true
-	}
-	return Key{}, false
-}

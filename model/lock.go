@@ -197,6 +197,23 @@ type KeyID struct {
 	Server string
 }
 
+// KeyHint is the part of a KeyID that tells most keys apart: the advisory
+// key's id, the relation and row, the Redis key's or lease's name. Rows of
+// one key have equal hints; rows of different keys mostly do not. It hashes
+// and compares much faster than a KeyID (seven strings), so an index of
+// many rows can be keyed by it and check the KeyID only on a match.
+type KeyHint struct {
+	EntityID    int64
+	RelationOID uint32
+	Name        string
+	Row         string
+}
+
+// KeyHint returns the hint of the key this row is about.
+func (l *Lock) KeyHint() KeyHint {
+	return KeyHint{l.EntityID, l.RelationOID, l.Name, l.Row}
+}
+
 // KeyID returns the identity of the key this row is about.
 func (l *Lock) KeyID() KeyID {
 	id := KeyID{Kind: l.Kind, Database: l.Database, Pair: l.Pair, Namespace: l.Namespace, EntityID: l.EntityID,

@@ -19,9 +19,20 @@ const maxDiffEvents = 20
 // Both snapshots come grouped by key, so rows are matched key by key: one
 // map lookup per key, then the few rows of that key, which keeps a refresh
 // at 10,000 locks cheap.
+//
+// Most refreshes change few rows, and the rows that stay keep their place:
+// the rows that match one for one from the start need no index at all.
 func diffEvents(prev, next *model.Snapshot) []model.Event {
-	groups := indexGroups(prev.Locks)
 	seen := make([]bool, len(prev.Locks)) // prev rows still there
+	same := 0
+	for same < len(prev.Locks) && same < len(next.Locks) && sameRow(&prev.Locks[same], &next.Locks[same]) {
+		seen[same] = true
+		same++
+	}
+	var groups *groupIndex
+	if same < len(next.Locks) {
+		groups = indexGroups(prev.Locks)
+	}
 	var out []model.Event
 	more := 0
 	add := func(e model.Event) {
@@ -32,7 +43,8 @@ func diffEvents(prev, next *model.Snapshot) []model.Event {
 		}
 		more++
 	}
-	forGroups(next.Locks, func(start, end int) {
+	forGroups(next.Locks[same:], func(start, end int) {
+		start, end = start+same, end+same
 		g := groups.find(&next.Locks[start]) // zero: a new key, no rows before
 		rows := rowFinder(prev.Locks, g)
 		for i := start; i < end; i++ {
@@ -91,6 +103,12 @@ func diffEvents(prev, next *model.Snapshot) []model.Event {
 	return out
 }
 
+// sameRow reports whether a and b are the same backend's (or owner's) row
+// of the same key, granted or waiting alike: the same row a refresh later.
+func sameRow(a, b *model.Lock) bool {
+	return a.PID == b.PID && a.Granted == b.Granted && a.EntityID == b.EntityID && a.Owner == b.Owner && a.KeyID() == b.KeyID()
+}
+
 // forGroups calls fn for each run of rows with the same key.
 func forGroups(locks []model.Lock, fn func(start, end int)) {
 	for i := 0; i < len(locks); {
@@ -105,33 +123,37 @@ func forGroups(locks []model.Lock, fn func(start, end int)) {
 }
 
 // groupIndex finds a snapshot's key groups by key. It is keyed by the
-// entity id, which hashes fast, and chains the few groups that share one
-// (the same id in another namespace or database).
+// key's hint (model.KeyHint), which hashes faster than a whole KeyID, and
+// chains the few groups that share one (the same id in another namespace
+// or database). The entity id alone was not enough: every Redis key and
+// lease has entity id 0, and one chain of thousands of them made the diff
+// quadratic.
 type groupIndex struct {
 	locks []model.Lock
-	first map[int64]int32 // entity id → its latest group in spans
+	first map[model.KeyHint]int32 // → its latest group in spans
 	spans [][2]int
-	next  []int32 // the next group with the same entity id; -1 ends
+	next  []int32 // the next group with the same hint; -1 ends
 }
 
 func indexGroups(locks []model.Lock) *groupIndex {
-	x := &groupIndex{locks: locks, first: make(map[int64]int32, len(locks)/2+1)}
+	x := &groupIndex{locks: locks, first: make(map[model.KeyHint]int32, len(locks)/2+1)}
 	forGroups(locks, func(start, end int) {
 		i := int32(len(x.spans))
 		x.spans = append(x.spans, [2]int{start, end})
-		prev, ok := x.first[locks[start].EntityID]
+		h := locks[start].KeyHint()
+		prev, ok := x.first[h]
 		if !ok {
 			prev = -1
 		}
 		x.next = append(x.next, prev)
-		x.first[locks[start].EntityID] = i
+		x.first[h] = i
 	})
 	return x
 }
 
 // find returns the rows of l's key, or an empty span.
 func (x *groupIndex) find(l *model.Lock) [2]int {
-	i, ok := x.first[l.EntityID]
+	i, ok := x.first[l.KeyHint()]
 	if !ok {
 		return [2]int{}
 	}

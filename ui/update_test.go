@@ -620,6 +620,35 @@ func TestDiffEvents(t *testing.T) {
 		t.Errorf("hot key: %+v", evs)
 	}
 
+	// Redis keys (entity id 0 all) that keep their place up to a change
+	// in the middle: only the changed rows make events.
+	redis := func(name, owner string, granted bool) model.Lock {
+		l := model.Lock{Kind: model.KindRedis, Name: name, Owner: owner, Mode: "exclusive", Granted: granted}
+		if !granted {
+			l.QueuePos, l.BlockedByOwners = 1, []string{"o-" + name}
+		}
+		return l
+	}
+	var rs, rs2 model.Snapshot
+	for i := range 50 {
+		k := "k" + itoa(int64(i))
+		rs.Locks = append(rs.Locks, redis(k, "o-"+k, true))
+		rs2.Locks = append(rs2.Locks, redis(k, "o-"+k, true))
+		if i == 25 {
+			rs2.Locks[len(rs2.Locks)-1].Owner = "someone"
+		}
+		if i == 40 {
+			rs2.Locks = append(rs2.Locks, redis(k, "w", false))
+		}
+	}
+	got = map[string]model.Event{}
+	for _, e := range diffEvents(&rs, &rs2) {
+		got[string(e.Outcome)+" "+e.Key+" "+e.Worker] = e
+	}
+	if len(got) != 3 || got["acquired k25 someone"].Key == "" || got["released k25 o-k25"].Key == "" || got["waits k40 w"].Key == "" {
+		t.Errorf("Redis keys: %v", got)
+	}
+
 	// A flood is capped with a summary line.
 	var big model.Snapshot
 	for i := range 100 {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/lease"
-	"github.com/locktop/locktop/model"
 )
 
 // stallFor is how long a stalled worker stalls: past its lease and the
@@ -31,10 +31,15 @@ func (j *Jobs) acquireDoomed(ctx context.Context, r lease.Resource) (*lease.Lock
 	if err != nil {
 		return nil, err
 	}
-	j.mu.Lock()
-	j.doomed[doomedKey(r, l.Fence())] = &doomedGrant{owner: l.Owner(), before: before, lease: j.stall.Options().Lease}
-	j.mu.Unlock()
+	j.doom(l, before)
 	return l, nil
+}
+
+// doom records a grant of the stalled node, asked for at before.
+func (j *Jobs) doom(l *lease.Lock, before time.Time) {
+	j.mu.Lock()
+	j.doomed[doomedKey(l.Resource(), l.Fence())] = &doomedGrant{owner: l.Owner(), before: before, lease: j.stall.Options().Lease}
+	j.mu.Unlock()
 }
 
 // DieHolding is a worker that dies holding map m's write lock, half-way
@@ -69,22 +74,21 @@ func (j *Jobs) Stall(ctx context.Context, m MapRef) error {
 		return nil
 	}
 	o := j.op(KindMapWriter, "map:"+m.Map)
-	l, err := j.acquireDoomed(ctx, lease.Map(m.Map))
-	if err != nil {
-		o.attempt(classify(ctx, err), err, false)
-		return err
-	}
-	o.attempt(model.OutcomeAcquired, nil, false)
-	j.stalls.Add(1)
-	err = func() error {
-		h, err := o.enter(ctx, lease.Map(m.Map), lease.Write, l.Fence(), 0)
+	r := lease.Map(m.Map)
+	var l *lease.Lock
+	before := time.Now()
+	ran, err := o.under(ctx, j.stall, []lease.Request{{Resource: r, Mode: lease.Write}}, func(lctx context.Context) error {
+		l = lease.LockOf(lctx, r)
+		j.doom(l, before)
+		j.stalls.Add(1)
+		h, err := o.enter(lctx, r, lease.Write, l.Fence(), 0)
 		if err != nil {
 			return err
 		}
 		defer j.exit(h)
 		j.env.Rec.Note(KindMapWriter, lockcore.Key{}, fmt.Sprintf("map:%s: a writer's heartbeats stall for %s (lease %s, fence %d)",
 			m.Map, j.stallFor().Round(time.Millisecond), j.stall.Options().Lease, l.Fence()))
-		if err := Pause(ctx, j.stallFor()); err != nil { // stalled: it watches nothing
+		if err := Pause(ctx, j.stallFor()); err != nil { // stalled: it watches nothing, not even its lock's context
 			return err
 		}
 		j.env.at(ctx, PointStalled, 0)
@@ -93,22 +97,35 @@ func (j *Jobs) Stall(ctx context.Context, m MapRef) error {
 			j.staleStopped.Add(1)
 			return fmt.Errorf("map:%s: after the stall: %w", m.Map, lerr)
 		}
-		if err := j.writeSet(ctx, l, j.stall, m.Map, false); err != nil {
+		if err := j.writeSet(lctx, l, j.stall, m.Map, false); err != nil {
 			o.sec.refused.Add(1)
 			return err
 		}
 		return nil
-	}()
-	rerr := l.Release(context.WithoutCancel(ctx))
-	if rerr == nil {
+	})
+	if l != nil && !releaseFailed(err) {
 		j.mu.Lock()
-		j.doomed[doomedKey(lease.Map(m.Map), l.Fence())].released = true
+		j.doomed[doomedKey(r, l.Fence())].released = true
 		j.mu.Unlock()
 	}
-	if err == nil {
-		err = rerr
+	return o.end(ctx, ran, err)
+}
+
+// releaseFailed reports whether err, as With returns it, holds a failed
+// release: the row was taken over (or removed) before it, or the database
+// did not answer. A lock lost to its own lease, with nobody taking it
+// over, is freed by the release: that is no failure.
+func releaseFailed(err error) bool {
+	if le, ok := err.(*lease.Error); ok && le.Op == "release" {
+		return true
 	}
-	return o.failed(ctx, err)
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		return slices.ContainsFunc(u.Unwrap(), releaseFailed)
+	case interface{ Unwrap() error }:
+		return releaseFailed(u.Unwrap())
+	}
+	return false
 }
 
 // Flood queues n map jobs of the flooding project at once (writes and

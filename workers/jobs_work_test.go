@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -42,5 +43,30 @@ func TestLeaseLostWhileBodyFailsIsLost(t *testing.T) {
 	}
 	if o := classify(ctx, err); o != model.OutcomeLost {
 		t.Errorf("counted as %v, want lost", o)
+	}
+}
+
+// Stall marks its grant released unless With's error holds a failed
+// release: a takeover before the release is one, a lease that merely ran
+// out (the lock's own loss, the row freed by the release) is not.
+func TestReleaseFailed(t *testing.T) {
+	r := lease.Map("m")
+	lost := fmt.Errorf("%w: map:m write (fence 3): lease passed", lease.ErrLost)
+	takenOver := &lease.Error{Op: "release", Resource: r, Err: fmt.Errorf("%w: fence 3 was taken over", lease.ErrLost)}
+	body := fmt.Errorf("map:m: after the stall: %w", lost)
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{lost, false},
+		{errors.Join(body, lost), false},
+		{errors.Join(body, takenOver), true},
+		{errors.Join(&lease.Error{Op: "write", Resource: r, Err: errors.New("disk full")}, fmt.Errorf("again: %w", takenOver)), true},
+		{&lease.Error{Op: "acquire", Resource: r, Err: lease.ErrTimeout}, false},
+	} {
+		if got := releaseFailed(c.err); got != c.want {
+			t.Errorf("releaseFailed(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/locktop/locktop/internal/source/redislocks"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
@@ -240,8 +242,8 @@ func (t *Turns) Outage(ctx context.Context, d time.Duration) error {
 
 // Inspect lists the session locks held under the turns' prefix (by any
 // process), with their waiters.
-func (t *Turns) Inspect(ctx context.Context) ([]redislock.Info, error) {
-	tb, err := redislock.Inspect(ctx, t.rdb, t.opts.Prefix, 100000)
+func (t *Turns) Inspect(ctx context.Context) ([]redislocks.Info, error) {
+	tb, err := redislocks.Read(ctx, t.rdb, t.opts.Prefix, 100000)
 	return tb.Locks, err
 }
 

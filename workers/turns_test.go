@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktop/locktop/internal/source/redislocks"
+
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/internal/testenv/redistest"
 	"github.com/locktop/locktop/lockcore/redislock"
@@ -29,7 +31,7 @@ func newTurns(t *testing.T, opts workers.TurnOptions) (*world, *workers.Turns) {
 }
 
 // waitTurnWaiter polls until a pod waits for conversation conv's lock.
-func waitTurnWaiter(t *testing.T, tu *workers.Turns, rdbInspect func() ([]redislock.Info, error), conv int32) {
+func waitTurnWaiter(t *testing.T, tu *workers.Turns, rdbInspect func() ([]redislocks.Info, error), conv int32) {
 	t.Helper()
 	key := workers.ConversationKey(conv)
 	pgtest.Eventually(t, "a pod waits for "+key, func() bool {
@@ -78,7 +80,7 @@ func TestTurnRaces(t *testing.T) {
 				b.wait(t)
 				done := goErr(func() error { return tu.Deliver(ctx, 1, second) })
 				if locking {
-					waitTurnWaiter(t, tu, func() ([]redislock.Info, error) { return tu.Inspect(ctx) }, 1)
+					waitTurnWaiter(t, tu, func() ([]redislocks.Info, error) { return tu.Inspect(ctx) }, 1)
 				} else if err := recv(t, done); err != nil {
 					t.Fatal(err)
 				}

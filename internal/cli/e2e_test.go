@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktop/locktop/internal/source/pglocks"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -247,7 +249,7 @@ func (tm *terminal) AwaitExit(timeout time.Duration) int {
 }
 
 // awaitLocks polls the server until match accepts the lock rows of key.
-func awaitLocks(t *testing.T, q lockcore.Querier, key lockcore.Key, what string, match func([]model.Lock) bool) []model.Lock {
+func awaitLocks(t *testing.T, q pglocks.Querier, key lockcore.Key, what string, match func([]model.Lock) bool) []model.Lock {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -8,7 +8,7 @@ import (
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
 
-// doc.go: Acquire "retries with exponential backoff and jitter (16ms
+// README.md (Waiting): Acquire "retries with exponential backoff and jitter (16ms
 // doubling up to Lease/10, at most 1s) and is woken early by a release".
 // A lost wake-up (here: the holder's row removed behind the library's back,
 // so no NOTIFY is ever sent) must cost a waiter at most one backoff step:

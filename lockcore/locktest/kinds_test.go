@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/locktop/locktop/internal/source/redislocks"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/internal/testenv/redisserver"
 	"github.com/locktop/locktop/internal/testenv/redistest"
@@ -170,7 +171,7 @@ func (s redisStoreT) Waiter(t *testing.T, n string) *exec.Cmd {
 
 func (s redisStoreT) Waiting(t *testing.T, n string) int {
 	t.Helper()
-	tbl, err := redislock.Inspect(ctxT(t), s.rdb, redislock.DefaultPrefix, 0)
+	tbl, err := redislocks.Read(ctxT(t), s.rdb, redislock.DefaultPrefix, 0)
 	if err != nil {
 		t.Fatalf("counting the waiters of %s: %v", n, err)
 	}

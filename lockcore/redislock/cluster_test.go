@@ -60,11 +60,11 @@ func TestCluster(t *testing.T) {
 		}
 		locks[k] = lk
 	}
-	tbl, err := holder.Inspect(ctx, 0)
+	tbl, err := inspect(ctx, holder, 0)
 	if err != nil || len(tbl.Locks) != len(keys) || tbl.Truncated {
 		t.Fatalf("Inspect on the cluster = %d locks (truncated %v), %v; want %d", len(tbl.Locks), tbl.Truncated, err, len(keys))
 	}
-	if lim, err := holder.Inspect(ctx, 5); err != nil || len(lim.Locks) != 5 || !lim.Truncated {
+	if lim, err := inspect(ctx, holder, 5); err != nil || len(lim.Locks) != 5 || !lim.Truncated {
 		t.Errorf("Inspect on the cluster, limit 5 = %d locks (truncated %v), %v", len(lim.Locks), lim.Truncated, err)
 	}
 

@@ -113,29 +113,3 @@ func ExampleLocker_ForceRelease() {
 	// freed: true <nil>
 	// tenant-1:agent-1:customer-3:web by operator: "pod-c crashed mid-turn" (was held by pod-c)
 }
-
-// What a monitor shows: held locks with owner and waiters, by registry
-// pattern.
-func ExampleInspect() {
-	rdb := client()
-	defer rdb.Close()
-	ctx := context.Background()
-	locker := redislock.New(rdb, redislock.Options{Prefix: "example-inspect:", Owner: "pod-a"})
-	defer locker.Close()
-	lock, err := locker.Acquire(ctx, redislock.SessionKey("t9", "a9", "c9", "web"))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer lock.Release(ctx)
-
-	tbl, err := redislock.Inspect(ctx, rdb, "example-inspect:", 100)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	for _, in := range tbl.Locks {
-		fmt.Println(in.Key, in.Pattern, in.Owner, len(in.Waiters), "waiting")
-	}
-	// Output: t9:a9:c9:web example-inspect:{tenant}:{agent}:{customer}:{channel} pod-a 0 waiting
-}

@@ -14,7 +14,6 @@ import (
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/internal/testenv/redistest"
 	"github.com/locktop/locktop/lockcore"
-	"github.com/locktop/locktop/lockcore/registry"
 )
 
 // registerWaiter makes token a waiter of key directly, as a waiter in another
@@ -107,19 +106,6 @@ func TestKeysShareSlot(t *testing.T) {
 	for slot := range 16384 {
 		if keySlot("{"+slotTag(slot)+"}") != slot {
 			t.Fatalf("slotTag(%d) = %q hashes elsewhere", slot, slotTag(slot))
-		}
-	}
-}
-
-func TestPatternOf(t *testing.T) {
-	for _, c := range []struct{ prefix, key, want string }{
-		{"sesslock:", SessionKey("t1", "a1", "c1", "web"), registry.SessionPattern},
-		{"x:", SessionKey("t1", "a1", "c1", "web"), "x:{tenant}:{agent}:{customer}:{channel}"},
-		{"sesslock:", "test:session", otherPattern},
-		{"sesslock:", "a:b:c:d:e", otherPattern},
-	} {
-		if got := patternOf(c.prefix, c.key); got != c.want {
-			t.Errorf("patternOf(%q, %q) = %q, want %q", c.prefix, c.key, got, c.want)
 		}
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/locktop/locktop/lockcore/registry"
 )
 
 // SessionKey is seed 002's conversation key without the prefix:
@@ -94,20 +92,3 @@ var crcTable = func() (t [256]uint16) {
 	}
 	return t
 }()
-
-// otherPattern labels keys that match no registered pattern, so the metric
-// labels stay bounded whatever the keys are.
-const otherPattern = "other"
-
-// patternOf names key (without prefix) by the registry's Redis key pattern
-// it fits, written with prefix: "sesslock:{tenant}:{agent}:{customer}:{channel}"
-// for SessionKey(...) under the default prefix; otherPattern when it fits
-// none.
-func patternOf(prefix, key string) string {
-	for _, e := range registry.Of(registry.RedisKey) {
-		if m, ok := registry.Match(registry.RedisKey, e.Prefix()+key); ok && m.Name == e.Name {
-			return prefix + strings.TrimPrefix(e.Pattern, e.Prefix())
-		}
-	}
-	return otherPattern
-}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktop/locktop/internal/source/redislocks"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/internal/testenv/redistest"
 	"github.com/locktop/locktop/lockcore"
@@ -280,9 +281,9 @@ func TestFenceStrictlyIncreasing(t *testing.T) {
 }
 
 // waiters returns key's registered waiters now.
-func waiters(t testing.TB, l *Locker, key string) []Waiter {
+func waiters(t testing.TB, l *Locker, key string) []redislocks.Waiter {
 	t.Helper()
-	tbl, err := l.Inspect(context.Background(), 0)
+	tbl, err := inspect(context.Background(), l, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,11 +296,11 @@ func waiters(t testing.TB, l *Locker, key string) []Waiter {
 }
 
 // waitForWaiters polls Inspect until key has n registered waiters.
-func waitForWaiters(t testing.TB, l *Locker, key string, n int) []Waiter {
+func waitForWaiters(t testing.TB, l *Locker, key string, n int) []redislocks.Waiter {
 	t.Helper()
-	var ws []Waiter
+	var ws []redislocks.Waiter
 	pgtest.Eventually(t, fmt.Sprintf("%s has %d waiters", key, n), func() bool {
-		tbl, err := l.Inspect(context.Background(), 0)
+		tbl, err := inspect(context.Background(), l, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/locktop/locktop/internal/source/redislocks"
 	"github.com/locktop/locktop/internal/testenv/redistest"
 )
 
@@ -48,3 +49,8 @@ type quiet struct{}
 func (quiet) Printf(context.Context, string, ...any) {}
 
 func init() { redis.SetLogger(quiet{}) }
+
+// inspect lists the locks under l's prefix, as the monitor reads them.
+func inspect(ctx context.Context, l *Locker, limit int) (redislocks.Table, error) {
+	return redislocks.Read(ctx, l.rdb, l.prefix, limit)
+}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -96,7 +97,7 @@ func (l *Locker) Stats() Stats {
 func (l *Locker) observeAcquire(key string, d time.Duration) {
 	l.count.acquired.Add(1)
 	if l.m != nil {
-		l.m.acquire.WithLabelValues(patternOf(l.prefix, key)).Observe(d.Seconds())
+		l.m.acquire.WithLabelValues(registry.RedisPattern(l.prefix, key)).Observe(d.Seconds())
 	}
 }
 

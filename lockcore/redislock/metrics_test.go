@@ -64,8 +64,8 @@ func TestMetrics(t *testing.T) {
 			patterns[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleCount()
 		}
 	}
-	if patterns[registry.SessionPattern] != 2 || patterns[otherPattern] != 1 {
-		t.Errorf("acquire observations by pattern %v; want 2 under %s and 1 under %s", patterns, registry.SessionPattern, otherPattern)
+	if patterns[registry.SessionPattern] != 2 || patterns[registry.OtherPattern] != 1 {
+		t.Errorf("acquire observations by pattern %v; want 2 under %s and 1 under %s", patterns, registry.SessionPattern, registry.OtherPattern)
 	}
 	if v := testutil.ToFloat64(l.m.wait); v != 1 {
 		t.Errorf("session_lock_wait_total = %v, want 1", v)

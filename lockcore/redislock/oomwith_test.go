@@ -9,7 +9,7 @@ import (
 	"github.com/locktop/locktop/internal/testenv/redistest"
 )
 
-// doc.go / with.go: fn's ctx is cancelled with ErrLost only when the hold is
+// README.md / with.go: fn's ctx is cancelled with ErrLost only when the hold is
 // found lost (an extend found the key gone or taken, a force release, or
 // the TTL passed without an extension, erring early by 1% + 2ms). Under
 // Redis OOM (maxmemory 1, noeviction) the keep-alive's extends may fail

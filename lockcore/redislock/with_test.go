@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/locktop/locktop/internal/source/redislocks"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/internal/testenv/redistest"
 )
@@ -97,9 +98,9 @@ func TestForceReleaseAudited(t *testing.T) {
 			return ctx.Err()
 		})
 	}()
-	var infos []Info
+	var infos []redislocks.Info
 	pgtest.Eventually(t, "the victim holds k", func() bool {
-		tbl, _ := admin.Inspect(ctx, 0)
+		tbl, _ := inspect(ctx, admin, 0)
 		infos = tbl.Locks
 		return len(infos) == 1
 	})

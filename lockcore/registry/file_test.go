@@ -178,3 +178,25 @@ func TestBuiltinScope(t *testing.T) {
 		t.Errorf("joined, elsewhere: %q", got)
 	}
 }
+
+// A key is named alike in every scope only when the first entry that could
+// name it applies everywhere; a scoped entry before it makes the name
+// depend on the sessions.
+func TestUnscoped(t *testing.T) {
+	if name, ok := Everywhere().Unscoped(true, SpaceAgent, 0); !ok || name != "AGENT" {
+		t.Errorf("everywhere: %q, %v", name, ok)
+	}
+	if _, ok := Builtin().Unscoped(true, SpaceAgent, 0); ok {
+		t.Error("the built-in entries apply to this project's sessions only, yet unscoped")
+	}
+	if _, ok := Everywhere().Unscoped(true, 987654, 0); ok {
+		t.Error("a space no entry names is unscoped")
+	}
+	user, err := New([]Entry{{Name: "TEAM", Kind: Space, ID: 1, Databases: []string{"shop"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := Join(user, Everywhere()).Unscoped(true, 1, 0); ok {
+		t.Error("a scoped entry first, yet unscoped")
+	}
+}

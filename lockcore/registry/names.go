@@ -84,6 +84,23 @@ func Match(k Kind, s string) (Entry, bool) {
 	return best, bestLit >= 0
 }
 
+// OtherPattern is RedisPattern's answer for a key no registered pattern
+// fits, so labels built from it stay bounded whatever the keys are.
+const OtherPattern = "other"
+
+// RedisPattern names a Redis key (without its prefix) by the registered
+// RedisKey pattern it fits, written with prefix in place of the pattern's
+// own: "sesslock:{tenant}:{agent}:{customer}:{channel}" for a session key
+// under "sesslock:"; OtherPattern when it fits none.
+func RedisPattern(prefix, key string) string {
+	for _, e := range Of(RedisKey) {
+		if m, ok := Match(RedisKey, e.Prefix()+key); ok && m.Name == e.Name {
+			return prefix + strings.TrimPrefix(e.Pattern, e.Prefix())
+		}
+	}
+	return OtherPattern
+}
+
 // match reports whether s fits pattern, and how many literal characters
 // the pattern has.
 func match(pattern, s string) (literal int, ok bool) {

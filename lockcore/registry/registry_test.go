@@ -130,3 +130,16 @@ func TestLabels(t *testing.T) {
 		}
 	}
 }
+
+func TestRedisPattern(t *testing.T) {
+	for _, c := range []struct{ prefix, key, want string }{
+		{"sesslock:", "t1:a1:c1:web", SessionPattern},
+		{"x:", "t1:a1:c1:web", "x:{tenant}:{agent}:{customer}:{channel}"},
+		{"sesslock:", "test:session", OtherPattern},
+		{"sesslock:", "a:b:c:d:e", OtherPattern},
+	} {
+		if got := RedisPattern(c.prefix, c.key); got != c.want {
+			t.Errorf("RedisPattern(%q, %q) = %q, want %q", c.prefix, c.key, got, c.want)
+		}
+	}
+}

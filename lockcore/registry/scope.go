@@ -155,6 +155,25 @@ func (r *Registry) Candidates(pair bool, hi int32, v int64) bool {
 	return len(r.fixed[v]) > 0
 }
 
+// Unscoped returns the advisory key's name when it is the same in every
+// scope: the first entry that could name it applies everywhere (no
+// databases, no applications), so Advisory returns it whatever the scope
+// and the sessions on the key need not be gathered. ok is false when no
+// entry could name it, or the first that could is scoped.
+func (r *Registry) Unscoped(pair bool, hi int32, v int64) (name string, ok bool) {
+	cands := r.fixed[v]
+	if pair {
+		cands = r.spaces[hi]
+	}
+	if len(cands) == 0 {
+		return "", false
+	}
+	if e := r.entries[cands[0]]; len(e.Databases) == 0 && len(e.Applications) == 0 {
+		return e.Name, true
+	}
+	return "", false
+}
+
 // Namespace is AdvisoryNamespace with r's entries, in sc.
 func (r *Registry) Namespace(pair bool, hi int32, v int64, sc Scope) string {
 	if e, ok := r.Advisory(pair, hi, v, sc); ok {

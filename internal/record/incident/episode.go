@@ -118,25 +118,12 @@ type waitInfo struct {
 	per map[string]time.Duration
 }
 
-type holdKey struct {
-	key   model.KeyID
-	who   string
-	since int64
-}
-
 // ends marks how the holds and roots that s, taken at t, no longer shows
 // ended: released, or their session ended (s.Ended).
-func (x *Episodes) ends(s *model.Snapshot, t time.Time, shown map[holdKey]*Hold) {
-	open := map[holdKey]*Hold{}
-	for k, h := range x.openHolds {
-		if h.Until.Equal(t) {
-			open[k] = h
-		} else if h.Outcome == "" {
-			h.Outcome, h.By = holdEnd(s, k.key.Server, h.Holder, k.key.Kind)
-		}
+func (x *Episodes) ends(s *model.Snapshot, t time.Time, shown map[holdRef]*Hold, full bool) {
+	if full {
+		x.endHolds(s, t, shown)
 	}
-	maps.Copy(open, shown)
-	x.openHolds = open
 	if len(s.Ended) == 0 {
 		return
 	}
@@ -149,6 +136,21 @@ func (x *Episodes) ends(s *model.Snapshot, t time.Time, shown map[holdKey]*Hold)
 	}
 }
 
+// endHolds marks how the holds the last snapshot showed and s does not
+// ended.
+func (x *Episodes) endHolds(s *model.Snapshot, t time.Time, shown map[holdRef]*Hold) {
+	open := make(map[holdRef]*Hold, len(shown))
+	for k, h := range x.openHolds {
+		if h.Until.Equal(t) {
+			open[k] = h
+		} else if h.Outcome == "" {
+			h.Outcome, h.By = holdEnd(s, k.key.id.Server, h.Holder, k.key.id.Kind)
+		}
+	}
+	maps.Copy(open, shown)
+	x.openHolds = open
+}
+
 // Episodes follows contention episodes one snapshot at a time, as review
 // does over a recording and as the live dashboard's event log does: Add
 // tells which episodes a snapshot began and which it ended. Its zero value
@@ -156,24 +158,27 @@ func (x *Episodes) ends(s *model.Snapshot, t time.Time, shown map[holdKey]*Hold)
 type Episodes struct {
 	open        []*episodeState
 	closed      []*episodeState
-	waits       map[waitID]*waitInfo
+	waits       map[waitRef]*waitInfo
 	apps        map[session]string
-	holds       map[holdKey]*Hold
-	holdWaiters map[holdKey]map[waitID]bool
-	openHolds   map[holdKey]*Hold // the holds the last snapshot showed
+	holds       map[holdRef]*Hold
+	holdWaiters map[holdRef]map[waitRef]bool
+	openHolds   map[holdRef]*Hold // the holds the last snapshot showed
 	last        time.Time
+	keys        map[model.KeyID]*keyRef
+	gen         uint64 // the frames numbered so far
 }
 
 // NewEpisodes returns a tracker with no episode open.
 func NewEpisodes() *Episodes {
-	return &Episodes{waits: map[waitID]*waitInfo{}, apps: map[session]string{}, holds: map[holdKey]*Hold{}, holdWaiters: map[holdKey]map[waitID]bool{}}
+	return &Episodes{waits: map[waitRef]*waitInfo{}, apps: map[session]string{}, holds: map[holdRef]*Hold{},
+		holdWaiters: map[holdRef]map[waitRef]bool{}, keys: map[model.KeyID]*keyRef{}}
 }
 
 // Add takes the snapshot s, taken at t (a failed poll changes nothing):
 // the episodes it began, as seen so far, and those it ended (their End is
 // t), in order of their start. Ended episodes are not kept.
 func (x *Episodes) Add(s model.Snapshot, t time.Time) (began, ended []Episode) {
-	x.add(s, t)
+	x.add(s, t, false)
 	if s.PollError() == "" {
 		// Live, nothing but the open episodes is needed again: what this
 		// snapshot no longer shows goes, so a dashboard left running for
@@ -190,6 +195,17 @@ func (x *Episodes) Add(s model.Snapshot, t time.Time) (began, ended []Episode) {
 			}
 		}
 		clear(x.apps)
+		// The keys no wait, hold or open episode names any more go.
+		for _, ep := range x.open {
+			for k := range ep.keys {
+				k.kept = x.gen
+			}
+		}
+		for id, k := range x.keys {
+			if k.gen != x.gen && k.kept != x.gen {
+				delete(x.keys, id)
+			}
+		}
 	}
 	for _, ep := range x.open {
 		if ep.fresh {
@@ -204,8 +220,12 @@ func (x *Episodes) Add(s model.Snapshot, t time.Time) (began, ended []Episode) {
 	return began, ended
 }
 
-// add is Add, keeping the ended episodes in closed.
-func (x *Episodes) add(s model.Snapshot, t time.Time) {
+// add is Add, keeping the ended episodes in closed. With full it also
+// follows what only a report needs: the holds and the waits queued behind
+// each, each wait's time behind each blocker, the holders' applications.
+// Live, the episodes are all that is asked for, and at 10,000 held locks
+// the holds were most of the tracker's time.
+func (x *Episodes) add(s model.Snapshot, t time.Time, full bool) {
 	x.last = t
 	if s.PollError() != "" {
 		return // the outage is all it tells
@@ -213,48 +233,45 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 	open, closed, waits, apps, holds, holdWaiters := x.open, x.closed, x.waits, x.apps, x.holds, x.holdWaiters
 
 	// The wait graph: keys and sessions, joined by every waiting row.
-	uf := unionFind{}
-	grants := map[session][]*model.Lock{}
-	shown := map[holdKey]*Hold{}
-	var waiting []*model.Lock
+	f := x.frameOf(&s, full)
+	shown := map[holdRef]*Hold{}
+	var waiting []int32
 	for j := range s.Locks {
 		l := &s.Locks[j]
-		who := session(l.Holder())
-		if l.Granted {
-			grants[who] = append(grants[who], l)
-			if apps[who] == "" {
-				apps[who] = l.ApplicationName
-			}
-			hk := holdKey{l.KeyID(), l.Holder(), l.HeldSince.UnixNano()}
-			h := holds[hk]
-			if h == nil {
-				h = &Hold{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Holder: l.Holder(), Application: l.ApplicationName, Since: l.HeldSince}
-				if h.Since.IsZero() {
-					h.Since = t
-				}
-				holds[hk] = h
-			}
-			h.Until, h.Held = t, Seconds(max(t.Sub(h.Since), 0))
-			shown[hk] = h
+		if !l.Granted {
+			waiting = append(waiting, int32(j))
 			continue
 		}
-		waiting = append(waiting, l)
-		uf.union(l.KeyID(), who)
-		for _, b := range l.Blockers() {
-			uf.union(l.KeyID(), session(b))
+		if !full {
+			continue
 		}
+		who := f.names[f.who[j]]
+		if apps[who] == "" {
+			apps[who] = l.ApplicationName
+		}
+		hk := holdRef{f.key[j], who, l.HeldSince.UnixNano()}
+		h := holds[hk]
+		if h == nil {
+			h = &Hold{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Holder: string(who), Application: l.ApplicationName, Since: l.HeldSince}
+			if h.Since.IsZero() {
+				h.Since = t
+			}
+			holds[hk] = h
+		}
+		h.Until, h.Held = t, Seconds(max(t.Sub(h.Since), 0))
+		shown[hk] = h
 	}
-	comps := map[any][]*model.Lock{}
-	for _, l := range waiting {
-		root := uf.find(l.KeyID())
-		comps[root] = append(comps[root], l)
+	comps := map[int32][]int32{} // a component's root node → its waiting rows
+	for _, j := range waiting {
+		root := f.find(f.key[j].n)
+		comps[root] = append(comps[root], j)
 	}
 	// Which open episode each key belongs to: the open episodes' keys are
 	// disjoint (a key is in one component per frame), so a component finds
 	// the episodes it continues by its keys, not by comparing it with
 	// every open episode (that was quadratic: at 10,000 locks in
 	// thousands of queues, seconds per frame).
-	byKey := map[model.KeyID]*episodeState{}
+	byKey := map[*keyRef]*episodeState{}
 	for i, ep := range open {
 		ep.seen, ep.merged, ep.rank = false, false, i
 		for k := range ep.keys {
@@ -263,17 +280,19 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 	}
 	next := len(open)
 	roots := slices.Collect(maps.Keys(comps))
-	slices.SortFunc(roots, func(a, b any) int { return cmp.Compare(firstWait(comps[a]), firstWait(comps[b])) })
+	slices.SortFunc(roots, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(firstWait(&s, comps[a]), firstWait(&s, comps[b])), cmp.Compare(a, b))
+	})
 	for _, c := range roots {
 		rows := comps[c]
-		ks := map[model.KeyID]bool{}
+		var ks []*keyRef
 		var cont []*episodeState // the open episodes this component continues; more than one have joined
-		for _, l := range rows {
-			k := l.KeyID()
-			if ks[k] {
-				continue
+		for _, j := range rows {
+			k := f.key[j]
+			if len(ks) > 0 && ks[len(ks)-1] == k {
+				continue // the rows of a key come together; a repeat elsewhere is harmless
 			}
-			ks[k] = true
+			ks = append(ks, k)
 			if o := byKey[k]; o != nil && !slices.Contains(cont, o) {
 				cont = append(cont, o)
 			}
@@ -293,13 +312,13 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 			}
 		}
 		if ep == nil {
-			ep = &episodeState{keys: map[model.KeyID]bool{}, kinds: map[string]bool{}, waits: map[waitID]time.Duration{}, roots: map[session]*rootState{}, fresh: true}
+			ep = &episodeState{keys: map[*keyRef]bool{}, kinds: map[string]bool{}, waits: map[waitRef]time.Duration{}, roots: map[session]*rootState{}, fresh: true}
 			open = append(open, ep)
 		}
 		ep.rank, next = next, next+1
 		ep.seen = true
-		ep.add(rows, t, s, uf, grants, waits, holds, holdWaiters)
-		for k := range ks {
+		ep.add(f, rows, t, &s, waits, holds, holdWaiters, full)
+		for _, k := range ks {
 			byKey[k] = ep
 		}
 	}
@@ -316,5 +335,5 @@ func (x *Episodes) add(s model.Snapshot, t time.Time) {
 		closed = append(closed, ep)
 	}
 	x.open, x.closed = rest, closed
-	x.ends(&s, t, shown)
+	x.ends(&s, t, shown, full)
 }

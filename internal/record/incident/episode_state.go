@@ -11,9 +11,9 @@ import (
 // episodeState is an open episode while frames are read.
 type episodeState struct {
 	e     Episode
-	keys  map[model.KeyID]bool
+	keys  map[*keyRef]bool
 	kinds map[string]bool
-	waits map[waitID]time.Duration
+	waits map[waitRef]time.Duration
 	roots map[session]*rootState
 	seen  bool // in the current frame
 	fresh bool // began in the current frame (Episodes.Add tells it)
@@ -26,25 +26,27 @@ type episodeState struct {
 type rootState struct {
 	r        Root
 	server   string // the target it is on
-	keys     map[model.KeyID]bool
+	keys     map[*keyRef]bool
 	last     time.Time
 	longest  time.Duration // the longest wait behind it all along
-	waitedOn map[waitID]bool
+	waitedOn map[waitRef]bool
 	waited   time.Duration // the time waits spent behind it
 }
 
 // add takes one frame's waiting rows of the episode's component.
-func (ep *episodeState) add(rows []*model.Lock, t time.Time, s model.Snapshot, uf unionFind, grants map[session][]*model.Lock,
-	waits map[waitID]*waitInfo, holds map[holdKey]*Hold, holdWaiters map[holdKey]map[waitID]bool) {
-	waiters := map[session]bool{}
-	for _, l := range rows {
-		waiters[session(l.Holder())] = true
-	}
+func (ep *episodeState) add(f *frame, rows []int32, t time.Time, s *model.Snapshot,
+	waits map[waitRef]*waitInfo, holds map[holdRef]*Hold, holdWaiters map[holdRef]map[waitRef]bool, full bool) {
 	if len(rows) > ep.e.PeakQueue {
 		ep.e.PeakQueue, ep.e.PeakAt = len(rows), t
 	}
-	for _, l := range rows {
-		k := l.KeyID()
+	// Every row is of one component: a root's grants in it are the same
+	// for each row it blocks, so they are scanned once (a holder of
+	// 10,000 keys blocking 20 waiters is 10,000 grants, not 200,000).
+	root := f.find(f.key[rows[0]].n)
+	scanned := map[int32]bool{}
+	for _, j := range rows {
+		l := &s.Locks[j]
+		k := f.key[j]
 		if !ep.keys[k] {
 			ep.keys[k] = true
 			ep.e.Keys = append(ep.e.Keys, l.ServerKeyLabel())
@@ -61,12 +63,15 @@ func (ep *episodeState) add(rows []*model.Lock, t time.Time, s model.Snapshot, u
 		if ep.e.Start.IsZero() || start.Before(ep.e.Start) {
 			ep.e.Start = start
 		}
-		id := waitID{k, l.Holder(), start.UnixNano()}
+		id := waitRef{k, f.names[f.who[j]], start.UnixNano()}
 		waited := max(l.Waited(s.Now(l)), t.Sub(start))
 		ep.waits[id] = max(ep.waits[id], waited)
 		w := waits[id]
 		if w == nil {
-			w = &waitInfo{first: l.Blockers(), per: map[string]time.Duration{}}
+			w = &waitInfo{first: l.Blockers()}
+			if full {
+				w.per = map[string]time.Duration{}
+			}
 			waits[id] = w
 		}
 		from := start
@@ -75,24 +80,27 @@ func (ep *episodeState) add(rows []*model.Lock, t time.Time, s model.Snapshot, u
 		}
 		delta := max(t.Sub(from), 0)
 		w.waited, w.last = max(w.waited, waited), t
-		for _, b := range l.Blockers() {
-			w.per[b] += delta
-			bs := session(b)
-			for _, g := range grants[bs] {
-				if g.KeyID() == k {
-					hk := holdKey{k, g.Holder(), g.HeldSince.UnixNano()}
+		for _, bn := range f.blockers(int(j)) {
+			bs := f.names[bn]
+			b := string(bs)
+			if full {
+				w.per[b] += delta
+			}
+			for _, g := range f.grantsOn(k.n) {
+				if full && f.who[g] == bn {
+					hk := holdRef{k, bs, s.Locks[g].HeldSince.UnixNano()}
 					if holdWaiters[hk] == nil {
-						holdWaiters[hk] = map[waitID]bool{}
+						holdWaiters[hk] = map[waitRef]bool{}
 					}
 					holdWaiters[hk][id] = true
 				}
 			}
-			if waiters[bs] {
+			if f.waits[bn] {
 				continue // waits itself: not the root of the chain
 			}
 			rs := ep.roots[bs]
 			if rs == nil {
-				rs = &rootState{r: Root{Holder: b}, server: l.Server, keys: map[model.KeyID]bool{}, waitedOn: map[waitID]bool{}}
+				rs = &rootState{r: Root{Holder: b}, server: l.Server, keys: map[*keyRef]bool{}, waitedOn: map[waitRef]bool{}}
 				ep.roots[bs] = rs
 			}
 			rs.last = t
@@ -101,15 +109,21 @@ func (ep *episodeState) add(rows []*model.Lock, t time.Time, s model.Snapshot, u
 			}
 			rs.waitedOn[id] = true
 			rs.waited += delta
-			for _, g := range grants[bs] {
-				if uf.find(g.KeyID()) != uf.find(k) && g.KeyID() != k {
+			if scanned[bn] {
+				continue // its grants in the component, seen for an earlier row
+			}
+			scanned[bn] = true
+			for _, gj := range f.grants[bn] {
+				gk := f.key[gj]
+				if f.find(gk.n) != root {
 					continue // a key of its outside the episode
 				}
+				g := &s.Locks[gj]
 				if rs.r.Application == "" {
 					rs.r.Application = g.ApplicationName
 				}
-				if !rs.keys[g.KeyID()] {
-					rs.keys[g.KeyID()] = true
+				if !rs.keys[gk] {
+					rs.keys[gk] = true
 					rs.r.Keys = append(rs.r.Keys, g.ServerKeyLabel())
 				}
 				if !g.HeldSince.IsZero() && (rs.r.HeldSince.IsZero() || g.HeldSince.Before(rs.r.HeldSince)) {
@@ -180,33 +194,10 @@ func (ep *episodeState) finish() Episode {
 
 // firstWait orders components by their earliest wait start, so that
 // episodes are opened in a stable order.
-func firstWait(rows []*model.Lock) int64 {
+func firstWait(s *model.Snapshot, rows []int32) int64 {
 	m := int64(1<<63 - 1)
-	for _, l := range rows {
-		m = min(m, l.WaitStart.UnixNano())
+	for _, j := range rows {
+		m = min(m, s.Locks[j].WaitStart.UnixNano())
 	}
 	return m
-}
-
-// unionFind joins keys and sessions into the wait graph's components.
-type unionFind map[any]any
-
-func (u unionFind) find(x any) any {
-	for {
-		p, ok := u[x]
-		if !ok || p == x {
-			return x
-		}
-		if g, ok := u[p]; ok && g != p {
-			u[x] = g
-		}
-		x = p
-	}
-}
-
-func (u unionFind) union(a, b any) {
-	ra, rb := u.find(a), u.find(b)
-	if ra != rb {
-		u[ra] = rb
-	}
 }

@@ -23,7 +23,7 @@ func newReviewer() *reviewer { return &reviewer{x: NewEpisodes(), outages: map[s
 func (v *reviewer) add(r *Report, s model.Snapshot, t time.Time) {
 	v.last = t
 	r.outagesAt(s, t, v.outages)
-	v.x.add(s, t)
+	v.x.add(s, t, true)
 }
 
 // review fills in, from what v followed, the episodes, the holders ranked

@@ -8,11 +8,12 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/locktop/locktop/internal/source/pglocks"
+
 	"github.com/locktop/locktop/internal/serve/httpapi"
 	"github.com/locktop/locktop/internal/serve/metrics"
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
-	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 )
 
@@ -97,7 +98,7 @@ func BenchmarkInspectSQL1000(b *testing.B) {
 	mon, _ := benchMonitor(b, 1000)
 	ctx := context.Background()
 	for b.Loop() {
-		rows, err := mon.Pool().Query(ctx, lockcore.InspectSQL)
+		rows, err := mon.Pool().Query(ctx, pglocks.SQL)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktop/locktop/internal/source/pglocks"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
-	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/model"
 )
 
@@ -262,7 +263,7 @@ func BenchmarkPollManyDatabases(b *testing.B) {
 				t2 := time.Now()
 				// The poll's one statement and its decoding alone: what the
 				// server and the wire cost, without naming and arranging.
-				if _, err := lockcore.ReadLocks(ctx, conn); err != nil {
+				if _, err := pglocks.Read(ctx, conn); err != nil {
 					b.Fatal(err)
 				}
 				poll, base, read = append(poll, t1.Sub(t0)), append(base, t2.Sub(t1)), append(read, time.Since(t2))

@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktop/locktop/internal/source/pglocks"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
-	"github.com/locktop/locktop/lockcore"
 )
 
 // The case of the issue: A and B hold a shared advisory lock, B asks for it
@@ -324,7 +325,7 @@ func hardBlockers(t *testing.T, mon *pgx.Conn, pids []int32) map[int32][]int32 {
 		if err := rows.Scan(&w, &wm, &h, &hm, &head); err != nil {
 			t.Fatal(err)
 		}
-		if !head && lockcore.ModesConflict(hm, wm) && !slices.Contains(out[w], h) {
+		if !head && pglocks.ModesConflict(hm, wm) && !slices.Contains(out[w], h) {
 			out[w] = append(out[w], h)
 		}
 	}

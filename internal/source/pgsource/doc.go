@@ -5,7 +5,7 @@
 // "locktop.monitor" and its own statement_timeout and lock_timeout, all set
 // in the connection's start-up packet: no SET per refresh, and a poll can
 // never queue behind the locks it watches. Each Poll is one statement
-// (Inspect, on lockcore.ReadLocks). Between polls the Monitor remembers when it first saw
+// (Inspect, on pglocks.Read). Between polls the Monitor remembers when it first saw
 // each grant, so held times are "held for at least". It reconnects on the
 // next Poll after the connection drops.
 //

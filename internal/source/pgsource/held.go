@@ -1,7 +1,7 @@
 package pgsource
 
 import (
-	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/internal/source/pglocks"
 	"github.com/locktop/locktop/model"
 )
 
@@ -63,7 +63,7 @@ func bound(locks []model.Lock, blocked func(w *model.Lock, pid int32) bool) {
 			}
 			for _, h := range holds[holdKey{w.KeyID(), pid}] {
 				l := &locks[h]
-				if !lockcore.ModesConflict(l.Mode, w.Mode) {
+				if !pglocks.ModesConflict(l.Mode, w.Mode) {
 					continue
 				}
 				if l.HeldSince.IsZero() || w.WaitStart.Before(l.HeldSince) {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/locktop/locktop/internal/source/pglocks"
+
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
@@ -13,7 +15,7 @@ import (
 
 // Inspect reads every advisory lock on the server, holders and waiters,
 // and every other heavyweight lock someone waits for, in one statement
-// (lockcore.ReadLocks), and turns the rows into model values named by the
+// (pglocks.Read), and turns the rows into model values named by the
 // registry. The advisory locks come first; the other kinds follow, one
 // group per locked object (see others). Snapshot.Locks are grouped by key (in database and
 // key order), holders first, then waiters in queue order; each waiter's
@@ -23,14 +25,14 @@ import (
 // (see bound): for a holder whose session is idle, the time since it went
 // idle; for a holder that blocks a waiter, the time that waiter has waited;
 // otherwise zero (a Monitor, which polls over time, does better).
-func Inspect(ctx context.Context, q lockcore.Querier) (model.Snapshot, error) {
+func Inspect(ctx context.Context, q pglocks.Querier) (model.Snapshot, error) {
 	return InspectWith(ctx, q, registry.Builtin())
 }
 
 // InspectWith is Inspect naming keys with reg: a name applies only in the
 // databases, and to the sessions' applications, its entry says.
-func InspectWith(ctx context.Context, q lockcore.Querier, reg *registry.Registry) (model.Snapshot, error) {
-	t, err := lockcore.ReadLocks(ctx, q)
+func InspectWith(ctx context.Context, q pglocks.Querier, reg *registry.Registry) (model.Snapshot, error) {
+	t, err := pglocks.Read(ctx, q)
 	if err != nil {
 		return model.Snapshot{}, err
 	}
@@ -42,7 +44,7 @@ func InspectWith(ctx context.Context, q lockcore.Querier, reg *registry.Registry
 // build turns the rows read into model locks, without the held bounds that
 // waiters give: a Monitor works those out with what it saw in earlier
 // polls.
-func build(t *lockcore.LockTable, reg *registry.Registry) model.Snapshot {
+func build(t *pglocks.Table, reg *registry.Registry) model.Snapshot {
 	// Room for the other kinds too, so appending them does not copy the
 	// advisory rows again.
 	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(t.Others))}
@@ -86,8 +88,10 @@ type placed struct {
 // application of some session holding or waiting for it there, so every
 // row of one key gets one name. Keys no entry could name (most, on a busy
 // server) cost no more than before: unregistered spaces are formatted once
-// per poll, not per row, and their sessions are not gathered.
-func keyNamer(rows []lockcore.LockRow, reg *registry.Registry) func(*lockcore.LockRow) string {
+// per poll, not per row, and their sessions are not gathered; nor are those
+// of keys whose entry applies everywhere (registry.Unscoped), which are
+// most registered keys.
+func keyNamer(rows []pglocks.Row, reg *registry.Registry) func(*pglocks.Row) string {
 	// One map of values, and no slice for a key whose sessions share one
 	// application (the usual case): this runs per key at every poll of
 	// every target.
@@ -100,6 +104,9 @@ func keyNamer(rows []lockcore.LockRow, reg *registry.Registry) func(*lockcore.Lo
 	var cands map[placed]candidate
 	for i := range rows {
 		r := &rows[i]
+		if _, ok := reg.Unscoped(r.Key.IsPair(), r.Key.Space(), r.Key.Int64()); ok {
+			continue // named alike everywhere: no sessions to gather
+		}
 		if !reg.Candidates(r.Key.IsPair(), r.Key.Space(), r.Key.Int64()) {
 			continue
 		}
@@ -127,8 +134,11 @@ func keyNamer(rows []lockcore.LockRow, reg *registry.Registry) func(*lockcore.Lo
 	}
 	bySpace := map[scoped]string{}
 	var apps []string // Namespace does not keep it
-	return func(r *lockcore.LockRow) string {
+	return func(r *pglocks.Row) string {
 		k := r.Key
+		if ns, ok := reg.Unscoped(k.IsPair(), k.Space(), k.Int64()); ok {
+			return ns
+		}
 		p := placed{r.Database, k}
 		if c, ok := cands[p]; ok {
 			if c.named {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locktop/locktop/internal/source/pglocks"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/singleflight"
@@ -224,11 +226,11 @@ func (m *Monitor) Poll(ctx context.Context) (model.Snapshot, error) {
 	return snap, nil
 }
 
-func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, *lockcore.LockTable, error) {
+func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, *pglocks.Table, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.pollTimeout)
 	defer cancel()
 	start := time.Now()
-	t, err := lockcore.ReadLocks(ctx, m.pool)
+	t, err := pglocks.Read(ctx, m.pool)
 	if err != nil {
 		return model.Snapshot{}, nil, err
 	}

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/locktop/locktop/internal/source/pglocks"
 
-	"github.com/locktop/locktop/lockcore"
+	"github.com/jackc/pgx/v5"
 )
 
 // The poll reads pg_class of the monitor's own database only: a relation
@@ -132,7 +132,7 @@ func (n *namer) release() {
 // misses (one batch per database) and returns a line per database whose
 // relations stay unnamed because it cannot be entered. It never waits for
 // a lookup.
-func (n *namer) apply(t *lockcore.LockTable) (partial []string) {
+func (n *namer) apply(t *pglocks.Table) (partial []string) {
 	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()

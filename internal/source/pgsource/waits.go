@@ -4,7 +4,8 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/internal/source/pglocks"
+
 	"github.com/locktop/locktop/model"
 )
 
@@ -15,7 +16,7 @@ type objKey struct {
 	tuple, object      string
 }
 
-func objOf(r *lockcore.OtherRow) objKey {
+func objOf(r *pglocks.Other) objKey {
 	return objKey{r.LockType, r.Database, r.RelationOID, r.Tuple, r.Object}
 }
 
@@ -42,12 +43,12 @@ type heavyGroup struct {
 // conflicts; a row's waiters are blocked by the transaction that holds
 // the row. A blocker without a row of its own on the object gets a holder
 // row with no mode.
-func others(t *lockcore.LockTable, out []model.Lock) []model.Lock {
+func others(t *pglocks.Table, out []model.Lock) []model.Lock {
 	if len(t.Others) == 0 {
 		return out
 	}
 	// The row a transaction id waiter waits for: the tuple lock it holds.
-	rowOf := map[int32]*lockcore.OtherRow{}
+	rowOf := map[int32]*pglocks.Other{}
 	for i := range t.Others {
 		r := &t.Others[i]
 		if r.LockType == "tuple" && r.Granted {
@@ -73,7 +74,7 @@ func others(t *lockcore.LockTable, out []model.Lock) []model.Lock {
 		}
 		return g
 	}
-	row := func(r *lockcore.OtherRow, g *heavyGroup) model.Lock {
+	row := func(r *pglocks.Other, g *heavyGroup) model.Lock {
 		id := g.id
 		b := r.Backend
 		l := model.Lock{
@@ -169,9 +170,9 @@ func others(t *lockcore.LockTable, out []model.Lock) []model.Lock {
 		for _, pid := range extra {
 			b := t.Backends[pid]
 			if b == nil {
-				b = &lockcore.Backend{}
+				b = &pglocks.Backend{}
 			}
-			r := lockcore.OtherRow{PID: pid, Granted: true, Backend: b, LockType: g.rows[0].LockType}
+			r := pglocks.Other{PID: pid, Granted: true, Backend: b, LockType: g.rows[0].LockType}
 			g.rows = append(g.rows, row(&r, g))
 		}
 		slices.SortFunc(g.rows, func(a, b model.Lock) int {

@@ -1,5 +1,5 @@
 // Package redissource is the monitor's Redis source: seed 002's session
-// mutexes under one key prefix, read with lockcore/redislock's Inspect
+// mutexes under one key prefix, read with internal/source/redislocks' Read
 // (SCAN, never KEYS, one round trip per page of keys, bounded per poll) as
 // model locks of kind redis, with owner, token prefix, fence, TTL and the
 // registered waiters in order. Keys under the prefix that are plain
@@ -23,6 +23,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locktop/locktop/internal/source/redislocks"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/connect"
@@ -40,7 +42,7 @@ type Options struct {
 	// Prefix is the key prefix of the locks: redislock.DefaultPrefix
 	// ("sesslock:") when empty.
 	Prefix string
-	// Limit bounds the locks listed per poll (redislock.DefaultInspectLimit
+	// Limit bounds the locks listed per poll (redislocks.DefaultLimit
 	// when 0), plain string keys included.
 	Limit int
 }
@@ -80,7 +82,7 @@ func New(rdb redis.UniversalClient, opts Options) *Source {
 		opts.Prefix = redislock.DefaultPrefix
 	}
 	if opts.Limit <= 0 {
-		opts.Limit = redislock.DefaultInspectLimit
+		opts.Limit = redislocks.DefaultLimit
 	}
 	return &Source{rdb: rdb, prefix: opts.Prefix, limit: opts.Limit}
 }
@@ -120,7 +122,7 @@ func (s *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 	if err != nil {
 		return model.Snapshot{}, s.describe(err)
 	}
-	t, err := redislock.Inspect(ctx, rdb, s.prefix, s.limit)
+	t, err := redislocks.Read(ctx, rdb, s.prefix, s.limit)
 	if err != nil {
 		return model.Snapshot{}, s.describe(err)
 	}
@@ -138,7 +140,7 @@ func (s *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 }
 
 // locksOf turns one lock into its holder's row and its waiters'.
-func locksOf(prefix string, in *redislock.Info, now time.Time) []model.Lock {
+func locksOf(prefix string, in *redislocks.Info, now time.Time) []model.Lock {
 	key := prefix + in.Key
 	ns := registry.NameOf(registry.RedisKey, key)
 	if in.Unread {
@@ -167,7 +169,7 @@ func expiry(now time.Time, ttl time.Duration) time.Time {
 
 // plainKeys turns the string keys under the prefix (locks taken with SET
 // NX PX) into locks with their token prefix and TTL.
-func plainKeys(prefix string, keys []redislock.StringKey, now time.Time) []model.Lock {
+func plainKeys(prefix string, keys []redislocks.StringKey, now time.Time) []model.Lock {
 	out := make([]model.Lock, 0, len(keys))
 	for _, k := range keys {
 		name := prefix + k.Key

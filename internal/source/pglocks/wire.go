@@ -1,4 +1,4 @@
-package lockcore
+package pglocks
 
 import (
 	"encoding/binary"
@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// wireRow is one row of InspectSQL: kind, pid, oid, classid, objid,
+// wireRow is one row of SQL: kind, pid, oid, classid, objid,
 // objsubid, share, granted, ts, ts2, t1…t5, ts3.
 type wireRow struct {
 	kind                int32
@@ -22,17 +22,17 @@ type wireRow struct {
 	t1, t2, t3, t4, t5  pgtype.Text
 }
 
-// wireTypes are the column types of InspectSQL, in order.
+// wireTypes are the column types of SQL, in order.
 var wireTypes = [...]uint32{
 	pgtype.Int4OID, pgtype.Int4OID, pgtype.OIDOID, pgtype.OIDOID, pgtype.OIDOID, pgtype.Int2OID,
 	pgtype.BoolOID, pgtype.BoolOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID,
 	pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TimestamptzOID,
 }
 
-// scanner reads InspectSQL's rows into one wireRow. When the server sends
+// scanner reads SQL's rows into one wireRow. When the server sends
 // them with the expected types and every column but the text ones in the
 // binary format (pgx's default protocol), it decodes the bytes itself: pgx's Scan runs a scan plan per
-// column, 16 per row, and at 10,000 locks that was most of ReadLocks' own
+// column, 16 per row, and at 10,000 locks that was most of Read' own
 // CPU, which a loaded machine multiplies. Otherwise (a text-format
 // protocol, as a pooler may impose) it leaves the row to Scan.
 type scanner struct {
@@ -62,7 +62,7 @@ func (s *scanner) scan(rows pgx.Rows) error {
 	}
 	v := rows.RawValues()
 	if len(v) != len(wireTypes) {
-		return fmt.Errorf("lockcore: inspect: a row of %d values, want %d", len(v), len(wireTypes))
+		return fmt.Errorf("pglocks: a row of %d values, want %d", len(v), len(wireTypes))
 	}
 	r := &s.r
 	var kind pgtype.Int4
@@ -71,7 +71,7 @@ func (s *scanner) scan(rows pgx.Rows) error {
 		decodeInt2(v[5], &r.objsubid) && decodeBool(v[6], &r.share) && decodeBool(v[7], &r.granted) &&
 		decodeTime(v[8], &r.ts) && decodeTime(v[9], &r.ts2)
 	if !ok || !decodeTime(v[15], &r.ts3) {
-		return fmt.Errorf("lockcore: inspect: a malformed row")
+		return fmt.Errorf("pglocks: a malformed row")
 	}
 	r.kind = kind.Int32
 	decodeText(v[10], &r.t1)

@@ -1,4 +1,4 @@
-package lockcore_test
+package pglocks_test
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/locktop/locktop/internal/source/pglocks"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
-	"github.com/locktop/locktop/lockcore"
 )
 
-// ReadLocks works out who blocks each waiter from the rows themselves, the
+// Read works out who blocks each waiter from the rows themselves, the
 // way pg_blocking_pids() does: on a relation held in AccessShare (A) and
 // Share (B) modes, a RowExclusive waiter (C) is blocked by B only (A's mode
 // does not conflict: a rule naming every holder would name A); a Share
@@ -97,7 +97,7 @@ func TestReadLocksBlockedBy(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	table, err := lockcore.ReadLocks(ctx, mon)
+	table, err := pglocks.Read(ctx, mon)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,11 +132,11 @@ func TestReadLocksBlockedBy(t *testing.T) {
 		}
 	}
 	if seen != 3 {
-		t.Errorf("ReadLocks saw %d waiters on blockers_rel, want 3: %+v", seen, table.Others)
+		t.Errorf("Read saw %d waiters on blockers_rel, want 3: %+v", seen, table.Others)
 	}
 
 	// The same rows when the server sends them as text (the simple
-	// protocol, as a pooler may impose), which ReadLocks leaves to pgx's
+	// protocol, as a pooler may impose), which Read leaves to pgx's
 	// Scan instead of decoding the binary format itself.
 	cfg := mon.Config().Copy()
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
@@ -145,7 +145,7 @@ func TestReadLocksBlockedBy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer text.Close(ctx)
-	again, err := lockcore.ReadLocks(ctx, text)
+	again, err := pglocks.Read(ctx, text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,11 +157,11 @@ func TestReadLocksBlockedBy(t *testing.T) {
 	}
 }
 
-// dumpTable is every field ReadLocks fills in, as text, times in UTC.
-func dumpTable(t lockcore.LockTable) string {
+// dumpTable is every field Read fills in, as text, times in UTC.
+func dumpTable(t pglocks.Table) string {
 	var b strings.Builder
 	at := func(ts time.Time) string { return ts.UTC().Format(time.RFC3339Nano) }
-	be := func(k *lockcore.Backend) string {
+	be := func(k *pglocks.Backend) string {
 		return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%s|%s", k.User, k.Application, k.ClientAddr, k.State, k.Query, at(k.QueryStart), at(k.StateChange), at(k.XactStart))
 	}
 	for _, r := range t.Rows {

@@ -1,4 +1,4 @@
-package redislock
+package redislocks
 
 import (
 	"context"
@@ -7,24 +7,27 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/testenv/redistest"
+	"github.com/locktop/locktop/lockcore/redislock"
 )
 
-// BenchmarkInspect is the one-pane figure's Redis pair in miniature: Inspect
+// BenchmarkInspect is the one-pane figure's Redis pair in miniature: Read
 // of 1,000 held locks (every field read) beside a bare SCAN loop over the
 // same prefix. Compare the two in one run (-count 5): the issue 26 budget is
-// Inspect ≤ 2× the bare loop.
+// Read ≤ 2× the bare loop.
 func BenchmarkInspect(b *testing.B) {
 	ctx := context.Background()
-	l := newLocker(b, Options{TTL: 10 * time.Minute})
+	rdb := redistest.Client(b)
+	prefix := redistest.Prefix(b)
+	l := redislock.New(rdb, redislock.Options{Prefix: prefix, TTL: 10 * time.Minute})
+	defer l.Close()
 	for i := range 1000 {
 		if _, err := l.TryAcquire(ctx, "bench:"+strconv.Itoa(i)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	rdb := redistest.Client(b)
 	b.Run("inspect", func(b *testing.B) {
 		for b.Loop() {
-			if t, err := Inspect(ctx, rdb, l.prefix, 0); err != nil || len(t.Locks) != 1000 {
+			if t, err := Read(ctx, rdb, prefix, 0); err != nil || len(t.Locks) != 1000 {
 				b.Fatalf("%d locks, %v", len(t.Locks), err)
 			}
 		}
@@ -33,7 +36,7 @@ func BenchmarkInspect(b *testing.B) {
 		for b.Loop() {
 			var cursor uint64
 			for {
-				_, next, err := rdb.Scan(ctx, cursor, globEscape(l.prefix)+"*", scanCount).Result()
+				_, next, err := rdb.Scan(ctx, cursor, globEscape(prefix)+"*", scanCount).Result()
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package lockcore
+package pglocks
 
 import (
 	"cmp"
@@ -9,23 +9,25 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/locktop/locktop/lockcore"
 )
 
-// Querier is what ReadLocks reads with: a *pgx.Conn, a *pgxpool.Pool, a
+// Querier is what Read reads with: a *pgx.Conn, a *pgxpool.Pool, a
 // *pgxpool.Conn or a pgx.Tx.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// InspectSQL is the one statement ReadLocks sends. It reads pg_locks in
+// SQL is the one statement Read sends. It reads pg_locks in
 // one pass, with no CTE: materializing pg_locks to read it three times
 // (advisory rows, the pids to join sessions on, the rows of other types)
 // cost the server half as much again as the bare read (issue 26:
 // 1.4–1.6× a bare pg_locks query). What the server used to filter and
-// join, ReadLocks now does from the rows. Sessions come back once each,
+// join, Read now does from the rows. Sessions come back once each,
 // not once per lock, so a backend holding 10,000 locks sends its query
 // text once; every session comes back (a few hundred rows at most, where
-// choosing them took a pass over every lock), and ReadLocks keeps the ones
+// choosing them took a pass over every lock), and Read keeps the ones
 // the kept rows name. The first row always exists and carries the
 // server's clock.
 //
@@ -42,12 +44,12 @@ type Querier interface {
 // every database, fewer rows than the hashing that picks them would cost);
 // 4 any other heavyweight lock (pid, database oid, relation oid in
 // classid, granted, waitstart, locktype, relation name, tuple id, object,
-// mode). ReadLocks keeps the kind 4 rows that matter (see waitedFor). A
+// mode). Read keeps the kind 4 rows that matter (see waitedFor). A
 // kind 4 row's relation is named in the statement only for a waiter or a
 // tuple lock (the rows that can name an object nobody else names), of this
 // database or a shared catalog: a lookup per granted relation lock would
 // cost the server more than the rest of the statement on a busy server;
-// ReadLocks copies the name to the granted rows on the same relation. The
+// Read copies the name to the granted rows on the same relation. The
 // name is pg_identify_object's identity (schema.table, quoted as
 // format('%I.%I') quotes), read from the catalog caches: a join of
 // pg_class and pg_namespace per row cost the server three to four times as
@@ -57,10 +59,10 @@ type Querier interface {
 // Fast-path rows are left out: only weak relation locks and a session's own
 // virtual xid are taken on the fast path, and a request that conflicts with
 // one moves it to the shared table first, so a fast-path row never blocks
-// anyone. Who blocks a waiter is worked out by ReadLocks from these rows
+// anyone. Who blocks a waiter is worked out by Read from these rows
 // (see BlockedBy), not by pg_blocking_pids(), which costs the server a
 // pass over the lock table per waiter.
-const InspectSQL = `SELECT 0 AS kind, NULL::int4 AS pid, (SELECT oid FROM pg_database WHERE datname = current_database()) AS oid,
+const SQL = `SELECT 0 AS kind, NULL::int4 AS pid, (SELECT oid FROM pg_database WHERE datname = current_database()) AS oid,
 	NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid, NULL::bool AS share, NULL::bool AS granted,
 	now() AS ts, NULL::timestamptz AS ts2,
 	NULL::text AS t1,
@@ -91,18 +93,18 @@ UNION ALL
 SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL, NULL
 FROM pg_database d`
 
-// LockTable is every advisory lock on a server at one instant, as ReadLocks
+// Table is every advisory lock on a server at one instant, as Read
 // reads it.
-type LockTable struct {
+type Table struct {
 	Taken       time.Time // the server's clock
 	Connections int       // client backends on the server
 	// Rows are in database and key order (two-int keys first), holders
 	// first, then waiters by wait start, then by pid.
-	Rows []LockRow
+	Rows []Row
 	// Others are the heavyweight locks of other types that someone waits
 	// for: the waiters, the granted rows on what they wait for, and the
 	// tuple locks the waiters hold; in the server's order.
-	Others []OtherRow
+	Others []Other
 	// Backends are the sessions the rows name, by pid.
 	Backends map[int32]*Backend
 	// Alive are the pids of every client backend on the server, so that a
@@ -115,9 +117,9 @@ type LockTable struct {
 	Killed int64
 }
 
-// OtherRow is one row of pg_locks of a type other than advisory, as
-// ReadLocks reads it.
-type OtherRow struct {
+// Other is one row of pg_locks of a type other than advisory, as
+// Read reads it.
+type Other struct {
 	LockType string // pg_locks.locktype: "tuple", "transactionid", "relation", …
 	Database string // the database's name; "" for a lock outside any (a transaction id)
 	// Relation is the relation's schema-qualified name; "" when the lock
@@ -143,9 +145,9 @@ type OtherRow struct {
 	Backend   *Backend
 }
 
-// LockRow is one holder or waiter of one advisory lock.
-type LockRow struct {
-	Key      Key
+// Row is one holder or waiter of one advisory lock.
+type Row struct {
+	Key      lockcore.Key
 	Database string // the database's name ("" if it could not be read)
 	PID      int32
 	Share    bool // a ShareLock (pg_advisory_lock_shared); else ExclusiveLock
@@ -172,36 +174,36 @@ type Backend struct {
 	XactStart time.Time
 }
 
-// lockRow is an advisory row of InspectSQL before it is sorted. It holds no
+// lockRow is an advisory row of SQL before it is sorted. It holds no
 // pointer (the wait start is a number), so sorting 10,000 of them moves
 // plain memory, with no write barriers.
 type lockRow struct {
 	pid     int32
 	db      uint32
-	key     Key
+	key     lockcore.Key
 	share   bool
 	granted bool
 	hasWait bool
 	wait    int64 // UnixNano
 }
 
-// ReadLocks reads every advisory lock on the server, holders and waiters,
-// with the sessions behind them, in one statement (InspectSQL), and decodes
+// Read reads every advisory lock on the server, holders and waiters,
+// with the sessions behind them, in one statement (SQL), and decodes
 // the keys.
-func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
-	rows, err := q.Query(ctx, InspectSQL)
+func Read(ctx context.Context, q Querier) (Table, error) {
+	rows, err := q.Query(ctx, SQL)
 	if err != nil {
-		return LockTable{}, err
+		return Table{}, err
 	}
 	defer rows.Close()
 
 	var (
-		t        LockTable
+		t        Table
 		locks    []lockRow
 		backends = map[int32]*Backend{}
 		dbs      = map[uint32]string{}
 
-		others []OtherRow
+		others []Other
 		objs   []object // others' objects, by index
 		ownDB  uint32   // this connection's database
 		sc     = newScanner(rows)
@@ -209,7 +211,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 	)
 	for rows.Next() {
 		if err := sc.scan(rows); err != nil {
-			return LockTable{}, err
+			return Table{}, err
 		}
 		switch w.kind {
 		case 0:
@@ -244,7 +246,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		case 3:
 			dbs[w.oid.Uint32] = w.t1.String
 		case 4:
-			o := OtherRow{LockType: w.t1.String, Relation: w.t2.String, Tuple: w.t3.String, Object: w.t4.String,
+			o := Other{LockType: w.t1.String, Relation: w.t2.String, Tuple: w.t3.String, Object: w.t4.String,
 				PID: w.pid.Int32, Mode: w.t5.String, Granted: w.granted.Bool}
 			if !o.Granted {
 				o.WaitStart = w.ts.Time // zero (fixed below) until the server records it
@@ -254,7 +256,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return LockTable{}, err
+		return Table{}, err
 	}
 	if t.Taken.IsZero() {
 		t.Taken = time.Now()
@@ -271,8 +273,8 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		if a.db != b.db {
 			return cmp.Compare(a.db, b.db)
 		}
-		if a.key.pair != b.key.pair {
-			return compareBool(!a.key.pair, !b.key.pair) // pairs first
+		if a.key.IsPair() != b.key.IsPair() {
+			return compareBool(!a.key.IsPair(), !b.key.IsPair()) // pairs first
 		}
 		if c := cmp.Compare(a.key.Int64(), b.key.Int64()); c != 0 {
 			return c
@@ -285,7 +287,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		}
 		return cmp.Compare(a.pid, b.pid)
 	})
-	t.Rows = make([]LockRow, len(locks))
+	t.Rows = make([]Row, len(locks))
 	none := &Backend{}
 	others, objs = waitedFor(others, objs)
 	// The server sent every session: keep those the rows name.
@@ -319,7 +321,7 @@ func ReadLocks(ctx context.Context, q Querier) (LockTable, error) {
 		if b == nil {
 			b = none
 		}
-		t.Rows[i] = LockRow{Key: r.key, Database: dbs[r.db], PID: r.pid, Share: r.share, Granted: r.granted, Backend: b}
+		t.Rows[i] = Row{Key: r.key, Database: dbs[r.db], PID: r.pid, Share: r.share, Granted: r.granted, Backend: b}
 		if !r.granted {
 			t.Rows[i].WaitStart = time.Unix(0, r.wait)
 		}
@@ -343,7 +345,7 @@ func parsePIDs(s string) []int32 {
 
 // pruneBackends deletes the backends that neither an advisory row nor a
 // kept row of another type names.
-func pruneBackends(backends map[int32]*Backend, locks []lockRow, others []OtherRow) {
+func pruneBackends(backends map[int32]*Backend, locks []lockRow, others []Other) {
 	used := make(map[int32]bool, len(backends))
 	for i := range locks {
 		used[locks[i].pid] = true
@@ -366,4 +368,17 @@ func compareBool(a, b bool) int {
 		return -1
 	}
 	return 1
+}
+
+// keyFromLockRow decodes pg_locks' classid, objid and objsubid for an advisory
+// lock. classid and objid are unsigned oids; a negative int32 shows up as a
+// large oid and is turned back into its signed value here.
+func keyFromLockRow(classid, objid uint32, objsubid int16) (lockcore.Key, bool) {
+	switch objsubid {
+	case 1:
+		return lockcore.Int64(int64(classid)<<32 | int64(objid)), true
+	case 2:
+		return lockcore.Pair(int32(classid), int32(objid)), true
+	}
+	return lockcore.Key{}, false
 }

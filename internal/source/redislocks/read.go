@@ -1,4 +1,4 @@
-package redislock
+package redislocks
 
 import (
 	"cmp"
@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/locktop/locktop/lockcore/registry"
 )
 
-// Table is the session locks under one prefix at one instant, as Inspect
+// Table is the session locks under one prefix at one instant, as Read
 // reads them.
 type Table struct {
 	Taken time.Time // Redis's clock at the read (the latest of the nodes')
@@ -27,7 +29,7 @@ type Table struct {
 	Truncated bool
 	// Down are the nodes (of a Cluster or a Ring) that did not answer, or
 	// listed their keys but refused to read them: their locks are missing
-	// from Locks, or listed Unread. Inspect fails only when no node answers.
+	// from Locks, or listed Unread. Read fails only when no node answers.
 	Down []NodeError
 }
 
@@ -64,7 +66,7 @@ type StringKey struct {
 	TTL   time.Duration // time left; 0 when the key has none
 }
 
-// NodeError is a node Inspect could not read.
+// NodeError is a node Read could not list or read.
 type NodeError struct {
 	Addr   string // host:port, or the socket's path
 	Listed bool   // it listed its keys (Unread in Locks) but refused to read them
@@ -80,21 +82,21 @@ func (e *NodeError) Error() string {
 
 func (e *NodeError) Unwrap() error { return e.Err }
 
-// Bounds of one Inspect.
+// Bounds of one Read.
 const (
-	DefaultInspectLimit = 1000 // locks, when Inspect's limit is 0
-	MaxWaiters          = 100  // waiters read per lock
-	scanCount           = 1000 // SCAN's COUNT
-	maxScans            = 100  // SCAN calls per node: at most 100,000 keys looked at per node
+	DefaultLimit = 1000 // locks, when Read's limit is 0
+	MaxWaiters   = 100  // waiters read per lock
+	scanCount    = 1000 // SCAN's COUNT
+	maxScans     = 100  // SCAN calls per node: at most 100,000 keys looked at per node
 )
 
-// Inspect lists the locks held under prefix ("" for the default), for
-// monitors, and the plain string keys under it. Each page of SCAN is read
-// in one round trip: a read-only script scans one page (COUNT 1000) and
+// Read lists the locks redislock holds under prefix (a Locker's
+// Options.Prefix: redislock.DefaultPrefix unless set), and the plain
+// string keys under it. Each page of SCAN is read in one round trip: a read-only script scans one page (COUNT 1000) and
 // reads, for each key of the page, its hold (HMGET, PTTL) or string (GET,
 // PTTL) and, for each waiters' queue, its first MaxWaiters+1 entries
 // (ZRANGE) and their registrations (HMGET). It never sends KEYS and is
-// bounded: at most limit locks and strings (DefaultInspectLimit when limit
+// bounded: at most limit locks and strings (DefaultLimit when limit
 // <= 0) and at most 100 pages on each node (past 100,000 keys on a node it
 // sees part of the keyspace and says Truncated), each page's work bounded
 // by its 1,000 keys. On a *redis.ClusterClient it reads every primary, on
@@ -102,12 +104,12 @@ const (
 // Table.Down and the others are listed. Waiters whose registration has
 // expired (their process died) are left out. Tokens leave Redis cut to 6
 // characters.
-func Inspect(ctx context.Context, rdb redis.UniversalClient, prefix string, limit int) (Table, error) {
+func Read(ctx context.Context, rdb redis.UniversalClient, prefix string, limit int) (Table, error) {
 	if prefix == "" {
-		prefix = DefaultPrefix
+		return Table{}, errors.New("redislocks: no key prefix")
 	}
 	if limit <= 0 {
-		limit = DefaultInspectLimit
+		limit = DefaultLimit
 	}
 	var (
 		mu    sync.Mutex
@@ -129,20 +131,15 @@ func Inspect(ctx context.Context, rdb redis.UniversalClient, prefix string, limi
 	case *redis.Client:
 		err = read(ctx, c)
 	default:
-		return Table{}, fmt.Errorf("redislock: inspect: a %T cannot be read node by node", rdb)
+		return Table{}, fmt.Errorf("redislocks: a %T cannot be read node by node", rdb)
 	}
 	if err != nil {
-		return Table{}, fmt.Errorf("redislock: inspect: %w", err)
+		return Table{}, fmt.Errorf("redislocks: %w", err)
 	}
 	return merge(pages, prefix, limit)
 }
 
-// Inspect lists the locks held under this Locker's prefix; see Inspect.
-func (l *Locker) Inspect(ctx context.Context, limit int) (Table, error) {
-	return Inspect(ctx, l.rdb, l.prefix, limit)
-}
-
-// inspectPage is one page of Inspect on one node. ARGV: cursor, match,
+// inspectPage is one page of Read on one node. ARGV: cursor, match,
 // count, prefix, MaxWaiters. It returns the next cursor, TIME, the holds
 // (key, token[:6], fence, owner, since, pttl each), the strings (key,
 // value[:6], pttl each), the queues (lock key, n, then token[:6], score,
@@ -192,7 +189,7 @@ end
 return {page[1], redis.call('TIME'), holds, strs, queues, unread, why}
 `)
 
-// nodePages is what Inspect read on one node.
+// nodePages is what Read got from one node.
 type nodePages struct {
 	addr      string
 	taken     time.Time
@@ -238,7 +235,7 @@ func inspectNode(ctx context.Context, c *redis.Client, prefix string, limit int)
 			since, _ := strconv.ParseInt(str(h[i+4]), 10, 64)
 			ttl, _ := h[i+5].(int64)
 			key := strings.TrimPrefix(str(h[i]), prefix)
-			p.holds = append(p.holds, Info{Key: key, Pattern: patternOf(prefix, key), Owner: str(h[i+3]), Fence: fence,
+			p.holds = append(p.holds, Info{Key: key, Pattern: registry.RedisPattern(prefix, key), Owner: str(h[i+3]), Fence: fence,
 				Token: str(h[i+1]), Since: time.UnixMilli(since), TTL: time.Duration(max(ttl, 0)) * time.Millisecond})
 		}
 		s, _ := v[3].([]any)
@@ -302,7 +299,9 @@ func merge(pages []nodePages, prefix string, limit int) (Table, error) {
 			}
 			for _, w := range q {
 				deadline, _, owner, ok := parseRegistration(w.reg)
-				if !ok || (!p.taken.IsZero() && deadline.Before(p.taken)) {
+				// Alive while deadline >= the clock in whole ms, as the
+				// scripts' head() judges it.
+				if !ok || (!p.taken.IsZero() && deadline.Before(p.taken.Truncate(time.Millisecond))) {
 					continue
 				}
 				in.Waiters = append(in.Waiters, Waiter{Owner: owner, Token: w.tok, Since: time.UnixMicro(int64(w.score))})
@@ -311,7 +310,7 @@ func merge(pages []nodePages, prefix string, limit int) (Table, error) {
 		}
 		for _, k := range p.unread {
 			key := strings.TrimPrefix(k, prefix)
-			t.Locks = append(t.Locks, Info{Key: key, Pattern: patternOf(prefix, key), Unread: true})
+			t.Locks = append(t.Locks, Info{Key: key, Pattern: registry.RedisPattern(prefix, key), Unread: true})
 		}
 		if len(p.unread) > 0 {
 			t.Down = append(t.Down, NodeError{Addr: p.addr, Listed: true, Err: errors.New(p.why)})
@@ -319,7 +318,7 @@ func merge(pages []nodePages, prefix string, limit int) (Table, error) {
 		t.Strings = append(t.Strings, p.strs...)
 	}
 	if answered == 0 && len(errs) > 0 {
-		return Table{}, fmt.Errorf("redislock: inspect: %w", errors.Join(errs...))
+		return Table{}, fmt.Errorf("redislocks: %w", errors.Join(errs...))
 	}
 	// SCAN may return a key twice.
 	slices.SortFunc(t.Locks, func(a, b Info) int { return cmp.Compare(a.Key, b.Key) })

@@ -1,4 +1,4 @@
-package lockcore
+package pglocks
 
 import (
 	"cmp"
@@ -6,7 +6,7 @@ import (
 )
 
 // object identifies what a pg_locks row of a type other than advisory
-// locks: its locktag, as ReadLocks reads it.
+// locks: its locktag, as Read reads it.
 type object struct {
 	lockType           string
 	database, relation uint32
@@ -65,7 +65,7 @@ func ModesConflict(held, want string) bool {
 // already holds a conflicting lock ahead of earlier waiters); a parallel
 // query's workers are named by their own pids, not their leader's; and
 // fast-path rows, which never block anyone, are not read.
-func blockers(rows []OtherRow, objs []object) {
+func blockers(rows []Other, objs []object) {
 	// Waiters by object, in queue order.
 	byObj := map[object][]int{}
 	nums := make([]int, len(rows))
@@ -114,7 +114,7 @@ func blockers(rows []OtherRow, objs []object) {
 // in place: the waiters, the granted rows on the objects they wait for,
 // and the tuple locks held by transaction id waiters (they name the row a
 // `SELECT … FOR UPDATE` waits for).
-func waitedFor(rows []OtherRow, objs []object) ([]OtherRow, []object) {
+func waitedFor(rows []Other, objs []object) ([]Other, []object) {
 	waited := map[object]bool{}
 	xidWaiters := map[int32]bool{}
 	for i := range rows {

@@ -1,4 +1,4 @@
-package lockcore_test
+package pglocks_test
 
 import (
 	"context"
@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktop/locktop/internal/source/pglocks"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
-	"github.com/locktop/locktop/lockcore"
 )
 
 // BenchmarkInspectStatement is the monitor's statement beside the bare
-// pg_locks query (testdata/bench/pg_locks_poll.sql), with 10,000 advisory
-// locks held: each iteration runs the bare query, InspectSQL with its rows
-// read and not decoded (what the server and the wire cost), and ReadLocks
+// pg_locks query (testdata/bench/pg_locks_poll.sql at the module root), with 10,000 advisory
+// locks held: each iteration runs the bare query, SQL with its rows
+// read and not decoded (what the server and the wire cost), and Read
 // (the same with the decoding), one after the other on one connection, so
 // a machine busy with other work slows all three alike. Reported: the
 // medians and their ratios to the bare query.
@@ -25,7 +25,7 @@ func BenchmarkInspectStatement(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer holder.Exec(ctx, "SELECT pg_advisory_unlock_all()")
-	bare, err := os.ReadFile("../testdata/bench/pg_locks_poll.sql")
+	bare, err := os.ReadFile("../../../testdata/bench/pg_locks_poll.sql")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,15 +42,15 @@ func BenchmarkInspectStatement(b *testing.B) {
 		}
 	}
 	drain(string(bare)) // warm: prepare both statements
-	drain(lockcore.InspectSQL)
+	drain(pglocks.SQL)
 	var tb, ts, tr []time.Duration
 	for b.Loop() {
 		t0 := time.Now()
 		drain(string(bare))
 		t1 := time.Now()
-		drain(lockcore.InspectSQL)
+		drain(pglocks.SQL)
 		t2 := time.Now()
-		if _, err := lockcore.ReadLocks(ctx, mon); err != nil {
+		if _, err := pglocks.Read(ctx, mon); err != nil {
 			b.Fatal(err)
 		}
 		tb, ts, tr = append(tb, t1.Sub(t0)), append(ts, t2.Sub(t1)), append(tr, time.Since(t2))
