@@ -10,7 +10,7 @@ export GOFLAGS
 STATICCHECK_VERSION := 0.8.2
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: demo test gotest build deps vet staticcheck fmt-check bench clean
+.PHONY: demo test gotest racebuild gotest-cli gotest-rest build deps vet staticcheck fmt-check bench clean
 
 ## demo: build and open the dashboard on a throw-away PostgreSQL and Redis with the simulator
 demo: deps build
@@ -22,15 +22,23 @@ demo: deps build
 # start cold, so vet's and staticcheck's builds fill that time. Each
 # target's output is printed whole when it ends (--output-sync).
 test: deps
-	@$(MAKE) --no-print-directory -j4 --output-sync=target fmt-check vet staticcheck gotest
+	@$(MAKE) --no-print-directory -j5 --output-sync=target fmt-check vet staticcheck gotest-cli gotest-rest
 
-# -p 3: the end-to-end tests of internal/cli mostly wait on a terminal or a
-# server for about four minutes, which with go test's default of 2 (the
-# cores) leaves every other package to the one remaining slot.
+# The end-to-end tests of internal/cli take the longest (about four
+# minutes, mostly waiting on a terminal or a server): they run as a go test
+# of their own, started at once, beside the other packages two at a time.
 # LOCKTOP_PG_TEMPLATE: every throw-away cluster, the tests' and the locktop
 # binaries' they run, copies one initdb'd template (pgcluster.Options.Template).
-gotest:
-	LOCKTOP_PG_TEMPLATE=1 $(GO) test -race -count=1 -p 3 -timeout 20m ./...
+# racebuild compiles the packages once for both (cold caches would
+# otherwise compile each twice, side by side).
+CLI_PKG := ./internal/cli
+gotest: gotest-cli gotest-rest
+racebuild:
+	$(GO) build -race ./...
+gotest-cli: racebuild
+	LOCKTOP_PG_TEMPLATE=1 $(GO) test -race -count=1 -timeout 20m $(CLI_PKG)
+gotest-rest: racebuild
+	LOCKTOP_PG_TEMPLATE=1 $(GO) test -race -count=1 -p 2 -timeout 20m $$($(GO) list ./... | grep -v '/internal/cli$$')
 
 # VERSION names the build in `locktop --version`: the commit, as git describes it.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)

@@ -79,14 +79,18 @@ func TestSimAndTheServerGoingAway(t *testing.T) {
 	dsn := c.DSN("postgres")
 
 	t.Run("restart", func(t *testing.T) {
-		ch := runSimAsync(t, "--dsn", dsn, "--schema", "restart_run", "--scenario", "steady", "--duration", "6s")
+		// 10s: the restart's errors outside its window (the connections
+		// cut before the watch sees the server down) are a fixed few,
+		// which a loaded machine's fewer attempts in 6s made 6% (seen at
+		// load 7, against the run's 5%).
+		ch := runSimAsync(t, "--dsn", dsn, "--schema", "restart_run", "--scenario", "steady", "--duration", "10s")
 		waitRows(t, dsn, "restart_run")
 		if err := c.Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
 		r := waitSim(t, ch, 60*time.Second)
-		if r.code != exitOK || r.took < 6*time.Second {
-			t.Errorf("exit %d after %s; want 0 after the whole 6s; stderr %q; stdout:\n%s", r.code, r.took.Round(time.Millisecond), r.stderr, r.stdout)
+		if r.code != exitOK || r.took < 10*time.Second {
+			t.Errorf("exit %d after %s; want 0 after the whole 10s; stderr %q; stdout:\n%s", r.code, r.took.Round(time.Millisecond), r.stderr, r.stdout)
 		}
 	})
 
