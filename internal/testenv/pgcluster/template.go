@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/locktop/locktop/internal/testenv/scratch"
 )
@@ -106,5 +107,5 @@ func (c *Cluster) templateID() string {
 // isNotEmpty reports a rename onto a directory another process made first.
 func isNotEmpty(err error) bool {
 	var le *os.LinkError
-	return errors.As(err, &le) && (errors.Is(le.Err, os.ErrExist) || strings.Contains(le.Err.Error(), "not empty"))
+	return errors.As(err, &le) && (errors.Is(le.Err, os.ErrExist) || errors.Is(le.Err, syscall.ENOTEMPTY))
 }
