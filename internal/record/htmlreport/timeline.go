@@ -260,7 +260,7 @@ func (bd *builder) finish(rep *incident.Report) *Timeline {
 	}
 	for _, ln := range lanes {
 		slices.SortFunc(ln.Bars, func(a, b Bar) int {
-			return cmp.Or(a.Start.Compare(b.Start), compareBool(a.Wait, b.Wait), cmp.Compare(a.Who, b.Who), a.End.Compare(b.End))
+			return cmp.Or(a.Start.Compare(b.Start), model.CompareBool(a.Wait, b.Wait), cmp.Compare(a.Who, b.Who), a.End.Compare(b.End))
 		})
 		for _, b := range ln.Bars {
 			if b.Wait {
@@ -314,14 +314,4 @@ func (tl *Timeline) mark(rep *incident.Report) {
 			}
 		}
 	}
-}
-
-func compareBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case !a:
-		return -1
-	}
-	return 1
 }

@@ -3,6 +3,8 @@ package pglocks
 import (
 	"cmp"
 	"slices"
+
+	"github.com/locktop/locktop/model"
 )
 
 // object identifies what a pg_locks row of a type other than advisory
@@ -77,7 +79,7 @@ func blockers(rows []Other, objs []object) {
 		slices.SortStableFunc(idx, func(a, b int) int {
 			ra, rb := &rows[a], &rows[b]
 			return cmp.Or(
-				compareBool(!ra.Granted, !rb.Granted),
+				model.CompareBool(!ra.Granted, !rb.Granted),
 				ra.WaitStart.Compare(rb.WaitStart),
 				cmp.Compare(ra.PID, rb.PID),
 			)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/model"
 )
 
 // Querier is what Read reads with: a *pgx.Conn, a *pgxpool.Pool, a
@@ -274,13 +275,13 @@ func Read(ctx context.Context, q Querier) (Table, error) {
 			return cmp.Compare(a.db, b.db)
 		}
 		if a.key.IsPair() != b.key.IsPair() {
-			return compareBool(!a.key.IsPair(), !b.key.IsPair()) // pairs first
+			return model.CompareBool(!a.key.IsPair(), !b.key.IsPair()) // pairs first
 		}
 		if c := cmp.Compare(a.key.Int64(), b.key.Int64()); c != 0 {
 			return c
 		}
 		if a.granted != b.granted {
-			return compareBool(!a.granted, !b.granted) // holders first
+			return model.CompareBool(!a.granted, !b.granted) // holders first
 		}
 		if c := cmp.Compare(a.wait, b.wait); c != 0 && !a.granted {
 			return c
@@ -358,16 +359,6 @@ func pruneBackends(backends map[int32]*Backend, locks []lockRow, others []Other)
 			delete(backends, pid)
 		}
 	}
-}
-
-func compareBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case !a:
-		return -1
-	}
-	return 1
 }
 
 // keyFromLockRow decodes pg_locks' classid, objid and objsubid for an advisory

@@ -184,10 +184,10 @@ func Arrange(locks []model.Lock) {
 	slices.SortFunc(locks, func(a, b model.Lock) int {
 		return cmp.Or(
 			cmp.Compare(a.Database, b.Database),
-			compareBool(!a.Pair, !b.Pair),
+			model.CompareBool(!a.Pair, !b.Pair),
 			cmp.Compare(a.Namespace, b.Namespace),
 			cmp.Compare(a.EntityID, b.EntityID),
-			compareBool(!a.Granted, !b.Granted),
+			model.CompareBool(!a.Granted, !b.Granted),
 			a.WaitStart.Compare(b.WaitStart),
 			cmp.Compare(a.PID, b.PID),
 		)
@@ -242,16 +242,6 @@ func queue(locks []model.Lock) {
 // conflict with exclusive ones.
 func conflicts(held, want string) bool {
 	return held == model.ModeExclusive || want == model.ModeExclusive
-}
-
-func compareBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case !a:
-		return -1
-	}
-	return 1
 }
 
 // ownerOf is the owner id a backend's application_name carries, if any.

@@ -177,7 +177,7 @@ func others(t *pglocks.Table, out []model.Lock) []model.Lock {
 		}
 		slices.SortFunc(g.rows, func(a, b model.Lock) int {
 			return cmp.Or(
-				compareBool(!a.Granted, !b.Granted),
+				model.CompareBool(!a.Granted, !b.Granted),
 				a.WaitStart.Compare(b.WaitStart),
 				cmp.Compare(a.PID, b.PID),
 			)

@@ -33,7 +33,8 @@ var initdbArgs = []string{"-U", Superuser, "-A", "trust", "-E", "UTF8", "--local
 // initData fills c.data: by initdb, or with Options.Template (or
 // EnvTemplate) by copying the machine's template, made by initdb the first
 // time. initdb is most of a start's CPU (1.6 s of it, against 0.2 s for the
-// copy), and `make test` starts some forty clusters.
+// copy, measured once at load 18), and `make test` starts a cluster per
+// database test package and more in the end-to-end tests.
 func (c *Cluster) initData(ctx context.Context, template bool) error {
 	if !template && os.Getenv(EnvTemplate) == "" {
 		return c.initdb(ctx, c.data)
