@@ -47,3 +47,30 @@ func TestExtendShorterMovesLossForward(t *testing.T) {
 		t.Errorf("Release of the lost hold = %v, want ErrLost", err)
 	}
 }
+
+// Extend's doc: "A lock already ended (released, or seen lost) is not
+// extended." The client's estimate errs early, so a hold seen lost by its
+// lease timer may still exist in Redis for a moment; an Extend then must
+// fail and leave the key to expire, not revive a hold its holder's context
+// has already given up (the body has stopped; nobody would release it).
+func TestExtendAfterSeenLostDoesNotRevive(t *testing.T) {
+	l := newLocker(t, Options{})
+	other := lockerOn(t, l.rdb, Options{Prefix: l.prefix})
+	ctx := context.Background()
+	k, err := l.Acquire(ctx, "k", lockcore.TTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the lease timer", k.Done(), 2*time.Second)
+	if err := k.Extend(ctx, 10*time.Second); !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrLost) {
+		t.Fatalf("Extend of a hold seen lost = %v, want ErrNotHeld and ErrLost", err)
+	}
+	k2, err := other.Acquire(ctx, "k", lockcore.Wait(time.Second), lockcore.TTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("the key was not freed after the lost hold's TTL: %v", err)
+	}
+	defer k2.Release(ctx)
+	if k2.Fence() <= k.Fence() {
+		t.Errorf("fence %d after the lost hold's %d", k2.Fence(), k.Fence())
+	}
+}
