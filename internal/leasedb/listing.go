@@ -95,7 +95,14 @@ func (l *Listing) finish() {
 			e.Level, e.rank = m.Name, m.ID
 		}
 	}
-	slices.SortStableFunc(l.Entries, func(a, b Entry) int {
+	// Sorted by index, then moved once: an Entry is 200 bytes, and a
+	// listing thousands of them.
+	order := make([]int32, len(l.Entries))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(i, j int32) int {
+		a, b := &l.Entries[i], &l.Entries[j]
 		if c := cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.LockID, b.LockID)); c != 0 {
 			return c
 		}
@@ -105,8 +112,13 @@ func (l *Listing) finish() {
 			}
 			return 1
 		}
-		return a.Since.Compare(b.Since)
+		return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(i, j)) // stable
 	})
+	sorted := make([]Entry, len(l.Entries))
+	for i, j := range order {
+		sorted[i] = l.Entries[j]
+	}
+	l.Entries = sorted
 	pos := 0
 	for i := range l.Entries {
 		e := &l.Entries[i]

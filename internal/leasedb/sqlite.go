@@ -37,9 +37,10 @@ const (
 	sqAudit     = `SELECT lock_id, actor, reason, victim_owner, victim_mode, victim_fence, fence, at FROM dal_audit ORDER BY id DESC LIMIT ?1`
 )
 
-// sqHolders lists every grant; its one parameter, ?1, is now.
-var sqHolders = `SELECT l.lock_id, l.mode, l.owner, l.fence, l.lease_expires, l.heartbeat_ts, l.granted_at, l.grace_ms, l.metadata, ` +
-	strings.ReplaceAll(SQLiteJobClaim, "?2", "?1") + ` FROM dal_locks l`
+// sqHolders lists every grant; its one parameter, ?1, is now. A job's
+// claim is read only for a lease that has passed, as pgHolders.
+var sqHolders = `SELECT l.lock_id, l.mode, l.owner, l.fence, l.lease_expires, l.heartbeat_ts, l.granted_at, l.grace_ms, l.metadata,
+	CASE WHEN l.lease_expires < ?1 THEN ` + strings.ReplaceAll(SQLiteJobClaim, "?2", "?1") + ` ELSE 0 END FROM dal_locks l`
 
 // ParseTime reads a stored time; bad text gives the zero time.
 func ParseTime(s string) time.Time {
