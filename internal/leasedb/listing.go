@@ -96,7 +96,7 @@ func (l *Listing) finish() {
 		}
 	}
 	// Sorted by index, then moved once: an Entry is 200 bytes, and a
-	// listing thousands of them.
+	// listing has thousands of them.
 	order := make([]int32, len(l.Entries))
 	for i := range order {
 		order[i] = int32(i)
@@ -114,11 +114,20 @@ func (l *Listing) finish() {
 		}
 		return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(i, j)) // stable
 	})
-	sorted := make([]Entry, len(l.Entries))
-	for i, j := range order {
-		sorted[i] = l.Entries[j]
+	// Apply the permutation in place, cycle by cycle: position i takes the
+	// entry at order[i]; order[i] = i marks it done.
+	for i := range order {
+		if order[i] == int32(i) {
+			continue
+		}
+		tmp, j := l.Entries[i], int32(i)
+		for order[j] != int32(i) {
+			k := order[j]
+			l.Entries[j], order[j] = l.Entries[k], j
+			j = k
+		}
+		l.Entries[j], order[j] = tmp, j
 	}
-	l.Entries = sorted
 	pos := 0
 	for i := range l.Entries {
 		e := &l.Entries[i]

@@ -64,3 +64,25 @@ func BenchmarkFinish(b *testing.B) {
 		l.finish()
 	}
 }
+
+// The order of a large listing is the order a plain sort gives.
+func TestFinishLarge(t *testing.T) {
+	l := listing(1000)
+	l.finish()
+	for i := 1; i < len(l.Entries); i++ {
+		a, b := l.Entries[i-1], l.Entries[i]
+		if a.LockID > b.LockID || a.LockID == b.LockID && (!a.Granted && b.Granted || a.Granted == b.Granted && a.Since.After(b.Since)) {
+			t.Fatalf("out of order at %d: %+v then %+v", i, a, b)
+		}
+	}
+	if n := len(l.Entries); n != 1200 {
+		t.Fatalf("%d entries, want 1200", n)
+	}
+	seen := map[string]int{}
+	for _, e := range l.Entries {
+		seen[e.LockID+"/"+e.Owner]++
+	}
+	if len(seen) != 1200 {
+		t.Errorf("%d distinct entries after the sort, want 1200", len(seen))
+	}
+}
