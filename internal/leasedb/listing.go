@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/locktop/locktop/lockcore/registry"
@@ -24,6 +25,15 @@ type Listing struct {
 
 // AuditListed is how many audit records a Listing carries.
 const AuditListed = 100
+
+// lastSize is the number of entries of the last listing read: the next one
+// starts with room for as many, rather than growing a listing of thousands
+// of 200-byte entries through a dozen copies (half of a poll's allocation).
+var lastSize atomic.Int64
+
+func newListing() *Listing {
+	return &Listing{Entries: make([]Entry, 0, lastSize.Load())}
+}
 
 // Entry is one holder (a dal_locks row) or waiter (a dal_waiters row).
 type Entry struct {
@@ -89,6 +99,7 @@ func holder(lockID, mode, owner string, fence int64, expires, beat, granted time
 // in lock order: level, then lock_id; holders first; then by since), the
 // ages by the database's clock and the waiters' positions.
 func (l *Listing) finish() {
+	lastSize.Store(int64(len(l.Entries)))
 	for i := range l.Entries {
 		e := &l.Entries[i]
 		if m, ok := registry.Match(registry.LeaseLevel, e.LockID); ok {

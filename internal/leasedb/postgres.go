@@ -75,7 +75,7 @@ func readPostgres(ctx context.Context, q Querier, schema string) (l *Listing, er
 			err = cerr
 		}
 	}()
-	l = &Listing{}
+	l = newListing()
 	if err := br.QueryRow().Scan(&l.Now); err != nil {
 		return nil, err
 	}

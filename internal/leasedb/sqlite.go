@@ -95,7 +95,8 @@ func ReadSQLite(ctx context.Context, db *sql.DB) (*Listing, error) {
 	if err := tx.QueryRowContext(ctx, SQLiteNow).Scan(&nowText); err != nil {
 		return nil, err
 	}
-	l := &Listing{Now: ParseTime(nowText)}
+	l := newListing()
+	l.Now = ParseTime(nowText)
 	rows, err := tx.QueryContext(ctx, sqHolders, nowText)
 	if err != nil {
 		return nil, err
