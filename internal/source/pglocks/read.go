@@ -179,6 +179,10 @@ type Backend struct {
 // pointer (the wait start is a number), so sorting 10,000 of them moves
 // plain memory, with no write barriers.
 type lockRow struct {
+	// hi and lo are the row's place in the order before its holders and
+	// waiters are told apart (see pack): two numbers to compare, not five
+	// fields, for most of a sort's comparisons.
+	hi, lo  uint64
 	pid     int32
 	db      uint32
 	key     lockcore.Key
@@ -186,6 +190,17 @@ type lockRow struct {
 	granted bool
 	hasWait bool
 	wait    int64 // UnixNano
+}
+
+// pack sets r's sort keys: hi, the database and whether the key is a
+// single bigint (two-int keys first); lo, the key as a bigint with its sign
+// bit flipped, so that unsigned order is signed order.
+func (r *lockRow) pack() {
+	r.hi = uint64(r.db) << 1
+	if !r.key.IsPair() {
+		r.hi |= 1
+	}
+	r.lo = uint64(r.key.Int64()) ^ 1<<63
 }
 
 // Read reads every advisory lock on the server, holders and waiters,
@@ -247,6 +262,7 @@ func (rd *Reader) Read(ctx context.Context, q Querier) (Table, error) {
 				pid: w.pid.Int32, db: w.oid.Uint32, key: key, share: w.share.Bool, granted: w.granted.Bool,
 				wait: w.ts.Time.UnixNano(), hasWait: w.ts.Valid,
 			})
+			locks[len(locks)-1].pack()
 		case 2:
 			b := &Backend{User: w.t1.String, Application: w.t2.String, ClientAddr: w.t3.String, State: w.t4.String, Query: w.t5.String}
 			if w.ts.Valid {
@@ -357,14 +373,11 @@ func stamp(locks []lockRow, now int64) {
 // compareRows orders advisory rows by database and key (two-int keys
 // first), holders first, then waiters by wait start, then by pid.
 func compareRows(a, b lockRow) int {
-	if a.db != b.db {
-		return cmp.Compare(a.db, b.db)
+	if a.hi != b.hi {
+		return cmp.Compare(a.hi, b.hi)
 	}
-	if a.key.IsPair() != b.key.IsPair() {
-		return model.CompareBool(!a.key.IsPair(), !b.key.IsPair()) // pairs first
-	}
-	if c := cmp.Compare(a.key.Int64(), b.key.Int64()); c != 0 {
-		return c
+	if a.lo != b.lo {
+		return cmp.Compare(a.lo, b.lo)
 	}
 	if a.granted != b.granted {
 		return model.CompareBool(!a.granted, !b.granted) // holders first
