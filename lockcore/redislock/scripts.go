@@ -83,7 +83,9 @@ end
 // "w" wait: register or renew as a waiter), waiter registration ttl ms.
 // Returns {1, fence, ttl} when the token holds the key (now, or by an
 // earlier hand-over, whose claim it extends to ttl here), else {0, pttl,
-// owner} of the holder. A free key goes to the longest live waiter first.
+// owner, fence} of the holder. A free key goes to the longest live waiter
+// first. The holder's fence lets a waiter tell a hand-over notice sent
+// after this answer (a higher fence) from a stale one.
 var acquireScript = redis.NewScript(prelude + `
 local tok, ttl, owner, ch, mode, wttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 local cur = redis.call('HGET', K, 't')
@@ -107,7 +109,8 @@ if mode == 'w' then
     if redis.call('PTTL', k) < wttl then redis.call('PEXPIRE', k, wttl) end
   end
 end
-return {0, redis.call('PTTL', K), redis.call('HGET', K, 'o') or ''}
+local of = redis.call('HMGET', K, 'o', 'f')
+return {0, redis.call('PTTL', K), of[1] or '', of[2]}
 `)
 
 // releaseScript: ARGV token. Returns -1 when the token does not hold the
