@@ -14,8 +14,11 @@ import (
 // neither. Every script touches only the keys of one lock (keysFor), which
 // share a hash slot, so they run unchanged on Redis Cluster.
 //
-// The hold is a hash: t token, f fence, o owner, s granted at (server ms),
-// c the holder's Locker channel (for hand-over and revocation notices).
+// The hold is a hash: t token, p its first 6 characters, f fence, o owner,
+// s granted at (server ms), c the holder's Locker channel (for hand-over and
+// revocation notices), e when its TTL runs out (server ms, set with every
+// PEXPIRE): a monitor reads a hold with one HMGET in a pipeline, without a
+// PTTL and without the whole token (a capability) leaving Redis.
 
 // prelude defines what the scripts that take KEYS = keyset.all() share.
 var prelude = `
@@ -38,7 +41,8 @@ end
 
 local function grant(tok, ttl, owner, ch)
   local f = nextfence()
-  redis.call('HSET', K, 't', tok, 'f', f, 'o', owner, 's', string.format('%d', nowms), 'c', ch)
+  redis.call('HSET', K, 't', tok, 'p', string.sub(tok, 1, 6), 'f', f, 'o', owner,
+    's', string.format('%d', nowms), 'c', ch, 'e', string.format('%d', nowms + ttl))
   redis.call('PEXPIRE', K, ttl)
   return f
 end
@@ -91,6 +95,7 @@ local tok, ttl, owner, ch, mode, wttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV
 local cur = redis.call('HGET', K, 't')
 if cur == tok then
   dequeue(tok)
+  redis.call('HSET', K, 'e', string.format('%d', nowms + ttl))
   redis.call('PEXPIRE', K, ttl)
   return {1, redis.call('HGET', K, 'f'), tonumber(ttl)}
 end
@@ -165,6 +170,9 @@ return r
 // the token holds the key. Returns 1, or 0 when it does not.
 var extendScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
+local clock = redis.call('TIME')
+local nowms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('HSET', KEYS[1], 'e', string.format('%d', nowms + tonumber(ARGV[2])))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
