@@ -78,8 +78,13 @@ deps:
 		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $$missing; \
 	fi
 
-## bench: every performance budget beside its physical limit, on one throw-away cluster; writes BENCHMARKS.md
+## bench: every performance budget beside its physical limit, on one throw-away cluster (installs pg-activity, a baseline, if missing); writes BENCHMARKS.md
 bench: deps
+	@if ! command -v pg_activity >/dev/null 2>&1; then \
+		echo "installing: pg-activity (the baseline of the dashboard's CPU at rest)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends pg-activity; \
+	fi
 	$(GO) run ./cmd/benchreport -out BENCHMARKS.md
 
 clean:

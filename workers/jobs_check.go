@@ -178,9 +178,13 @@ func (j *Jobs) Audit(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("audit of recoveries: %w", err))
 	}
-	snap, err := node.Inspect(ctx)
+	locks, err := node.Locks(ctx)
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("audit of leases: %w", err))...)
+	}
+	jobs, err := node.Jobs(ctx)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("audit of jobs: %w", err))...)
 	}
 	ours := func(owner string) bool {
 		return strings.HasPrefix(owner, j.env.Proc+"/") || strings.HasPrefix(owner, "job:"+j.env.Proc+"-")
@@ -213,7 +217,7 @@ func (j *Jobs) Audit(ctx context.Context) error {
 	}
 	j.recoveries.Store(n)
 	granted := map[string]bool{}
-	for _, in := range snap.Locks {
+	for _, in := range locks {
 		if !in.Granted {
 			continue
 		}
@@ -232,7 +236,7 @@ func (j *Jobs) Audit(ctx context.Context) error {
 			j.report(InvRecovery, "taken:"+k, fmt.Sprintf("%s: the stalled node's grant is gone, neither released nor recovered with an audit record", k))
 		}
 	}
-	for _, jb := range snap.Jobs {
+	for _, jb := range jobs {
 		if ours(jb.Process) {
 			j.report(InvNoLeaks, "job:"+jb.ID, fmt.Sprintf("job %s (%s, project %s) still %s after the jobs stopped", jb.ID, jb.Kind, jb.Project,
 				map[bool]string{true: "running", false: "queued"}[jb.Running]))

@@ -171,11 +171,11 @@ func TestJobRaces(t *testing.T) {
 func waitQueuedJob(t *testing.T, j *workers.Jobs) {
 	t.Helper()
 	pgtest.Eventually(t, "a job queued", func() bool {
-		snap, err := j.Node().Inspect(context.Background())
+		jobs, err := j.Node().Jobs(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, jb := range snap.Jobs {
+		for _, jb := range jobs {
 			if !jb.Running {
 				return true
 			}

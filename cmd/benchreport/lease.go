@@ -16,6 +16,8 @@ import (
 // cycle (acquire + release, uncontended) on PostgreSQL against pgbench
 // sending the same statements (lease-cycle.sql, budget 1.2×), and on
 // SQLite against the same statements sent bare through database/sql; and
+// the pinned reference, a bare pgx loop of the cycle's statements (what
+// pgx and the Go runtime cost beside pgbench, and what the library adds);
 // the hand-over of one write lock between eight goroutines, against
 // cirello.io/pglock (budget: 10× faster) and against the physical limit, a
 // release and an acquire back to back (the cycle's own baseline).
@@ -48,8 +50,9 @@ func leaseLocks(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 	}
 
 	var cycle, pgCycle, cycleRatio, hand, pglock, handRatio, handLimit []float64
+	var pinned, pinnedRatio, overPinned []float64
 	var lite, bare, liteRatio, liteHand, liteHandRatio []float64
-	var cmds [7]string
+	var cmds [8]string
 	for range r.rounds {
 		ns, c0, err := r.goBench(ctx, pkg, "^BenchmarkCyclePostgres$")
 		if err != nil {
@@ -58,6 +61,10 @@ func leaseLocks(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 		tps, _, c1, err := r.pgbench(ctx, "-M", "prepared", "-f", benchFile("lease-cycle.sql"), "-c", "1",
 			"-D", "mode=write", "-D", "owner=bench", "-D", "chan="+lease.DefaultSchema,
 			"-D", "conflicting={read,write,upgradeable}", "-D", "precedence=false")
+		if err != nil {
+			return nil, err
+		}
+		pn0, c7, err := r.goBench(ctx, pkg, "^BenchmarkCyclePostgresBare$")
 		if err != nil {
 			return nil, err
 		}
@@ -81,9 +88,10 @@ func leaseLocks(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 		if err != nil {
 			return nil, err
 		}
-		cmds = [7]string{c0, c1, c2, c3, c4, c5, c6}
+		cmds = [8]string{c0, c1, c2, c3, c4, c5, c6, c7}
 		limit := 1e9 / tps
 		cycle, pgCycle, cycleRatio = append(cycle, ns), append(pgCycle, limit), append(cycleRatio, ns/limit)
+		pinned, pinnedRatio, overPinned = append(pinned, pn0), append(pinnedRatio, pn0/limit), append(overPinned, ns/pn0)
 		hand, pglock, handRatio, handLimit = append(hand, hn), append(pglock, pn), append(handRatio, pn/hn), append(handLimit, hn/limit)
 		lite, bare, liteRatio = append(lite, ln), append(bare, bn), append(liteRatio, ln/bn)
 		liteHand, liteHandRatio = append(liteHand, lh), append(liteHandRatio, lh/bn)
@@ -94,6 +102,16 @@ func leaseLocks(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 			Name: "Lease lock cycle on PostgreSQL, uncontended (acquire + release)", Figure: ms(cycle),
 			Baseline: ms(pgCycle) + " (pgbench, same statements)", Ratio: fmt.Sprintf("%.2f× the time", median(cycleRatio)), Spread: spread(cycleRatio),
 			Budget: "≤ 1.2×", Verdict: verdict(median(cycleRatio) <= 1.2), Command: cmds[0], Baseline2: cmds[1],
+		},
+		{
+			Name: "  pinned reference: a bare pgx loop of the same statements, one pool", Figure: ms(pinned),
+			Baseline: ms(pgCycle) + " (pgbench, same statements)", Ratio: fmt.Sprintf("%.2f× the time", median(pinnedRatio)), Spread: spread(pinnedRatio),
+			Budget: "—", Verdict: "—", Command: cmds[7], Baseline2: cmds[1],
+		},
+		{
+			Name: "  lease against the pinned reference (what the library adds: tokens, order check, context, heartbeat, loss watch)", Figure: ms(cycle),
+			Baseline: ms(pinned) + " (bare pgx)", Ratio: fmt.Sprintf("%.2f× the time", median(overPinned)), Spread: spread(overPinned),
+			Budget: "—", Verdict: "—", Command: cmds[0], Baseline2: cmds[7],
 		},
 		{
 			Name: "Lease hand-over on PostgreSQL, 8 goroutines, one write lock, each grant to a waiting goroutine", Figure: ms(hand) + " per hand-over",

@@ -151,6 +151,7 @@ var steps = []struct {
 }{
 	{name: "lock cycle", run: lockCycle},
 	{name: "contended hand-over", run: contended},
+	{name: "order check", run: orderCheck},
 	{name: "loss detection", run: loss},
 	{name: "monitor poll", run: inspect},
 	{name: "dashboard refresh", run: dashboard},

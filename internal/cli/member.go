@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/locktop/locktop/internal/leasedb"
 	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/internal/source/pgsource"
-	"github.com/locktop/locktop/lockcore/lease"
 	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
@@ -170,7 +170,7 @@ func (s serverSource) Poll(ctx context.Context) (model.Snapshot, error) {
 
 // leaseQuerier reads the target's own lease tables over its monitor's
 // connection (connecting it first if it must).
-func (m *member) leaseQuerier() lease.Querier { return memberQuerier{m} }
+func (m *member) leaseQuerier() leasedb.Querier { return memberQuerier{m} }
 
 type memberQuerier struct{ m *member }
 

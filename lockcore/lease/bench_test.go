@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cirello.io/pglock"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -73,6 +74,33 @@ func cycle(b *testing.B, m *Manager) {
 
 func BenchmarkCyclePostgres(b *testing.B) { cycle(b, benchManager(b, "postgres")) }
 func BenchmarkCycleSQLite(b *testing.B)   { cycle(b, benchManager(b, "sqlite")) }
+
+// BenchmarkCyclePostgresBare sends the statements of one uncontended
+// acquire and one release, as pgStore sends them (the two pipelined batches
+// of lease-cycle.sql), straight through the same pgx pool, with none of the
+// Manager's work (tokens, the order check, the lock's context, its
+// heartbeat and loss watch): the pinned reference that separates what the
+// library adds from what pgx and the Go runtime cost beside pgbench.
+func BenchmarkCyclePostgresBare(b *testing.B) {
+	ctx := context.Background()
+	p := benchManager(b, "postgres").st.(*pgStore)
+	conflicting := []string{"read", "write", "upgradeable"}
+	lease, grace, ttl := (30 * time.Second).Microseconds(), int64(20_000), (10 * time.Second).Microseconds()
+	for b.Loop() {
+		lockID, token, wid := "map:"+strconv.Itoa(1+rand.IntN(10_000)), newToken(), newToken()
+		acq := &pgx.Batch{}
+		acq.Queue(p.q(pgBumpResource), lockID)
+		acq.Queue(p.q(pgState), lockID)
+		acq.Queue(p.q(pgFastGrant), lockID, token, "write", "bench", lease, grace, conflicting, false, wid)
+		acq.Queue(p.q(pgWaitIfRefused), wid, lockID, "write", "bench", ttl, token)
+		must(b, p.pool.SendBatch(ctx, acq).Close())
+		rel := &pgx.Batch{}
+		rel.Queue(p.q(pgShareRow), lockID)
+		rel.Queue(p.q(pgRelease), token)
+		rel.Queue(p.q(pgWakeIfWait), lockID, p.channel)
+		must(b, p.pool.SendBatch(ctx, rel).Close())
+	}
+}
 
 // BenchmarkCycleSQLiteBare sends the statements of one acquire and one
 // release, as the SQLite store sends them, straight through database/sql:

@@ -3,6 +3,8 @@ package lease
 import (
 	"slices"
 	"time"
+
+	"github.com/locktop/locktop/internal/leasedb"
 )
 
 // This file holds the rules every store applies the same way: what an
@@ -21,12 +23,11 @@ type holder struct {
 	jobActive    bool // a running job whose own lease has not passed, queued before the grant, claims it
 }
 
-// stale is seed 004 §3.3's rule: a holder may be recovered only when its
-// lease has passed, its heartbeat is older than grace, and no active job
-// claims its owner. (The fourth condition, the audit record, is the
-// store's: it is written in the transaction that removes the holder.)
+// stale is seed 004 §3.3's rule (leasedb.Stale, which listings apply
+// too): lease passed, heartbeat older than grace, no active job claiming
+// the owner.
 func (h holder) stale(now time.Time, grace time.Duration) bool {
-	return now.After(h.leaseExpires) && now.Sub(h.heartbeat) > grace && !h.jobActive
+	return leasedb.Stale(now, h.leaseExpires, h.heartbeat, grace, h.jobActive)
 }
 
 // waiter is one waiting request's row.

@@ -39,9 +39,6 @@ var (
 	ErrReleased error = lockcore.Kin("lock released", lockcore.ErrReleased)
 	// ErrClosed means the Manager was closed.
 	ErrClosed = errors.New("lease manager closed")
-	// ErrNoSchema means the database has no lease tables (InspectPostgres,
-	// InspectSQLite): nothing has used lease locks there yet.
-	ErrNoSchema = errors.New("no lease tables in this database")
 	// ErrNotWriteLocked means WriteAtomic was called on a lock not held in
 	// Write mode.
 	ErrNotWriteLocked = errors.New("lock not held in write mode")

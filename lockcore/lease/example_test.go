@@ -158,25 +158,22 @@ func ExampleLock_WriteAtomic() {
 	// Output: true committed 1 <svg/>
 }
 
-func ExampleInspectSQLite() {
+func ExampleManager_Locks() {
 	ctx := context.Background()
-	m, path, done := open("editor")
+	m, _, done := open("editor")
 	defer done()
 
 	l, _ := m.Acquire(ctx, lease.Sketch("s1"), lease.Write)
 	l.SetMetadata(ctx, map[string]any{"tool": "geometry"})
-	s, err := lease.InspectSQLite(ctx, path) // read-only: what a monitor polls
+	locks, err := m.Locks(ctx) // every process's holders and waiters
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for _, i := range s.Locks {
-		fmt.Println(i.Resource, i.Mode, i.Owner, i.Granted, i.Metadata["tool"], i.LeaseExpires.After(s.Now))
+	for _, i := range locks {
+		fmt.Println(i.Resource, i.Mode, i.Owner, i.Granted, i.Metadata["tool"], i.LeaseLeft > 0)
 	}
 	l.Release(ctx)
-	_, err = lease.InspectSQLite(ctx, filepath.Join(filepath.Dir(path), "none.db"))
-	fmt.Println(errors.Is(err, lease.ErrNoSchema))
 	// Output:
 	// sketch:s1 write editor true geometry true
-	// true
 }

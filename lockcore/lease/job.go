@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/locktop/locktop/internal/leasedb"
 )
 
 // Job is one long-running operation of seed 004 §7: it runs only in a slot
@@ -304,6 +305,11 @@ type jobRow struct {
 	leaseExpires, heartbeat                  time.Time
 }
 
+func jobRowOf(j leasedb.Job) jobRow {
+	return jobRow{id: j.ID, owner: j.Owner, project: j.Project, mapID: j.Map, kind: j.Kind, process: j.Process, running: j.Running,
+		seq: j.Seq, queued: j.Queued, started: j.Started, leaseExpires: j.LeaseExpires, heartbeat: j.Heartbeat}
+}
+
 // jobPlan is what a scheduling pass writes.
 type jobPlan struct {
 	drop   []string         // jobs whose lease passed: their slots are free
@@ -402,4 +408,4 @@ func (p jobPlan) after(jobs []jobRow) []jobRow {
 // changed reports whether the plan frees or starts anything.
 func (p jobPlan) changed() bool { return len(p.drop) > 0 || len(p.start) > 0 }
 
-func isRunning(state string) bool { return strings.EqualFold(state, "running") }
+func isRunning(state string) bool { return leasedb.IsRunning(state) }

@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -216,45 +215,45 @@ func (m *Manager) Audit(ctx context.Context) ([]AuditRecord, error) {
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
-	return m.st.audit(ctx, 1000)
+	recs, err := m.st.audit(ctx, 1000)
+	return convert(recs, auditOf), err
 }
 
 // Locks returns every holder and waiter of every process sharing the
-// database, holders first by resource: what a monitor shows.
+// database, by resource in the lock order, holders first, then waiters by
+// arrival: what a monitor shows.
 func (m *Manager) Locks(ctx context.Context) ([]Info, error) {
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
-	s, err := m.st.snapshot(ctx)
+	l, err := m.st.list(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.Locks, nil
+	return convert(l.Entries, infoOf), nil
 }
 
-// Inspect returns the whole picture: locks, waiters, jobs and the newest
-// audit records, with the database's clock. InspectPostgres and
-// InspectSQLite read the same without a Manager.
-func (m *Manager) Inspect(ctx context.Context) (*Snapshot, error) {
+// Jobs returns every queued and running job of every process sharing the
+// database, by arrival.
+func (m *Manager) Jobs(ctx context.Context) ([]JobInfo, error) {
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
-	return m.st.snapshot(ctx)
+	l, err := m.st.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return convert(l.Jobs, jobInfoOf), nil
 }
 
-// sortInfos orders a listing: by resource, holders before waiters, then
-// by since.
-func sortInfos(infos []Info) {
-	slices.SortStableFunc(infos, func(a, b Info) int {
-		if c := compare(a.Resource, b.Resource); c != 0 {
-			return c
-		}
-		if a.Granted != b.Granted {
-			if a.Granted {
-				return -1
-			}
-			return 1
-		}
-		return a.Since.Compare(b.Since)
-	})
+// convert maps f over in (nil stays nil).
+func convert[T, U any](in []T, f func(T) U) []U {
+	if in == nil {
+		return nil
+	}
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
 }

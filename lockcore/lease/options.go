@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"regexp"
 	"time"
 
+	"github.com/locktop/locktop/internal/leasedb"
 	"github.com/locktop/locktop/lockcore"
 )
 
@@ -50,8 +50,6 @@ const DefaultSchema = "locktop_lease"
 // DefaultWait is how long Acquire waits unless told otherwise.
 const DefaultWait = 30 * time.Second
 
-var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
-
 // withDefaults fills in the defaults and checks the result.
 func (o Options) withDefaults() (Options, error) {
 	if o.Owner == "" {
@@ -90,7 +88,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Schema == "" {
 		o.Schema = DefaultSchema
 	}
-	if !schemaName.MatchString(o.Schema) {
+	if !leasedb.ValidSchema(o.Schema) {
 		return o, fmt.Errorf("lease: bad Schema %q (lower-case letters, digits and '_', at most 48)", o.Schema)
 	}
 	if o.MaxGlobalJobs < 0 || o.MaxJobsPerProject < 0 || o.MaxMapJobsPerProject < 0 {

@@ -49,7 +49,7 @@ var pgStatements = []string{
 	pgEnsureResource, pgLockResource, pgState, pgBumpResource, pgFastGrant, pgWaitIfRefused, pgUnwaitIfGranted, pgPurgeDead, pgGrant, pgUpgrade, pgVictim, pgUpsertWaiter,
 	pgDeleteWaiter, pgPurgeWaiters, pgShareRow, pgRelease, pgWakeIfWait, pgDropWaiter, pgRenewLocks, pgRenewJobs, pgSetMetadata,
 	pgEnqueue, pgJobGate, pgJobs, pgTurns, pgSetTurn, pgDropJobs, pgStartJobs, pgJobState, pgFinish, pgCommitManifest, pgManifest, pgHoldsWrite,
-	pgListLocks, pgListWaiter, pgListAudit,
+	pgListAudit,
 }
 
 // createPostgres creates the schema and tables unless they exist. Two

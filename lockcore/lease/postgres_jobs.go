@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/locktop/locktop/internal/leasedb"
 )
 
 func (p *pgStore) enqueue(ctx context.Context, j jobRow, lease time.Duration) (bool, error) {
@@ -83,16 +85,8 @@ func (p *pgStore) schedule(ctx context.Context, plan func(time.Time, []jobRow, m
 }
 
 func scanPGJob(row pgx.CollectableRow) (jobRow, error) {
-	var j jobRow
-	var state string
-	var started *time.Time
-	err := row.Scan(&j.id, &j.owner, &j.project, &j.mapID, &j.kind, &j.process, &state, &j.seq,
-		&j.queued, &started, &j.leaseExpires, &j.heartbeat)
-	j.running = isRunning(state)
-	if started != nil {
-		j.started = *started
-	}
-	return j, err
+	j, err := leasedb.ScanPGJob(row)
+	return jobRowOf(j), err
 }
 
 func (p *pgStore) jobRunning(ctx context.Context, id string) (running, exists bool, err error) {

@@ -1,6 +1,6 @@
 package lease
 
-import "strings"
+import "github.com/locktop/locktop/internal/leasedb"
 
 // The PostgreSQL statements. {s} stands for the schema (checked against a
 // strict pattern, so it is inlined, not quoted). Times come from now(),
@@ -8,11 +8,8 @@ import "strings"
 // microseconds. testdata/bench/lease-cycle.sql sends the acquire and
 // release statements as they are here (a test checks it).
 
-// pgJobClaim: a running job whose lease has not passed claims the locks of
-// its owner ("job:ID") that its incarnation took: granted since it was
-// queued. A job ID may be reused once its lease has passed, and the retried
-// job must not protect its dead predecessor's locks from recovery.
-const pgJobClaim = `EXISTS (SELECT 1 FROM {s}.dal_jobs j WHERE j.owner = l.owner AND j.state = 'running' AND j.lease_expires > now() AND l.granted_at >= j.queued_at)`
+// pgJobClaim: a running job's claim on its locks (leasedb.PGJobClaim).
+const pgJobClaim = leasedb.PGJobClaim
 
 // pgDDL creates the tables. dal_locks keeps seed 004 §3.2's columns
 // (lock_id, owner, lease_expires, heartbeat_ts, metadata), one row per
@@ -189,7 +186,7 @@ ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, project = excluded.projec
 WHERE j.lease_expires <= now()
 RETURNING seq`
 	pgJobGate = `SELECT now() FROM {s}.dal_job_gate WHERE id = 1 FOR UPDATE`
-	pgJobs    = `SELECT id, owner, project, map, kind, process, state, seq, queued_at, started_at, lease_expires, heartbeat_ts FROM {s}.dal_jobs ORDER BY seq`
+	pgJobs    = leasedb.PGJobs
 	pgTurns   = `SELECT project, served FROM {s}.dal_job_turns`
 	pgSetTurn = `INSERT INTO {s}.dal_job_turns (project, served) SELECT * FROM unnest($1::text[], $2::bigint[])
 ON CONFLICT (project) DO UPDATE SET served = excluded.served`
@@ -207,11 +204,8 @@ RETURNING committed_at`
 	pgHoldsWrite = `SELECT EXISTS (SELECT 1 FROM {s}.dal_locks WHERE token = $1 AND lock_id = $2 AND mode = 'write' AND lease_expires > now())`
 	pgManifest   = `SELECT path, fence, state, committed_at FROM {s}.dal_manifest WHERE lock_id = $1 AND name = $2`
 
-	pgNow        = `SELECT now()`
-	pgListLocks  = `SELECT l.lock_id, l.mode, l.owner, l.fence, l.lease_expires, l.heartbeat_ts, l.granted_at, l.grace_ms, l.metadata::text, ` + pgJobClaim + ` FROM {s}.dal_locks l`
-	pgListWaiter = `SELECT lock_id, mode, owner, since, heartbeat_ts, expires FROM {s}.dal_waiters WHERE expires > now()`
-	pgListAudit  = `SELECT lock_id, actor, reason, victim_owner, victim_mode, victim_fence, fence, at FROM {s}.dal_audit ORDER BY id DESC LIMIT $1`
+	pgListAudit = leasedb.PGAudit
 )
 
 // inSchema puts schema in place of {s}.
-func inSchema(schema, sql string) string { return strings.ReplaceAll(sql, "{s}", schema) }
+func inSchema(schema, sql string) string { return leasedb.InSchema(schema, sql) }

@@ -318,18 +318,18 @@ func testHolderKilled(t *testing.T, e *env) {
 	w.Task, w.Owner, w.Resource, w.Lease = "hold", "doomed", r.String(), time.Second
 	cmd := startHelper(t, w)
 	m := e.open(Options{Owner: "next", Grace: 100 * time.Millisecond, Wait: 10 * time.Second})
-	s, err := m.Inspect(ctxT(t))
+	locks, err := m.Locks(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var dead int64
-	for _, i := range s.Locks {
+	for _, i := range locks {
 		if i.Granted && i.Resource == r && i.Owner == "doomed" {
 			dead = i.Fence
 		}
 	}
 	if dead == 0 {
-		t.Fatalf("the helper's grant is not listed: %+v", s.Locks)
+		t.Fatalf("the helper's grant is not listed: %+v", locks)
 	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

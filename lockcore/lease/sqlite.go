@@ -13,6 +13,8 @@ import (
 
 	"modernc.org/sqlite" // the "sqlite" database/sql driver: pure Go
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/locktop/locktop/internal/leasedb"
 )
 
 // OpenSQLite returns a Manager whose locks live in the SQLite file at path
@@ -155,10 +157,7 @@ func sqliteClock(ctx context.Context, tx *sql.Tx) (string, time.Time, error) {
 
 func fmtTime(t time.Time) string { return t.UTC().Format(sqliteTime) }
 
-func parseTime(s string) time.Time {
-	t, _ := time.Parse(sqliteTime, s)
-	return t
-}
+func parseTime(s string) time.Time { return leasedb.ParseTime(s) }
 
 // errNothing rolls back an attempt that writes nothing.
 var errNothing = errors.New("nothing to write")
@@ -453,31 +452,9 @@ func (s *sqliteStore) schedule(ctx context.Context, plan func(time.Time, []jobRo
 	return out, err
 }
 
-// sqlQuerier is a *sql.DB or a *sql.Tx.
-type sqlQuerier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func readSQLiteJobs(ctx context.Context, q sqlQuerier) ([]jobRow, error) {
-	rows, err := q.QueryContext(ctx, sqJobs)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []jobRow
-	for rows.Next() {
-		var j jobRow
-		var state, queued, started, lease, beat string
-		if err := rows.Scan(&j.id, &j.owner, &j.project, &j.mapID, &j.kind, &j.process, &state, &j.seq,
-			&queued, &started, &lease, &beat); err != nil {
-			return nil, err
-		}
-		j.running = isRunning(state)
-		j.queued, j.started, j.leaseExpires, j.heartbeat = parseTime(queued), parseTime(started), parseTime(lease), parseTime(beat)
-		out = append(out, j)
-	}
-	return out, rows.Err()
+func readSQLiteJobs(ctx context.Context, tx *sql.Tx) ([]jobRow, error) {
+	jobs, err := leasedb.ReadSQLiteJobs(ctx, tx)
+	return convert(jobs, jobRowOf), err
 }
 
 func (s *sqliteStore) jobRunning(ctx context.Context, id string) (running, exists bool, err error) {

@@ -1,17 +1,18 @@
 package lease
 
-import "strings"
+import "github.com/locktop/locktop/internal/leasedb"
 
 // The SQLite statements. Times are ISO 8601 text with milliseconds, as
 // seed 004 §3.2 stores them ("2006-01-02T15:04:05.000Z"), all from
 // SQLite's own clock (sqliteNow), so they compare as text; ?2 is that now
 // wherever a statement compares times.
 
-// sqliteNow reads SQLite's clock, to the millisecond.
-const sqliteNow = `SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`
-
-// sqliteTime is the layout of every stored time.
-const sqliteTime = "2006-01-02T15:04:05.000Z"
+// sqliteNow reads SQLite's clock, to the millisecond; sqliteTime is the
+// layout of every stored time.
+const (
+	sqliteNow  = leasedb.SQLiteNow
+	sqliteTime = leasedb.SQLiteTime
+)
 
 var sqliteDDL = []string{
 	`CREATE TABLE IF NOT EXISTS dal_resources (
@@ -82,9 +83,8 @@ var sqliteDDL = []string{
 	)`,
 }
 
-// sqliteJobClaim: a live running job claims the locks its incarnation took
-// (granted since it was queued), as pgJobClaim.
-const sqliteJobClaim = `EXISTS (SELECT 1 FROM dal_jobs j WHERE j.owner = l.owner AND j.state = 'running' AND j.lease_expires > ?2 AND l.granted_at >= j.queued_at)`
+// sqliteJobClaim: a live running job's claim on its locks; ?2 is now.
+const sqliteJobClaim = leasedb.SQLiteJobClaim
 
 const (
 	sqEnsureResource = `INSERT OR IGNORE INTO dal_resources (lock_id) VALUES (?1)`
@@ -114,7 +114,7 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_ts = excluded.heartbeat_ts, expires = e
 	sqJobAlive = `SELECT count(*) FROM dal_jobs WHERE id = ?1 AND lease_expires > ?2`
 	sqEnqueue  = `INSERT OR REPLACE INTO dal_jobs (id, owner, project, map, kind, process, state, seq, queued_at, started_at, lease_expires, heartbeat_ts)
 VALUES (?1, ?3, ?4, ?5, ?6, ?7, 'queued', (SELECT coalesce(max(seq), 0) + 1 FROM dal_jobs), ?2, NULL, ?8, ?2)`
-	sqJobs      = `SELECT id, owner, project, map, kind, process, state, seq, queued_at, coalesce(started_at, ''), lease_expires, heartbeat_ts FROM dal_jobs ORDER BY seq`
+	sqJobs      = leasedb.SQLiteJobs
 	sqTurns     = `SELECT project, served FROM dal_job_turns`
 	sqSetTurn   = `INSERT INTO dal_job_turns (project, served) VALUES (?1, ?2) ON CONFLICT (project) DO UPDATE SET served = excluded.served`
 	sqDropJob   = `DELETE FROM dal_jobs WHERE id = ?1 AND lease_expires <= ?2`
@@ -128,12 +128,4 @@ VALUES (?1, ?3, ?4, ?5, ?6, ?7, 'queued', (SELECT coalesce(max(seq), 0) + 1 FROM
 ON CONFLICT (lock_id, name) DO UPDATE SET path = excluded.path, fence = excluded.fence, state = 'committed', committed_at = excluded.committed_at`
 	sqHoldsWrite = `SELECT count(*) FROM dal_locks WHERE token = ?1 AND lock_id = ?2 AND mode = 'write' AND lease_expires > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`
 	sqManifest   = `SELECT path, fence, state, committed_at FROM dal_manifest WHERE lock_id = ?1 AND name = ?2`
-
-	sqHasSchema  = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'dal_manifest'`
-	sqListWaiter = `SELECT lock_id, mode, owner, since, heartbeat_ts, expires FROM dal_waiters WHERE expires > ?1`
-	sqListAudit  = `SELECT lock_id, actor, reason, victim_owner, victim_mode, victim_fence, fence, at FROM dal_audit ORDER BY id DESC LIMIT ?1`
 )
-
-// sqListLocks lists every grant; its one parameter, ?1, is now.
-var sqListLocks = `SELECT l.lock_id, l.mode, l.owner, l.fence, l.lease_expires, l.heartbeat_ts, l.granted_at, l.grace_ms, l.metadata, ` +
-	strings.ReplaceAll(sqliteJobClaim, "?2", "?1") + ` FROM dal_locks l`

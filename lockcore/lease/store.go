@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"time"
+
+	"github.com/locktop/locktop/internal/leasedb"
 )
 
 // store is one database's tables: PostgreSQL or SQLite. The rules (decide,
@@ -31,8 +33,9 @@ type store interface {
 	// dropWaiter deletes a waiter row; a writer's wakes the resource's
 	// waiters, since readers may have been held back by it.
 	dropWaiter(ctx context.Context, lockID, id string) error
-	snapshot(ctx context.Context) (*Snapshot, error)
-	audit(ctx context.Context, limit int) ([]AuditRecord, error)
+	// list reads every holder, waiter and job and the newest audit records.
+	list(ctx context.Context) (*leasedb.Listing, error)
+	audit(ctx context.Context, limit int) ([]leasedb.Audit, error)
 
 	// enqueue inserts a queued job, or replaces one whose lease passed. It
 	// reports false when a live job has the id.

@@ -13,10 +13,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locktop/locktop/internal/source/leasesource"
 	"github.com/locktop/locktop/internal/testenv/pgcluster"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/lease"
 	"github.com/locktop/locktop/lockcore/locktest"
+	"github.com/locktop/locktop/model"
 )
 
 // The stores the fences-across-a-crash case crashes: a PostgreSQL server
@@ -117,9 +119,7 @@ func leasePostgresCrashStore(t *testing.T) locktest.CrashStore {
 	})
 	s.after = func(t *testing.T, s pgCrashStore, n string) {
 		pool := s.pool(t)
-		waitFreeOrStale(t, n, func(ctx context.Context) (*lease.Snapshot, error) {
-			return lease.InspectPostgres(ctx, pool, crashLeaseOptions.Schema)
-		})
+		waitFreeOrStale(t, n, leasesource.Postgres("lease", pool, crashLeaseOptions.Schema, false))
 	}
 	return s
 }
@@ -130,15 +130,15 @@ var crashLeaseOptions = lease.Options{Lease: time.Second, Heartbeat: 100 * time.
 
 // waitFreeOrStale waits until n has no holder but stale ones, which an
 // acquire takes over.
-func waitFreeOrStale(t *testing.T, n string, inspect func(context.Context) (*lease.Snapshot, error)) {
+func waitFreeOrStale(t *testing.T, n string, src *leasesource.Source) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		snap, err := inspect(ctxT(t))
+		snap, err := src.Poll(ctxT(t))
 		if err != nil {
-			t.Fatalf("inspect: %v", err)
+			t.Fatalf("listing the leases: %v", err)
 		}
-		if !slices.ContainsFunc(snap.Locks, func(in lease.Info) bool { return in.Resource == res(n) && in.Granted && !in.Stale }) {
+		if !slices.ContainsFunc(snap.Locks, func(in model.Lock) bool { return in.Name == res(n).String() && in.Granted && !in.Stale }) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -237,6 +237,6 @@ func (s leaseSQLiteCrashStoreT) Crash(t *testing.T, n string) []int64 {
 	}
 	_ = cmd.Wait()
 	// A hold it left is taken over once stale.
-	waitFreeOrStale(t, n, s.inspect)
+	waitFreeOrStale(t, n, s.source)
 	return fences
 }

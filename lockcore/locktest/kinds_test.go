@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/locktop/locktop/internal/source/leasesource"
 	"github.com/locktop/locktop/internal/source/redislocks"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/internal/testenv/redisserver"
@@ -217,10 +218,10 @@ func (l leaseL) TryWith(ctx context.Context, n string, fn func(context.Context) 
 var leaseOptions = lease.Options{Lease: 15 * time.Second, Heartbeat: 100 * time.Millisecond}
 
 type leaseStoreT struct {
-	open    func(t *testing.T) *lease.Manager
-	del     func(t *testing.T, lockID string) // deletes the grant rows of lockID
-	inspect func(ctx context.Context) (*lease.Snapshot, error)
-	child   childSpec // where a waiter process finds the tables
+	open   func(t *testing.T) *lease.Manager
+	del    func(t *testing.T, lockID string) // deletes the grant rows of lockID
+	source *leasesource.Source               // the monitor's view of the tables
+	child  childSpec                         // where a waiter process finds the tables
 }
 
 func (s leaseStoreT) Locker(t *testing.T) locktest.Locker { return leaseL{s.open(t)} }
@@ -234,13 +235,13 @@ func (s leaseStoreT) Waiter(t *testing.T, n string) *exec.Cmd {
 // Waiting counts the waiters of the map named n that every process sees.
 func (s leaseStoreT) Waiting(t *testing.T, n string) int {
 	t.Helper()
-	snap, err := s.inspect(ctxT(t))
+	snap, err := s.source.Poll(ctxT(t))
 	if err != nil {
 		t.Fatalf("counting the waiters of %s: %v", n, err)
 	}
 	waiting := 0
 	for _, in := range snap.Locks {
-		if in.Resource == res(n) && !in.Granted {
+		if in.Name == res(n).String() && !in.Granted {
 			waiting++
 		}
 	}
@@ -273,8 +274,8 @@ func leasePostgresStore(t *testing.T) locktest.Store {
 				t.Fatalf("deleting the row of %s: %v (%d rows)", lockID, err, tag.RowsAffected())
 			}
 		},
-		inspect: func(ctx context.Context) (*lease.Snapshot, error) { return lease.InspectPostgres(ctx, pool, schema) },
-		child:   childSpec{Kind: "lease-postgres", Where: pgtest.DSN(t), Schema: schema},
+		source: leasesource.Postgres("lease", pool, schema, false),
+		child:  childSpec{Kind: "lease-postgres", Where: pgtest.DSN(t), Schema: schema},
 	}
 }
 
@@ -304,7 +305,7 @@ func leaseSQLiteStore(t *testing.T) locktest.Store {
 				t.Fatalf("deleting the row of %s: no row", lockID)
 			}
 		},
-		inspect: func(ctx context.Context) (*lease.Snapshot, error) { return lease.InspectSQLite(ctx, path) },
-		child:   childSpec{Kind: "lease-sqlite", Where: path},
+		source: leasesource.SQLite("lease-sqlite", path),
+		child:  childSpec{Kind: "lease-sqlite", Where: path},
 	}
 }

@@ -71,17 +71,21 @@ func AdvisoryLabel(namespace string, entityID int64, pair bool) string {
 // several match, the one with the most literal text wins (a string
 // "t:balance:9" is BOOKING_BALANCE, not BOOKING_DATE).
 func Match(k Kind, s string) (Entry, bool) {
-	var best Entry
-	bestLit := -1
-	for _, e := range entries {
-		if e.Kind != k {
+	// By index: an Entry is large, and monitors match every lock of a
+	// listing (1,000 leases a poll).
+	best, bestLit := -1, -1
+	for i := range entries {
+		if entries[i].Kind != k {
 			continue
 		}
-		if lit, ok := match(e.Pattern, s); ok && lit > bestLit {
-			best, bestLit = e, lit
+		if lit, ok := match(entries[i].Pattern, s); ok && lit > bestLit {
+			best, bestLit = i, lit
 		}
 	}
-	return best, bestLit >= 0
+	if best < 0 {
+		return Entry{}, false
+	}
+	return entries[best], true
 }
 
 // OtherPattern is RedisPattern's answer for a key no registered pattern

@@ -6,20 +6,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locktop/locktop/internal/leasedb"
 	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/lockcore/lease"
-	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
 
 // Source is a source of lease locks (lockcore/lease): every holder and
 // waiter with mode, lease left, heartbeat, stale flag and fence, and the
-// newest audit records, read by lease.InspectPostgres or
-// lease.InspectSQLite, timed by the database's clock. It is safe for
+// newest audit records, read through internal/leasedb (lease's own
+// listing statements), timed by the database's clock. It is safe for
 // concurrent use.
 type Source struct {
 	name    string
-	inspect func(ctx context.Context) (*lease.Snapshot, error)
+	inspect func(ctx context.Context) (*leasedb.Listing, error)
 	// optional: a database that has no lease tables is an empty source, not
 	// a failing one (the watched database's own schema, looked for by
 	// itself); it is looked for again every optionalRecheck.
@@ -35,18 +35,30 @@ const optionalRecheck = 30 * time.Second
 // Postgres is the lease tables in schema (lease.DefaultSchema when
 // "") of the database q reaches. optional: a database without them is
 // an empty source (the watched database, which may hold none).
-func Postgres(name string, q lease.Querier, schema string, optional bool) *Source {
-	return &Source{name: name, optional: optional, inspect: func(ctx context.Context) (*lease.Snapshot, error) {
-		return lease.InspectPostgres(ctx, q, schema)
+// q is a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx. The read is one
+// pipelined batch, creating and locking nothing.
+func Postgres(name string, q leasedb.Querier, schema string, optional bool) *Source {
+	if schema == "" {
+		schema = lease.DefaultSchema
+	}
+	return &Source{name: name, optional: optional, inspect: func(ctx context.Context) (*leasedb.Listing, error) {
+		return leasedb.ReadPostgres(ctx, q, schema)
 	}}
 }
 
-// SQLite is the lease tables of the SQLite file at path, read-only.
+// SQLite is the lease tables of the SQLite file at path, read-only: a
+// poll creates no file and no table (a missing file, or one without the
+// tables, fails with an error wrapping ErrNoSchema) and takes no write
+// lock.
 func SQLite(name, path string) *Source {
-	return &Source{name: name, inspect: func(ctx context.Context) (*lease.Snapshot, error) {
-		return lease.InspectSQLite(ctx, path)
+	return &Source{name: name, inspect: func(ctx context.Context) (*leasedb.Listing, error) {
+		return leasedb.ReadSQLiteFile(ctx, path)
 	}}
 }
+
+// ErrNoSchema means the database or file has no lease tables: nothing
+// has used lease locks there yet.
+var ErrNoSchema = leasedb.ErrNoSchema
 
 // Name names the source: "lease", "lease-sqlite", …
 func (l *Source) Name() string { return l.name }
@@ -76,7 +88,7 @@ func (l *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 		}
 	}
 	s, err := l.inspect(ctx)
-	if l.optional && errors.Is(err, lease.ErrNoSchema) {
+	if l.optional && errors.Is(err, ErrNoSchema) {
 		l.mu.Lock()
 		l.absent = start
 		l.mu.Unlock()
@@ -96,27 +108,25 @@ func (l *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 // modelOf turns a lease listing into model locks of kind lease: per
 // resource its holders, then its waiters in queue order, each waiter
 // blocked by the holders whose mode conflicts with its own.
-func modelOf(s *lease.Snapshot) model.Snapshot {
-	out := model.Snapshot{Taken: s.Now, Locks: make([]model.Lock, 0, len(s.Locks))}
-	var holders []*lease.Info // of the current resource
-	for i := range s.Locks {
-		in := &s.Locks[i]
-		name := in.Resource.String()
-		if len(holders) > 0 && holders[0].Resource != in.Resource {
-			holders = holders[:0]
+func modelOf(s *leasedb.Listing) model.Snapshot {
+	out := model.Snapshot{Taken: s.Now, Locks: make([]model.Lock, 0, len(s.Entries))}
+	first := 0 // the current resource's first entry: its holders come first
+	for i := range s.Entries {
+		in := &s.Entries[i]
+		if i > 0 && s.Entries[i-1].LockID != in.LockID {
+			first = i
 		}
 		l := model.Lock{
-			Kind: model.KindLease, Name: name, Namespace: registry.NameOf(registry.LeaseLevel, name),
-			Owner: in.Owner, Mode: in.Mode.String(), Granted: in.Granted, Fence: in.Fence,
+			Kind: model.KindLease, Name: in.LockID, Namespace: in.Level,
+			Owner: in.Owner, Mode: in.Mode, Granted: in.Granted, Fence: in.Fence,
 			Expires: in.LeaseExpires, Heartbeat: in.Heartbeat, Stale: in.Stale, QueuePos: in.Position,
 		}
 		if in.Granted {
 			l.HeldSince = in.Since
-			holders = append(holders, in)
 		} else {
 			l.WaitStart = in.Since
-			for _, h := range holders {
-				if h.Resource == in.Resource && conflicts(h.Mode, in.Mode) {
+			for _, h := range s.Entries[first:i] {
+				if h.Granted && conflicts(h.Mode, in.Mode) {
 					l.BlockedByOwners = append(l.BlockedByOwners, h.Owner)
 				}
 			}
@@ -125,21 +135,24 @@ func modelOf(s *lease.Snapshot) model.Snapshot {
 	}
 	for _, a := range s.Audit {
 		out.Audit = append(out.Audit, model.Audit{
-			Name: a.Resource.String(), Actor: a.Actor, Reason: a.Reason, VictimOwner: a.VictimOwner,
-			VictimMode: a.VictimMode.String(), VictimFence: a.VictimFence, Fence: a.Fence, At: a.At,
+			Name: a.LockID, Actor: a.Actor, Reason: a.Reason, VictimOwner: a.VictimOwner,
+			VictimMode: a.VictimMode, VictimFence: a.VictimFence, Fence: a.Fence, At: a.At,
 		})
 	}
 	return out
 }
 
+// The stored names of the modes that share (lease's Mode.String).
+var read, upgradeable = lease.Read.String(), lease.Upgradeable.String()
+
 // conflicts reports whether a holder in mode held keeps a waiter for
 // mode want out: readers share with readers and with one upgradeable
 // holder; everything else excludes.
-func conflicts(held, want lease.Mode) bool {
+func conflicts(held, want string) bool {
 	switch {
-	case held == lease.Read && (want == lease.Read || want == lease.Upgradeable):
+	case held == read && (want == read || want == upgradeable):
 		return false
-	case held == lease.Upgradeable && want == lease.Read:
+	case held == upgradeable && want == read:
 		return false
 	}
 	return true

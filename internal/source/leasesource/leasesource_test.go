@@ -2,7 +2,9 @@ package leasesource_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -84,14 +86,39 @@ func TestLeaseSQLite(t *testing.T) {
 }
 
 // The watched database's own lease schema is optional: without it the
-// source is empty, not failing; a lease file that is not there fails.
+// source is empty, not failing. A source asked for fails with ErrNoSchema
+// where nothing has used lease locks, and creates nothing: no schema, no
+// file.
 func TestLeaseOptionalAndMissing(t *testing.T) {
 	ctx := context.Background()
-	s, err := leasesource.Postgres("lease", pgtest.Pool(t, nil), "no_such_schema", true).Poll(ctx)
+	pool := pgtest.Pool(t, nil)
+	s, err := leasesource.Postgres("lease", pool, "no_such_schema", true).Poll(ctx)
 	if err != nil || len(s.Locks) != 0 {
 		t.Errorf("optional source without tables: %v, %d locks", err, len(s.Locks))
 	}
-	if _, err := leasesource.SQLite("lease-sqlite", filepath.Join(t.TempDir(), "none.db")).Poll(ctx); !errors.Is(err, lease.ErrNoSchema) {
+	_, err = leasesource.Postgres("lease", pool, "no_such_schema", false).Poll(ctx)
+	var n int
+	_ = pool.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = 'no_such_schema'").Scan(&n)
+	if !errors.Is(err, leasesource.ErrNoSchema) || n != 0 {
+		t.Errorf("source without the schema: %v (schema created: %v)", err, n != 0)
+	}
+	missing := filepath.Join(t.TempDir(), "none.db")
+	if _, err := leasesource.SQLite("lease-sqlite", missing).Poll(ctx); !errors.Is(err, leasesource.ErrNoSchema) {
 		t.Errorf("missing file: %v", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the source created %s", missing)
+	}
+	other := filepath.Join(t.TempDir(), "other.db")
+	db, err := sql.Open("sqlite", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TABLE something (x)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := leasesource.SQLite("lease-sqlite", other).Poll(ctx); !errors.Is(err, leasesource.ErrNoSchema) {
+		t.Errorf("a file without lease tables: %v", err)
 	}
 }

@@ -5,9 +5,11 @@
 // "locktop.monitor" and its own statement_timeout and lock_timeout, all set
 // in the connection's start-up packet: no SET per refresh, and a poll can
 // never queue behind the locks it watches. Each Poll is one statement
-// (Inspect, on pglocks.Read). Between polls the Monitor remembers when it first saw
-// each grant, so held times are "held for at least". It reconnects on the
-// next Poll after the connection drops.
+// (Inspect, on pglocks.Read; a Monitor reads with a pglocks.Reader, which
+// reuses the last poll's order of the rows when they did not change).
+// Between polls the Monitor remembers when it first saw each grant, so held
+// times are "held for at least". It reconnects on the next Poll after the
+// connection drops.
 //
 // The poll names relations of the monitor's own database (and shared
 // catalogs) only; those of other databases come back as oids. The Monitor

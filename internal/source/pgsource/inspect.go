@@ -8,7 +8,6 @@ import (
 
 	"github.com/locktop/locktop/internal/source/pglocks"
 
-	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/locktop/locktop/model"
 )
@@ -48,10 +47,27 @@ func build(t *pglocks.Table, reg *registry.Registry) model.Snapshot {
 	// Room for the other kinds too, so appending them does not copy the
 	// advisory rows again.
 	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(t.Others))}
-	ns := keyNamer(t.Rows, reg)
+	kn := keyNamer{reg: reg}
+	var (
+		lastB          *pglocks.Backend // rows of one backend share one value: split its application once
+		app, owner, ns string
+		groupEnd       int
+	)
 	for i := range t.Rows {
 		r := &t.Rows[i]
+		if i == groupEnd {
+			// Rows come grouped by database and key: name each key once.
+			groupEnd = i + 1
+			for groupEnd < len(t.Rows) && t.Rows[groupEnd].Key == r.Key && t.Rows[groupEnd].Database == r.Database {
+				groupEnd++
+			}
+			ns = kn.name(t.Rows[i:groupEnd])
+		}
 		k, b := r.Key, r.Backend
+		if b != lastB {
+			lastB = b
+			app, owner = appOf(b.Application), ownerOf(b.Application)
+		}
 		mode := model.ModeExclusive
 		if r.Share {
 			mode = model.ModeShare
@@ -59,9 +75,9 @@ func build(t *pglocks.Table, reg *registry.Registry) model.Snapshot {
 		l := &snap.Locks[i]
 		*l = model.Lock{
 			Kind: model.KindAdvisory, PID: r.PID, Database: r.Database,
-			User: b.User, ApplicationName: appOf(b.Application), ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
-			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart, Owner: ownerOf(b.Application),
-			Mode: mode, Granted: r.Granted, Namespace: ns(r), EntityID: k.EntityID(), Pair: k.IsPair(),
+			User: b.User, ApplicationName: app, ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
+			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart, Owner: owner,
+			Mode: mode, Granted: r.Granted, Namespace: ns, EntityID: k.EntityID(), Pair: k.IsPair(),
 		}
 		if !r.Granted {
 			l.WaitStart = r.WaitStart
@@ -76,98 +92,96 @@ func build(t *pglocks.Table, reg *registry.Registry) model.Snapshot {
 	return snap
 }
 
-// placed is a key in one database: what a registry entry's scope is
-// decided for.
-type placed struct {
-	db  string
-	key lockcore.Key
+// keyNamer names the keys of one poll's rows. A registry entry names a key
+// in a database when it applies to the key's database and to the
+// application of some session holding or waiting for it there, so every
+// row of one key gets one name. The rows come grouped by database and key,
+// so a key's sessions are the rows of its group: no map of every key is
+// built. Keys no entry could name (most, on a busy server) and keys whose
+// entry applies everywhere (registry.Unscoped) are named without looking
+// at their sessions; a two-int key's name depends on its space, not its
+// id, so the keys of one space, database and application (hundreds of a
+// kind, often, in a row) are named once.
+type keyNamer struct {
+	reg *registry.Registry
+	// The last two-int space met, and what the registry said of it.
+	space      int32
+	spaceSeen  bool
+	unscoped   string
+	isUnscoped bool
+	candidates bool
+	// The last scoped name of a two-int key with one application.
+	last    scoped
+	lastNS  string
+	hasLast bool
+	bySpace map[scoped]string
+	spaces  map[int32]string // unregistered spaces, formatted
+	apps    []string         // Namespace does not keep it
 }
 
-// keyNamer returns the namespace of each row's key. A registry entry names a
-// key in a database when it applies to the key's database and to the
-// application of some session holding or waiting for it there, so every
-// row of one key gets one name. Keys no entry could name (most, on a busy
-// server) cost no more than before: unregistered spaces are formatted once
-// per poll, not per row, and their sessions are not gathered; nor are those
-// of keys whose entry applies everywhere (registry.Unscoped), which are
-// most registered keys.
-func keyNamer(rows []pglocks.Row, reg *registry.Registry) func(*pglocks.Row) string {
-	// One map of values, and no slice for a key whose sessions share one
-	// application (the usual case): this runs per key at every poll of
-	// every target.
-	type candidate struct {
-		app   string   // the first session's application
-		more  []string // the others', if they differ
-		ns    string
-		named bool
+// scoped is a two-int space named in one database for one application.
+type scoped struct {
+	db, app string
+	space   int32
+}
+
+// name returns the namespace of the key of group, the rows of one key in
+// one database.
+func (n *keyNamer) name(group []pglocks.Row) string {
+	r := &group[0]
+	k := r.Key
+	var unscoped string
+	var isUnscoped, candidates bool
+	if k.IsPair() {
+		if !n.spaceSeen || n.space != k.Space() {
+			n.space, n.spaceSeen = k.Space(), true
+			n.unscoped, n.isUnscoped = n.reg.Unscoped(true, k.Space(), k.Int64())
+			n.candidates = n.reg.Candidates(true, k.Space(), k.Int64())
+		}
+		unscoped, isUnscoped, candidates = n.unscoped, n.isUnscoped, n.candidates
+	} else {
+		unscoped, isUnscoped = n.reg.Unscoped(false, k.Space(), k.Int64())
+		candidates = !isUnscoped && n.reg.Candidates(false, k.Space(), k.Int64())
 	}
-	var cands map[placed]candidate
-	for i := range rows {
-		r := &rows[i]
-		if _, ok := reg.Unscoped(r.Key.IsPair(), r.Key.Space(), r.Key.Int64()); ok {
-			continue // named alike everywhere: no sessions to gather
-		}
-		if !reg.Candidates(r.Key.IsPair(), r.Key.Space(), r.Key.Int64()) {
-			continue
-		}
-		if cands == nil {
-			cands = make(map[placed]candidate, len(rows)-i)
-		}
-		p := placed{r.Database, r.Key}
-		a := r.Backend.Application
-		c, ok := cands[p]
-		switch {
-		case !ok:
-			cands[p] = candidate{app: a}
-		case a != c.app && !slices.Contains(c.more, a):
-			c.more = append(c.more, a)
-			cands[p] = c
-		}
-	}
-	spaces := map[int32]string{}
-	// A two-int key's entries are its space's, so its name depends on the
-	// space, not the key: keys of one space, database and application
-	// (hundreds of a kind, often) are named once.
-	type scoped struct {
-		db, app string
-		space   int32
-	}
-	bySpace := map[scoped]string{}
-	var apps []string // Namespace does not keep it
-	return func(r *pglocks.Row) string {
-		k := r.Key
-		if ns, ok := reg.Unscoped(k.IsPair(), k.Space(), k.Int64()); ok {
-			return ns
-		}
-		p := placed{r.Database, k}
-		if c, ok := cands[p]; ok {
-			if c.named {
-				return c.ns
+	switch {
+	case isUnscoped:
+		return unscoped
+	case candidates:
+		n.apps = append(n.apps[:0], r.Backend.Application)
+		for i := 1; i < len(group); i++ {
+			if a := group[i].Backend.Application; !slices.Contains(n.apps, a) {
+				n.apps = append(n.apps, a)
 			}
-			sc := scoped{r.Database, c.app, k.Space()}
-			if ns, ok := bySpace[sc]; ok && k.IsPair() && c.more == nil {
-				c.ns = ns
-			} else {
-				apps = append(append(apps[:0], c.app), c.more...)
-				c.ns = reg.Namespace(k.IsPair(), k.Space(), k.Int64(), registry.Scope{Database: r.Database, Applications: apps})
-				if k.IsPair() && c.more == nil {
-					bySpace[sc] = c.ns
-				}
-			}
-			c.named = true
-			cands[p] = c
-			return c.ns
 		}
-		if !k.IsPair() {
-			return ""
+		if !k.IsPair() || len(n.apps) > 1 {
+			return n.reg.Namespace(k.IsPair(), k.Space(), k.Int64(), registry.Scope{Database: r.Database, Applications: n.apps})
 		}
-		ns, ok := spaces[k.Space()]
+		sc := scoped{r.Database, n.apps[0], k.Space()}
+		if n.hasLast && sc == n.last {
+			return n.lastNS
+		}
+		ns, ok := n.bySpace[sc]
 		if !ok {
-			ns = strconv.Itoa(int(k.Space()))
-			spaces[k.Space()] = ns
+			ns = n.reg.Namespace(true, k.Space(), k.Int64(), registry.Scope{Database: r.Database, Applications: n.apps})
+			if n.bySpace == nil {
+				n.bySpace = map[scoped]string{}
+			}
+			n.bySpace[sc] = ns
 		}
+		n.last, n.lastNS, n.hasLast = sc, ns, true
 		return ns
+	case !k.IsPair():
+		return ""
 	}
+	ns, ok := n.spaces[k.Space()]
+	if !ok {
+		ns = strconv.Itoa(int(k.Space()))
+		if n.spaces == nil {
+			n.spaces = map[int32]string{}
+		}
+		n.spaces[k.Space()] = ns
+	}
+	return ns
 }
 
 // idle reports whether a backend state means no statement is running.

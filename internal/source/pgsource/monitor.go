@@ -66,6 +66,7 @@ type Monitor struct {
 	// for its turn gives up when its context ends. It guards the fields
 	// below.
 	polling   chan struct{}
+	reader    pglocks.Reader // keeps the last poll's rows and their order
 	firstSeen map[grantID]*grantSeen
 	seenWaits map[grantID][]int32 // each wait's blockers when first seen
 	keyNames  interner            // the names in firstSeen's and seenWaits' keys
@@ -230,7 +231,7 @@ func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, *pglocks.Table, 
 	ctx, cancel := context.WithTimeout(ctx, m.pollTimeout)
 	defer cancel()
 	start := time.Now()
-	t, err := pglocks.Read(ctx, m.pool)
+	t, err := m.reader.Read(ctx, m.pool)
 	if err != nil {
 		return model.Snapshot{}, nil, err
 	}

@@ -3,6 +3,7 @@ package pgsource
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/locktop/locktop/internal/source/pglocks"
 
@@ -190,15 +191,28 @@ func others(t *pglocks.Table, out []model.Lock) []model.Lock {
 			}
 		}
 	}
+	// The comparisons one after another, not cmp.Or's arguments: those are
+	// all evaluated, four string compares per pair of groups, and a poll
+	// with 100 row waits sorts 100 groups.
 	slices.SortStableFunc(groups, func(a, b *heavyGroup) int {
-		return cmp.Or(
-			cmp.Compare(kindRank(a.id.Kind), kindRank(b.id.Kind)),
-			cmp.Compare(a.id.Database, b.id.Database),
-			cmp.Compare(a.relation, b.relation),
-			cmp.Compare(a.id.RelationOID, b.id.RelationOID),
-			cmp.Compare(a.id.Row, b.id.Row),
-			cmp.Compare(a.id.Object, b.id.Object),
-		)
+		if a.id.Kind != b.id.Kind {
+			if c := cmp.Compare(kindRank(a.id.Kind), kindRank(b.id.Kind)); c != 0 {
+				return c
+			}
+		}
+		if c := strings.Compare(a.id.Database, b.id.Database); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.relation, b.relation); c != 0 {
+			return c
+		}
+		if a.id.RelationOID != b.id.RelationOID {
+			return cmp.Compare(a.id.RelationOID, b.id.RelationOID)
+		}
+		if c := strings.Compare(a.id.Row, b.id.Row); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id.Object, b.id.Object)
 	})
 	for _, g := range groups {
 		out = append(out, g.rows...)

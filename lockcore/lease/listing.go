@@ -1,11 +1,16 @@
 package lease
 
 import (
+	"context"
+	"encoding/json"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/locktop/locktop/internal/leasedb"
 )
 
-// Info is one holder or waiter of a lease, as Locks and the Inspect
-// functions list them.
+// Info is one holder or waiter of a lease, as Manager.Locks lists it.
 type Info struct {
 	Resource Resource
 	Mode     Mode
@@ -58,75 +63,50 @@ type AuditRecord struct {
 	At          time.Time
 }
 
-// Snapshot is everything a monitor shows of lease locks at one moment.
-type Snapshot struct {
-	Now   time.Time     // the database's clock
-	Locks []Info        // by resource in lock order; holders, then waiters by since
-	Jobs  []JobInfo     // by arrival
-	Audit []AuditRecord // newest first, at most 100
+// The listings read through internal/leasedb, which the monitor's lease
+// source shares: the rows come in lock order with their ages, positions and
+// staleness; here they become typed.
+
+func (p *pgStore) list(ctx context.Context) (*leasedb.Listing, error) {
+	return leasedb.ReadPostgres(ctx, p.pool, p.schema)
 }
 
-// finish completes a listing read at now (the database's clock): the
-// order, the ages and the waiters' positions.
-func finish(infos []Info, now time.Time) {
-	sortInfos(infos)
-	pos := 0
-	for i := range infos {
-		in := &infos[i]
-		in.LeaseLeft, in.HeartbeatAge = in.LeaseExpires.Sub(now), now.Sub(in.Heartbeat)
-		switch {
-		case in.Granted:
-			pos = 0
-		case i > 0 && !infos[i-1].Granted && infos[i-1].Resource == in.Resource:
-			pos++
-			in.Position = pos
-		default:
-			pos = 1
-			in.Position = pos
-		}
+func (p *pgStore) audit(ctx context.Context, limit int) ([]leasedb.Audit, error) {
+	rows, err := p.pool.Query(ctx, p.q(pgListAudit), limit)
+	if err != nil {
+		return nil, err
 	}
+	return pgx.CollectRows(rows, leasedb.ScanPGAudit)
 }
 
-// auditListed is how many audit records a Snapshot carries.
-const auditListed = 100
-
-// listedLock is a dal_locks row as listings read it.
-type listedLock struct {
-	lockID, mode, owner     string
-	fence                   int64
-	leaseExpires, heartbeat time.Time
-	grantedAt               time.Time
-	graceMS                 int64
-	metadata                []byte
-	jobActive               bool
+func (s *sqliteStore) list(ctx context.Context) (*leasedb.Listing, error) {
+	return leasedb.ReadSQLite(ctx, s.db)
 }
 
-func (r listedLock) info(now time.Time) Info {
-	mode, _ := parseMode(r.mode)
-	h := holder{leaseExpires: r.leaseExpires, heartbeat: r.heartbeat, jobActive: r.jobActive}
-	return Info{
-		Resource: resourceOf(r.lockID), Mode: mode, Owner: r.owner, Granted: true, Fence: r.fence,
-		LeaseExpires: r.leaseExpires, Heartbeat: r.heartbeat, Since: r.grantedAt,
-		Metadata: unmarshalMetadata(r.metadata),
-		Stale:    h.stale(now, time.Duration(r.graceMS)*time.Millisecond),
+func (s *sqliteStore) audit(ctx context.Context, limit int) ([]leasedb.Audit, error) {
+	return leasedb.ReadSQLiteAudit(ctx, s.db, limit)
+}
+
+func infoOf(e leasedb.Entry) Info {
+	mode, _ := parseMode(e.Mode)
+	in := Info{Resource: resourceOf(e.LockID), Mode: mode, Owner: e.Owner, Granted: e.Granted, Fence: e.Fence,
+		LeaseExpires: e.LeaseExpires, Heartbeat: e.Heartbeat, Since: e.Since, LeaseLeft: e.LeaseLeft,
+		HeartbeatAge: e.HeartbeatAge, Position: e.Position, Stale: e.Stale}
+	if e.Granted {
+		in.Metadata = unmarshalMetadata(e.Metadata)
 	}
+	return in
 }
 
-// listedWaiter is a dal_waiters row as listings read it.
-type listedWaiter struct {
-	lockID, mode, owner       string
-	since, heartbeat, expires time.Time
+func jobInfoOf(j leasedb.Job) JobInfo {
+	return JobInfo{ID: j.ID, Project: j.Project, Map: j.Map, Kind: j.Kind, Owner: j.Owner, Process: j.Process,
+		Running: j.Running, Queued: j.Queued, Started: j.Started, LeaseExpires: j.LeaseExpires, Heartbeat: j.Heartbeat}
 }
 
-func (w listedWaiter) info() Info {
-	mode, _ := parseMode(w.mode)
-	return Info{Resource: resourceOf(w.lockID), Mode: mode, Owner: w.owner, LeaseExpires: w.expires,
-		Heartbeat: w.heartbeat, Since: w.since}
-}
-
-func (j jobRow) info() JobInfo {
-	return JobInfo{ID: j.id, Project: j.project, Map: j.mapID, Kind: j.kind, Owner: j.owner, Process: j.process,
-		Running: j.running, Queued: j.queued, Started: j.started, LeaseExpires: j.leaseExpires, Heartbeat: j.heartbeat}
+func auditOf(a leasedb.Audit) AuditRecord {
+	mode, _ := parseMode(a.VictimMode)
+	return AuditRecord{Resource: resourceOf(a.LockID), Actor: a.Actor, Reason: a.Reason, VictimOwner: a.VictimOwner,
+		VictimMode: mode, VictimFence: a.VictimFence, Fence: a.Fence, At: a.At}
 }
 
 // resourceOf parses a stored lock_id; one that does not parse (written by
@@ -137,4 +117,13 @@ func resourceOf(lockID string) Resource {
 		return Resource{ID: lockID}
 	}
 	return r
+}
+
+// unmarshalMetadata decodes a metadata column; bad JSON gives nil.
+func unmarshalMetadata(md string) map[string]any {
+	var out map[string]any
+	if md != "" && json.Unmarshal([]byte(md), &out) != nil {
+		return nil
+	}
+	return out
 }

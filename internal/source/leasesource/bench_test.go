@@ -1,0 +1,68 @@
+package leasesource_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/locktop/locktop/internal/source/leasesource"
+	"github.com/locktop/locktop/internal/testenv/pgtest"
+	"github.com/locktop/locktop/lockcore/lease"
+)
+
+// BenchmarkPoll is the one-pane figure's lease pair in miniature: a poll
+// of 1,000 leases beside its bare read, the same five statements in one
+// pipelined batch with the rows discarded (the pgbench baseline's script,
+// testdata/bench/lease-list.sql), over one pgx connection. Compare them in
+// one run (-count 5): the issue 26 budget is the poll ≤ 1.3× its bare read.
+func BenchmarkPoll(b *testing.B) {
+	ctx := context.Background()
+	pool := pgtest.Pool(b, nil)
+	m, err := lease.OpenPostgres(ctx, pool, lease.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = m.Close()
+	if _, err := pool.Exec(ctx, `INSERT INTO `+lease.DefaultSchema+`.dal_locks
+		(token, lock_id, fence, mode, owner, lease_expires, heartbeat_ts, granted_at, grace_ms)
+		SELECT 'bench-' || g, 'map:bench-' || g, 1, 'write', 'bench', now() + interval '1 hour', now(), now(), 0
+		FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING`); err != nil {
+		b.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, pgtest.DSN(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	src := leasesource.Postgres("lease", conn, "", false)
+	b.Run("source", func(b *testing.B) {
+		for b.Loop() {
+			if s, err := src.Poll(ctx); err != nil || len(s.Locks) < 1000 {
+				b.Fatal(len(s.Locks), err)
+			}
+		}
+	})
+	script, err := os.ReadFile("../../../testdata/bench/lease-list.sql")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bare := &pgx.Batch{}
+	for _, line := range strings.Split(string(script), "\n") {
+		switch {
+		case strings.Contains(line, ":audit"):
+			bare.Queue(strings.ReplaceAll(line, ":audit", "$1"), 100)
+		case strings.HasPrefix(line, "SELECT"):
+			bare.Queue(line)
+		}
+	}
+	b.Run("bare", func(b *testing.B) {
+		for b.Loop() {
+			if err := conn.SendBatch(ctx, bare).Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
