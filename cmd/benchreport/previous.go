@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -94,29 +95,47 @@ func rowName(row string) string {
 
 // merge returns the table's rows: the previous report's, in their order,
 // each replaced by this run's figure of the same name; a previous row with
-// no such figure is kept and marked not rerun; this run's new figures come
-// last. It returns too the commands of the rows kept.
+// no such figure is kept and marked not rerun; a figure new to the table
+// goes right after this run's figure before it (a step's new row stays
+// beside its step's others). It returns too the commands of the rows kept.
 func (p previous) merge(figs []figure) (rows, commands []string) {
-	fresh := map[string]figure{}
-	for _, f := range figs {
-		fresh[strings.TrimSpace(f.Name)] = f
+	type slot struct {
+		row   string
+		fresh bool
 	}
-	used := map[string]bool{}
+	var out []slot
+	at := map[string]int{}
 	for _, row := range p.rows {
-		name := rowName(row)
-		if f, ok := fresh[name]; ok {
-			rows = append(rows, f.row())
-			used[name] = true
+		at[rowName(row)] = len(out)
+		out = append(out, slot{row: row})
+	}
+	last := -1 // where this run's previous figure went
+	for _, f := range figs {
+		name := strings.TrimSpace(f.Name)
+		if i, ok := at[name]; ok && !out[i].fresh {
+			out[i] = slot{row: f.row(), fresh: true}
+			last = i
 			continue
 		}
-		rows = append(rows, p.notRerun(row))
-		if c, ok := p.commands[name]; ok {
-			commands = append(commands, c)
+		last++
+		if last == 0 && len(out) > 0 {
+			last = len(out) // a new first figure: after the kept rows
+		}
+		out = slices.Insert(out, last, slot{row: f.row(), fresh: true})
+		for k, i := range at {
+			if i >= last {
+				at[k] = i + 1
+			}
 		}
 	}
-	for _, f := range figs {
-		if !used[strings.TrimSpace(f.Name)] {
-			rows = append(rows, f.row())
+	for _, s := range out {
+		if s.fresh {
+			rows = append(rows, s.row)
+			continue
+		}
+		rows = append(rows, p.notRerun(s.row))
+		if c, ok := p.commands[rowName(s.row)]; ok {
+			commands = append(commands, c)
 		}
 	}
 	return rows, commands

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -57,5 +58,21 @@ func TestReportKeepsWhatItDidNotRerun(t *testing.T) {
 	third := report(nil, prev, "15", r)
 	if n := strings.Count(third, "not rerun"); n != 2 {
 		t.Errorf("%d marks of not rerun, want 2 (one a row):\n%s", n, third)
+	}
+}
+
+// A figure new to the table goes beside its step's others, not last.
+func TestReportPlacesNewRowsBesideTheirStep(t *testing.T) {
+	p := previous{rows: []string{
+		"| Lock cycle | 1 | | | 0.9–1.1 | | met |",
+		"| One pane | 2 | | | 1.0–2.0 | | met |",
+	}, commands: map[string]string{}, written: "2026-11-26 06:47 UTC"}
+	rows, _ := p.merge([]figure{{Name: "Lock cycle", Figure: "3"}, {Name: "  pinned reference", Figure: "4"}})
+	var names []string
+	for _, r := range rows {
+		names = append(names, rowName(r))
+	}
+	if want := []string{"Lock cycle", "pinned reference", "One pane"}; !slices.Equal(names, want) {
+		t.Errorf("rows %q, want %q", names, want)
 	}
 }
