@@ -133,7 +133,11 @@ func run(ctx context.Context, out string, rounds int, benchtime, simDur time.Dur
 		_ = conn.QueryRow(ctx, "SELECT current_setting('server_version')").Scan(&version)
 		conn.Close(ctx)
 	}
-	return os.WriteFile(out, []byte(report(figs, version, r)), 0o644)
+	prev, err := readPrevious(out)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, []byte(report(figs, prev, version, r)), 0o644)
 }
 
 // benchPackages are the packages whose test binaries hold benchmarks
@@ -258,7 +262,7 @@ func verdict(ok bool) string {
 
 func benchFile(name string) string { return filepath.Join("testdata", "bench", name) }
 
-func report(figs []figure, version string, r *runner) string {
+func report(figs []figure, prev previous, version string, r *runner) string {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	cpus := "?"
@@ -278,14 +282,17 @@ machine itself was slower.
 | figure | project | baseline (physical limit) | ratio | spread of rounds | budget | verdict |
 | --- | --- | --- | --- | --- | --- | --- |
 `, time.Now().UTC().Format("2006-01-02 15:04 UTC"), version, host, cpus, r.rounds, r.benchFor)
-	for _, f := range figs {
-		sp := f.Spread
-		if sp == "" {
-			sp = "—"
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", f.Name, f.Figure, f.Baseline, f.Ratio, sp, f.Budget, f.Verdict)
+	rows, kept := prev.merge(figs)
+	for _, row := range rows {
+		b.WriteString(row + "\n")
+	}
+	if prev.sections != "" {
+		b.WriteString("\n" + prev.sections + "\n")
 	}
 	b.WriteString("\n## Commands\n\nRun inside `bin/locktop cluster -- sh -c '...'` (sets `LOCKTOP_TEST_DSN` and `PG*`), from the repository root:\n\n")
+	for _, c := range kept {
+		b.WriteString(c)
+	}
 	for _, f := range figs {
 		fmt.Fprintf(&b, "- %s\n  - project: `%s`\n", strings.TrimSpace(f.Name), f.Command)
 		switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -199,20 +200,25 @@ func (l *Locker) receive(lis *listener) {
 	}
 }
 
-// dispatch delivers one notice. A hand-over ("g token fence claim") only
-// wakes its waiter, which polls to take the key up.
+// dispatch delivers one notice. A hand-over ("g token fence claim") goes
+// to its waiter, which judges whether it can take it as its grant; one that
+// does not parse only wakes the waiter to poll.
 func (l *Locker) dispatch(payload string) {
 	f := strings.Fields(payload)
 	switch {
 	case len(f) == 4 && f[0] == "g":
+		fence, err1 := strconv.ParseInt(f[2], 10, 64)
+		claim, err2 := strconv.ParseInt(f[3], 10, 64)
+		n := notice{grant: err1 == nil && err2 == nil, fence: fence, claim: time.Duration(claim) * time.Millisecond}
 		l.mu.Lock()
-		ch := l.waiters[f[1]]
-		l.mu.Unlock()
-		if ch != nil {
+		defer l.mu.Unlock()
+		if ch := l.waiters[f[1]]; ch != nil {
+			// A hand-over replaces a pending poke: it says more.
 			select {
-			case ch <- struct{}{}:
+			case <-ch:
 			default:
 			}
+			ch <- n
 		}
 	case len(f) == 2 && f[0] == "r":
 		l.mu.Lock()
@@ -249,7 +255,7 @@ func (l *Locker) pokeWaiters() {
 	defer l.mu.Unlock()
 	for _, ch := range l.waiters {
 		select {
-		case ch <- struct{}{}:
+		case ch <- notice{}:
 		default:
 		}
 	}

@@ -21,6 +21,10 @@ type Lock struct {
 	fence int64
 	owner string
 	base  context.Context // what the lock's context derives from: the acquire's values, with the held set
+	// takeup, when not nil, is closed once a hand-over's claim has been
+	// taken up to the grant's TTL (or found gone, or run out): Extend
+	// waits for it, so that a shorter TTL it sets is not undone.
+	takeup chan struct{}
 
 	mu       sync.Mutex
 	deadline time.Time // estimated end of the lease, by this client's clock
@@ -35,6 +39,55 @@ type Lock struct {
 // Redis's clock, estimated here less drift.
 func (k *Lock) start(base time.Time, ttl time.Duration) {
 	k.deadline = base.Add(ttl - drift(ttl))
+}
+
+// takeUp extends a hand-over's claim to ttl, as the waiter's poll would
+// have: once answered, the lease is counted from this request. A key found
+// gone or taken is lost; while Redis does not answer it retries until the
+// claim runs out by the estimate, and the lease timer then declares it lost.
+func (k *Lock) takeUp(ttl time.Duration) {
+	defer close(k.takeup)
+	for {
+		k.mu.Lock()
+		deadline, ended := k.deadline, k.cause != nil
+		k.mu.Unlock()
+		if ended || !time.Now().Before(deadline) {
+			return
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		sent := time.Now()
+		n, err := extendScript.Run(ctx, k.l.rdb, []string{k.ks.hold}, k.token, ms(ttl)).Int()
+		cancel()
+		switch {
+		case err == nil && n == 0:
+			k.lose("its hand-over was gone before it was taken up")
+			return
+		case err == nil:
+			k.mu.Lock()
+			if k.cause == nil {
+				k.deadline = sent.Add(ttl - drift(ttl))
+				if k.timer != nil {
+					k.timer.Reset(time.Until(k.deadline))
+				}
+			}
+			k.mu.Unlock()
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // Redis is away: try again
+	}
+}
+
+// takenUp waits until a hand-over's claim is taken up, or ctx ends.
+func (k *Lock) takenUp(ctx context.Context) error {
+	if k.takeup == nil {
+		return nil
+	}
+	select {
+	case <-k.takeup:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // watch returns the lock's context, making it on first use: only a watched
@@ -197,6 +250,10 @@ func (k *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("redislock: extending %s: ttl %v is not positive", k.key, ttl)
 	}
+	if err := k.takenUp(ctx); err != nil {
+		k.l.observeFailure(ReasonRedisError)
+		return k.l.redisError(k.key, err)
+	}
 	if err := k.endedErr(); err != nil {
 		k.l.observeFailure(ReasonNotHeld)
 		return err
@@ -248,6 +305,9 @@ func (k *Lock) Release(ctx context.Context) error {
 		k.l.observeFailure(ReasonNotHeld)
 		return fmt.Errorf("redislock: releasing %s: already released: %w", k.key, ErrNotHeld)
 	}
+	// No wait for a take-up under way: whichever reaches Redis first, the
+	// key ends released (a take-up after the release finds the token gone
+	// and changes nothing).
 	k.mu.Lock()
 	k.release = true
 	k.mu.Unlock()

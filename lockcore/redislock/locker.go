@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -34,8 +35,8 @@ type Locker struct {
 	count    counters
 
 	mu      sync.Mutex
-	waiters map[string]chan struct{} // token -> its waiting Acquire, to poll now
-	holds   map[string]*Lock         // token -> held Lock, for revocation notices
+	waiters map[string]chan notice // token -> its waiting Acquire: a hand-over, or poll now
+	holds   map[string]*Lock       // token -> held Lock, for revocation notices
 	lis     *listener
 	users   int         // callers that want the listener now
 	linger  *time.Timer // stops an unused listener
@@ -53,17 +54,22 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 		// space-separated, so a prefix with a space must not split it.
 		channel: strings.Join(strings.Fields(opts.Prefix), "_") + "notice:" + rand.Text()[:16],
 		m:       newMetrics(opts.Registerer),
-		waiters: map[string]chan struct{}{}, holds: map[string]*Lock{},
+		waiters: map[string]chan notice{}, holds: map[string]*Lock{},
 	}
 }
 
 // Acquire takes key (without the prefix), waiting up to the Locker's Wait
 // (or Wait(d)) while another token holds it. Waiting costs no polling: a
 // release hands the key to the longest waiter with a claim of HandOverTTL
-// and tells it through pub/sub; the waiter's poll then extends the claim to
-// its TTL, so the hand-over takes about two round trips. Waiters also poll
-// as a backstop (for expiry and lost notices), at most every 500ms. Waiters
-// are registered in Redis in arrival order, which Inspect shows.
+// and tells it through pub/sub, with the grant's fence; the waiter returns
+// on that notice, about one round trip after the release began, and takes
+// the claim up to its TTL in the background (Extend waits for that
+// take-up; one that finds the key gone marks the lock lost). Until
+// the take-up answers, the lease is counted from the waiter's last poll,
+// which Redis answered before the grant, so the estimate is never late.
+// Waiters also poll as a backstop (for expiry and lost notices), at most
+// every 500ms. Waiters are registered in Redis in arrival order, which
+// Inspect shows.
 //
 // The grant lasts the Locker's TTL (or lockcore.TTL(d)); Acquire never
 // extends it. It waits up to the Locker's Wait, or lockcore.Wait(d). The
@@ -124,13 +130,12 @@ func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opt
 	if cfg.wait > 0 {
 		mode = "w"
 	}
-	sent := time.Now()
 	r, err := a.try(mode)
 	if err != nil {
 		return nil, a.fail(err)
 	}
 	if r.ok {
-		return a.granted(r.fence, sent, r.ttl), nil
+		return a.granted(r.fence, a.sent, r.ttl), nil
 	}
 	if cfg.wait <= 0 {
 		return nil, a.fail(nil)
@@ -156,6 +161,13 @@ type attempt struct {
 	start   time.Time
 	holder  string // the holder's owner, as last seen
 	seen    bool   // Redis answered at least once
+	sent    time.Time
+	// asked and heldFence are the last try that found another token
+	// holding the key: when it was sent, and the holder's fence. A
+	// hand-over notice with a higher fence was granted after that try ran,
+	// so after asked.
+	asked     time.Time
+	heldFence int64
 }
 
 // result is what acquireScript answered.
@@ -166,6 +178,7 @@ type result struct {
 }
 
 func (a *attempt) try(mode string) (result, error) {
+	a.sent = time.Now()
 	v, err := acquireScript.Run(a.wctx, a.l.rdb, a.ks.all(), a.tok, ms(a.cfg.ttl), a.owner, a.l.channel, mode, ms(waiterTTL)).Slice()
 	if err != nil {
 		return result{}, err
@@ -185,17 +198,25 @@ func (a *attempt) try(mode string) (result, error) {
 	}
 	hold, _ := v[1].(int64)
 	a.holder, _ = v[2].(string)
+	a.asked, a.heldFence = a.sent, math.MaxInt64 // no notice is trusted without the holder's fence
+	if len(v) > 3 {
+		if f, err := parseInt(v[3]); err == nil {
+			a.heldFence = f
+		}
+	}
 	return result{ttl: time.Duration(hold) * time.Millisecond}, nil
 }
 
-// await polls until the key is granted. A hand-over notice (or a
+// await waits until the key is granted. A hand-over notice granted after
+// the last try (its fence above the holder's that try saw) is the grant:
+// the lease is timed from that try's sending, which came before the grant,
+// never from the notice, and the claim is taken up in the background. Any
+// other notice (a stale one, one whose claim may be nearly gone, or a
 // resubscription, after which notices may have been missed) makes it poll
-// at once: the poll takes up the hand-over's short claim, extending it to
-// the grant's TTL, so the lease is timed from the poll, which Redis
-// answered after the grant, never from the notice.
+// at once; the poll takes up a claim itself.
 func (a *attempt) await(r result) (*Lock, error) {
 	l := a.l
-	ch := make(chan struct{}, 1)
+	ch := make(chan notice, 1)
 	l.mu.Lock()
 	l.waiters[a.tok] = ch
 	l.mu.Unlock()
@@ -218,23 +239,50 @@ func (a *attempt) await(r result) (*Lock, error) {
 	for {
 		timer.Reset(min(max(r.ttl, time.Millisecond), maxPoll))
 		select {
-		case <-ch:
+		case n := <-ch:
+			if k := a.handedOver(n); k != nil {
+				return k, nil
+			}
 		case <-ready:
 			ready = nil
 		case <-timer.C:
 		case <-a.wctx.Done():
 			return nil, a.fail(nil)
 		}
-		sent := time.Now()
 		var err error
 		r, err = a.try("w")
 		if err != nil {
 			return nil, a.fail(err)
 		}
 		if r.ok {
-			return a.granted(r.fence, sent, r.ttl), nil
+			return a.granted(r.fence, a.sent, r.ttl), nil
 		}
 	}
+}
+
+// notice is what the listener tells a waiting Acquire: a hand-over of the
+// key with its fence and claim, or (grant false) poll now.
+type notice struct {
+	grant bool
+	fence int64
+	claim time.Duration
+}
+
+// handedOver returns the Lock a hand-over notice grants, or nil when the
+// notice cannot be trusted as a grant made after the last try, or when
+// less than half its claim would be left by the estimate: the caller polls
+// then.
+func (a *attempt) handedOver(n notice) *Lock {
+	if !n.grant || n.fence <= a.heldFence || a.asked.IsZero() {
+		return nil
+	}
+	if time.Until(a.asked.Add(n.claim-drift(n.claim))) < n.claim/2 {
+		return nil
+	}
+	k := a.granted(n.fence, a.asked, n.claim)
+	k.takeup = make(chan struct{})
+	go k.takeUp(a.cfg.ttl)
+	return k
 }
 
 // granted makes the Lock of a grant whose ttl was counted from no earlier

@@ -14,8 +14,11 @@ import (
 // neither. Every script touches only the keys of one lock (keysFor), which
 // share a hash slot, so they run unchanged on Redis Cluster.
 //
-// The hold is a hash: t token, f fence, o owner, s granted at (server ms),
-// c the holder's Locker channel (for hand-over and revocation notices).
+// The hold is a hash: t token, p its first 6 characters, f fence, o owner,
+// s granted at (server ms), c the holder's Locker channel (for hand-over and
+// revocation notices), e when its TTL runs out (server ms, set with every
+// PEXPIRE): a monitor reads a hold with one HMGET in a pipeline, without a
+// PTTL and without the whole token (a capability) leaving Redis.
 
 // prelude defines what the scripts that take KEYS = keyset.all() share.
 var prelude = `
@@ -38,7 +41,8 @@ end
 
 local function grant(tok, ttl, owner, ch)
   local f = nextfence()
-  redis.call('HSET', K, 't', tok, 'f', f, 'o', owner, 's', string.format('%d', nowms), 'c', ch)
+  redis.call('HSET', K, 't', tok, 'p', string.sub(tok, 1, 6), 'f', f, 'o', owner,
+    's', string.format('%d', nowms), 'c', ch, 'e', string.format('%d', nowms + ttl))
   redis.call('PEXPIRE', K, ttl)
   return f
 end
@@ -83,12 +87,15 @@ end
 // "w" wait: register or renew as a waiter), waiter registration ttl ms.
 // Returns {1, fence, ttl} when the token holds the key (now, or by an
 // earlier hand-over, whose claim it extends to ttl here), else {0, pttl,
-// owner} of the holder. A free key goes to the longest live waiter first.
+// owner, fence} of the holder. A free key goes to the longest live waiter
+// first. The holder's fence lets a waiter tell a hand-over notice sent
+// after this answer (a higher fence) from a stale one.
 var acquireScript = redis.NewScript(prelude + `
 local tok, ttl, owner, ch, mode, wttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 local cur = redis.call('HGET', K, 't')
 if cur == tok then
   dequeue(tok)
+  redis.call('HSET', K, 'e', string.format('%d', nowms + ttl))
   redis.call('PEXPIRE', K, ttl)
   return {1, redis.call('HGET', K, 'f'), tonumber(ttl)}
 end
@@ -107,7 +114,8 @@ if mode == 'w' then
     if redis.call('PTTL', k) < wttl then redis.call('PEXPIRE', k, wttl) end
   end
 end
-return {0, redis.call('PTTL', K), redis.call('HGET', K, 'o') or ''}
+local of = redis.call('HMGET', K, 'o', 'f')
+return {0, redis.call('PTTL', K), of[1] or '', of[2]}
 `)
 
 // releaseScript: ARGV token. Returns -1 when the token does not hold the
@@ -162,6 +170,9 @@ return r
 // the token holds the key. Returns 1, or 0 when it does not.
 var extendScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
+local clock = redis.call('TIME')
+local nowms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('HSET', KEYS[1], 'e', string.format('%d', nowms + tonumber(ARGV[2])))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)

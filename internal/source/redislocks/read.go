@@ -92,18 +92,20 @@ const (
 
 // Read lists the locks redislock holds under prefix (a Locker's
 // Options.Prefix: redislock.DefaultPrefix unless set), and the plain
-// string keys under it. Each page of SCAN is read in one round trip: a read-only script scans one page (COUNT 1000) and
-// reads, for each key of the page, its hold (HMGET, PTTL) or string (GET,
-// PTTL) and, for each waiters' queue, its first MaxWaiters+1 entries
-// (ZRANGE) and their registrations (HMGET). It never sends KEYS and is
-// bounded: at most limit locks and strings (DefaultLimit when limit
-// <= 0) and at most 100 pages on each node (past 100,000 keys on a node it
-// sees part of the keyspace and says Truncated), each page's work bounded
-// by its 1,000 keys. On a *redis.ClusterClient it reads every primary, on
-// a *redis.Ring every shard, at once: a node that fails is named in
-// Table.Down and the others are listed. Waiters whose registration has
-// expired (their process died) are left out. Tokens leave Redis cut to 6
-// characters.
+// string keys under it. Each page of SCAN (COUNT 1000) is read in one round
+// trip: one pipeline sends the next page's SCAN and reads this page's keys,
+// each hold with one HMGET and each waiters' queue with a small read-only
+// script that gives its first MaxWaiters+1 entries and their registrations
+// (plain string keys, and holds written by an older redislock, take one
+// more round trip). It never sends KEYS and is bounded: at most limit locks
+// and strings (DefaultLimit when limit <= 0) and at most 100 pages on each
+// node (past 100,000 keys on a node it sees part of the keyspace and says
+// Truncated), each page's work bounded by its 1,000 keys. On a
+// *redis.ClusterClient it reads every primary, on a *redis.Ring every
+// shard, at once: a node that fails is named in Table.Down and the others
+// are listed. Waiters whose registration has expired (their process died)
+// are left out. Tokens leave Redis cut to 6 characters: holds keep their
+// first 6 (p), queues' are cut by the script.
 func Read(ctx context.Context, rdb redis.UniversalClient, prefix string, limit int) (Table, error) {
 	if prefix == "" {
 		return Table{}, errors.New("redislocks: no key prefix")
@@ -139,54 +141,40 @@ func Read(ctx context.Context, rdb redis.UniversalClient, prefix string, limit i
 	return merge(pages, prefix, limit)
 }
 
-// inspectPage is one page of Read on one node. ARGV: cursor, match,
-// count, prefix, MaxWaiters. It returns the next cursor, TIME, the holds
-// (key, token[:6], fence, owner, since, pttl each), the strings (key,
-// value[:6], pttl each), the queues (lock key, n, then token[:6], score,
-// registration n times each), the keys whose reads were refused, and the
-// refusal. It reads only; keys are not declared (they are found by the
-// scan), so it runs on the node it is sent to.
-var inspectPage = redis.NewScript(`
-local prefix, maxw = ARGV[4], tonumber(ARGV[5])
-local n = #prefix
-local page = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
-local holds, strs, queues, unread, why = {}, {}, {}, {}, false
-for _, k in ipairs(page[2]) do
-  if string.sub(k, 1, n) == prefix then
-    local h = redis.pcall('HMGET', k, 't', 'f', 'o', 's')
-    if h.err then
-      if string.sub(h.err, 1, 9) == 'WRONGTYPE' then
-        local v = redis.pcall('GET', k)
-        if type(v) == 'string' then
-          local i = #strs
-          strs[i + 1], strs[i + 2], strs[i + 3] = k, string.sub(v, 1, 6), redis.call('PTTL', k)
-        end
-      else
-        unread[#unread + 1], why = k, h.err
-      end
-    elseif h[1] then
-      local i = #holds
-      holds[i + 1], holds[i + 2], holds[i + 3] = k, string.sub(h[1], 1, 6), h[2]
-      holds[i + 4], holds[i + 5], holds[i + 6] = h[3], h[4], redis.call('PTTL', k)
-    end
-  elseif string.sub(k, 1, 1) == '{' then
-    local e = string.find(k, '}', 2, true)
-    if e and string.sub(k, e + 1, e + n + 2) == prefix .. 'q:' then
-      local z = redis.pcall('ZRANGE', k, 0, maxw, 'WITHSCORES')
-      if not z.err and #z > 0 then
-        local key, toks = string.sub(k, e + n + 3), {}
-        for i = 1, #z, 2 do toks[#toks + 1] = z[i] end
-        local regs = redis.call('HMGET', string.sub(k, 1, e) .. prefix .. 'w:' .. key, unpack(toks))
-        queues[#queues + 1], queues[#queues + 2] = key, #toks
-        for i = 1, #toks do
-          local j = #queues
-          queues[j + 1], queues[j + 2], queues[j + 3] = string.sub(toks[i], 1, 6), z[2 * i], regs[i]
-        end
-      end
-    end
-  end
+// A page of Read on one node is one pipeline: the next page's SCAN, TIME,
+// and for each key of this page, by what it is:
+//   - a hold (prefix + key): HMGET of p (the token's first 6 characters),
+//     f, o, s and e (the expiry redislock keeps beside every PEXPIRE). A
+//     pipeline reads holds with no per-key script: Redis spends about three
+//     times the CPU on a command run from Lua as on one in a pipeline (issue
+//     26), and the hold's fields are all a monitor needs, none a capability.
+//   - a waiters' queue ({tag} prefix q: key): queueScript, which cuts the
+//     tokens (whole ones are capabilities) to 6 characters in Redis.
+//
+// What the HMGET cannot answer is read in a second pipeline, rare: a plain
+// string key (WRONGTYPE: GETRANGE 0 5 and PTTL) and a hold written by a
+// redislock without p or e (holdScript).
+
+// queueScript: KEYS queue, registrations; ARGV MaxWaiters. Returns token[:6],
+// score and registration of the first MaxWaiters+1 waiters, flat.
+var queueScript = redis.NewScript(`
+local z = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]), 'WITHSCORES')
+if #z == 0 then return {} end
+local toks, out = {}, {}
+for i = 1, #z, 2 do toks[#toks + 1] = z[i] end
+local regs = redis.call('HMGET', KEYS[2], unpack(toks))
+for i = 1, #toks do
+  out[#out + 1], out[#out + 2], out[#out + 3] = string.sub(toks[i], 1, 6), z[2 * i], regs[i]
 end
-return {page[1], redis.call('TIME'), holds, strs, queues, unread, why}
+return out
+`)
+
+// holdScript: KEYS hold. Returns {token[:6], fence, owner, since, pttl}, or
+// nil when the key holds no lock.
+var holdScript = redis.NewScript(`
+local h = redis.call('HMGET', KEYS[1], 't', 'f', 'o', 's')
+if not h[1] then return false end
+return {string.sub(h[1], 1, 6), h[2], h[3], h[4], redis.call('PTTL', KEYS[1])}
 `)
 
 // nodePages is what Read got from one node.
@@ -207,60 +195,58 @@ type queued struct {
 	score    float64
 }
 
+// read is one key's read in a page's pipeline.
+type read struct {
+	key   string // the full key
+	lock  string // the lock's key, without the prefix
+	hold  *redis.SliceCmd
+	queue *redis.Cmd
+}
+
 // inspectNode reads one node page by page until the scan ends, limit
-// holds and strings are listed, or maxScans pages are read.
+// holds and strings are listed, or maxScans pages are read: one round
+// trip per page (and one more for the first SCAN).
 func inspectNode(ctx context.Context, c *redis.Client, prefix string, limit int) nodePages {
 	p := nodePages{addr: c.Options().Addr, queues: map[string][]queued{}}
 	match := "*" + globEscape(prefix) + "*"
-	cursor := "0"
-	for range maxScans {
-		v, err := inspectPage.Run(ctx, c, nil, cursor, match, scanCount, prefix, MaxWaiters).Slice()
-		if err != nil {
+	keys, cursor, err := c.Scan(ctx, 0, match, scanCount).Result()
+	if err != nil {
+		p.err = err
+		return p
+	}
+	reads := make([]read, 0, len(keys))
+	for page := 1; ; page++ {
+		pipe := c.Pipeline()
+		var next *redis.ScanCmd
+		if cursor != 0 && page < maxScans {
+			next = pipe.Scan(ctx, cursor, match, scanCount)
+		}
+		clock := pipe.Time(ctx)
+		reads = reads[:0]
+		for _, k := range keys {
+			if key, ok := strings.CutPrefix(k, prefix); ok {
+				reads = append(reads, read{key: k, lock: key, hold: pipe.HMGet(ctx, k, "p", "f", "o", "s", "e")})
+			} else if key, w, ok := queueKeys(k, prefix); ok {
+				reads = append(reads, read{key: k, lock: key, queue: queueScript.Eval(ctx, pipe, []string{k, w}, MaxWaiters)})
+			}
+		}
+		_, _ = pipe.Exec(ctx) // each command's error is its own
+		if err := clock.Err(); err != nil {
 			p.err = err
 			return p
 		}
-		if len(v) < 6 {
-			p.err = fmt.Errorf("inspect script answered %d values", len(v))
+		now := clock.Val()
+		p.taken = now
+		if err := p.collect(ctx, c, prefix, reads, now); err != nil {
+			p.err = err
 			return p
 		}
-		cursor = str(v[0])
-		if t, ok := v[1].([]any); ok && len(t) == 2 {
-			sec, _ := strconv.ParseInt(str(t[0]), 10, 64)
-			usec, _ := strconv.ParseInt(str(t[1]), 10, 64)
-			p.taken = time.Unix(sec, usec*1000)
+		if next == nil {
+			p.truncated = cursor != 0
+			return p
 		}
-		h, _ := v[2].([]any)
-		for i := 0; i+5 < len(h); i += 6 {
-			fence, _ := strconv.ParseInt(str(h[i+2]), 10, 64)
-			since, _ := strconv.ParseInt(str(h[i+4]), 10, 64)
-			ttl, _ := h[i+5].(int64)
-			key := strings.TrimPrefix(str(h[i]), prefix)
-			p.holds = append(p.holds, Info{Key: key, Pattern: registry.RedisPattern(prefix, key), Owner: str(h[i+3]), Fence: fence,
-				Token: str(h[i+1]), Since: time.UnixMilli(since), TTL: time.Duration(max(ttl, 0)) * time.Millisecond})
-		}
-		s, _ := v[3].([]any)
-		for i := 0; i+2 < len(s); i += 3 {
-			ttl, _ := s[i+2].(int64)
-			p.strs = append(p.strs, StringKey{Key: strings.TrimPrefix(str(s[i]), prefix), Token: str(s[i+1]),
-				TTL: time.Duration(max(ttl, 0)) * time.Millisecond})
-		}
-		q, _ := v[4].([]any)
-		for i := 0; i+1 < len(q); {
-			key := str(q[i])
-			n, _ := q[i+1].(int64)
-			for i += 2; n > 0 && i+2 < len(q); n, i = n-1, i+3 {
-				score, _ := strconv.ParseFloat(str(q[i+1]), 64)
-				p.queues[key] = append(p.queues[key], queued{tok: str(q[i]), score: score, reg: str(q[i+2])})
-			}
-		}
-		u, _ := v[5].([]any)
-		for _, k := range u {
-			p.unread = append(p.unread, str(k))
-		}
-		if len(v) > 6 && v[6] != nil {
-			p.why = str(v[6])
-		}
-		if cursor == "0" {
+		if keys, cursor, err = next.Result(); err != nil {
+			p.err = err
 			return p
 		}
 		if len(p.holds)+len(p.strs)+len(p.unread) >= limit {
@@ -268,8 +254,110 @@ func inspectNode(ctx context.Context, c *redis.Client, prefix string, limit int)
 			return p
 		}
 	}
-	p.truncated = true
-	return p
+}
+
+// collect adds one page's reads to p, reading in a second pipeline what
+// the first could not: plain strings, and holds written without p or e.
+func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string, reads []read, now time.Time) error {
+	type plain struct {
+		key  string
+		val  *redis.StringCmd
+		pttl *redis.DurationCmd
+	}
+	type old struct {
+		key  string
+		hold *redis.Cmd
+	}
+	var strs []plain
+	var olds []old
+	var pipe redis.Pipeliner
+	later := func() redis.Pipeliner {
+		if pipe == nil {
+			pipe = c.Pipeline()
+		}
+		return pipe
+	}
+	nowms := now.UnixMilli()
+	for _, r := range reads {
+		if r.queue != nil {
+			q, err := r.queue.Slice()
+			if err != nil {
+				continue // not a queue after all (WRONGTYPE), or unreadable: the hold says why
+			}
+			for i := 0; i+2 < len(q); i += 3 {
+				score, _ := strconv.ParseFloat(str(q[i+1]), 64)
+				p.queues[r.lock] = append(p.queues[r.lock], queued{tok: str(q[i]), score: score, reg: str(q[i+2])})
+			}
+			continue
+		}
+		v, err := r.hold.Result()
+		switch {
+		case err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE"):
+			pl := later()
+			strs = append(strs, plain{key: r.key, val: pl.GetRange(ctx, r.key, 0, 5), pttl: pl.PTTL(ctx, r.key)})
+			continue
+		case err != nil:
+			p.unread, p.why = append(p.unread, r.key), err.Error()
+			continue
+		case len(v) < 5 || (v[0] == nil && v[1] == nil):
+			continue // gone since the SCAN
+		case v[0] == nil || v[4] == nil:
+			olds = append(olds, old{key: r.key, hold: holdScript.Eval(ctx, later(), []string{r.key})})
+			continue
+		}
+		exp, _ := strconv.ParseInt(str(v[4]), 10, 64)
+		p.holds = append(p.holds, hold(prefix, r.lock, str(v[0]), str(v[1]), str(v[2]), str(v[3]), exp-nowms))
+	}
+	if pipe == nil {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && len(strs)+len(olds) > 0 {
+		if _, ok := err.(redis.Error); !ok {
+			return err // the connection, not a key
+		}
+	}
+	for _, s := range strs {
+		v, err := s.val.Result()
+		if err != nil {
+			continue // gone, or no longer a string
+		}
+		ttl, _ := s.pttl.Result()
+		p.strs = append(p.strs, StringKey{Key: strings.TrimPrefix(s.key, prefix), Token: v, TTL: max(ttl, 0)})
+	}
+	for _, o := range olds {
+		h, err := o.hold.Slice()
+		if err != nil || len(h) < 5 {
+			continue // gone since the SCAN
+		}
+		pttl, _ := h[4].(int64)
+		p.holds = append(p.holds, hold(prefix, strings.TrimPrefix(o.key, prefix), str(h[0]), str(h[1]), str(h[2]), str(h[3]), pttl))
+	}
+	return nil
+}
+
+// hold is one held lock as read: ttl in ms.
+func hold(prefix, key, tok, fence, owner, since string, ttl int64) Info {
+	f, _ := strconv.ParseInt(fence, 10, 64)
+	s, _ := strconv.ParseInt(since, 10, 64)
+	return Info{Key: key, Pattern: registry.RedisPattern(prefix, key), Owner: owner, Fence: f, Token: tok,
+		Since: time.UnixMilli(s), TTL: time.Duration(max(ttl, 0)) * time.Millisecond}
+}
+
+// queueKeys reads a waiters' queue key, "{tag}" + prefix + "q:" + key: the
+// lock's key and its registrations' key ("{tag}" + prefix + "w:" + key).
+func queueKeys(k, prefix string) (key, w string, ok bool) {
+	if !strings.HasPrefix(k, "{") {
+		return "", "", false
+	}
+	e := strings.IndexByte(k, '}')
+	if e < 1 {
+		return "", "", false
+	}
+	key, ok = strings.CutPrefix(k[e+1:], prefix+"q:")
+	if !ok {
+		return "", "", false
+	}
+	return key, k[:e+1] + prefix + "w:" + key, true
 }
 
 // merge joins the nodes' pages into one table: every answering node's
@@ -321,7 +409,7 @@ func merge(pages []nodePages, prefix string, limit int) (Table, error) {
 		return Table{}, fmt.Errorf("redislocks: %w", errors.Join(errs...))
 	}
 	// SCAN may return a key twice.
-	slices.SortFunc(t.Locks, func(a, b Info) int { return cmp.Compare(a.Key, b.Key) })
+	t.Locks = sortByKey(t.Locks)
 	t.Locks = slices.CompactFunc(t.Locks, func(a, b Info) bool { return a.Key == b.Key })
 	slices.SortFunc(t.Strings, func(a, b StringKey) int { return cmp.Compare(a.Key, b.Key) })
 	t.Strings = slices.CompactFunc(t.Strings, func(a, b StringKey) bool { return a.Key == b.Key })
@@ -333,6 +421,21 @@ func merge(pages []nodePages, prefix string, limit int) (Table, error) {
 	}
 	slices.SortFunc(t.Down, func(a, b NodeError) int { return cmp.Compare(a.Addr, b.Addr) })
 	return t, nil
+}
+
+// sortByKey sorts locks by key through their indexes: an Info is large,
+// and swapping 1,000 of them was a tenth of Read's CPU (issue 26).
+func sortByKey(locks []Info) []Info {
+	idx := make([]int32, len(locks))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int { return cmp.Compare(locks[a].Key, locks[b].Key) })
+	out := make([]Info, len(locks))
+	for i, j := range idx {
+		out[i] = locks[j]
+	}
+	return out
 }
 
 func str(x any) string { s, _ := x.(string); return s }

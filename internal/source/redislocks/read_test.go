@@ -3,6 +3,7 @@ package redislocks
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,5 +90,94 @@ func TestRead(t *testing.T) {
 	locks[0].Release(ctx)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// scripts counts the scripts (EVAL, EVALSHA) and SCANs a client sends, in
+// pipelines too, and the round trips (a connection's own set-up, HELLO and
+// CLIENT SETINFO, left out).
+type scripts struct{ n, scans, trips atomic.Int64 }
+
+func (s *scripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *scripts) count(cmds ...redis.Cmder) {
+	trip := false
+	for _, c := range cmds {
+		switch c.Name() {
+		case "hello", "client":
+			continue
+		case "eval", "evalsha":
+			s.n.Add(1)
+		case "scan":
+			s.scans.Add(1)
+		}
+		trip = true
+	}
+	if trip {
+		s.trips.Add(1)
+	}
+}
+func (s *scripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		s.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (s *scripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		s.count(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// Issue 26: Read ran a script per page that read every key from Lua, where
+// Redis spends about three times the CPU per command. Holds are now read
+// by a pipeline, one round trip per page, with no script at all.
+func TestReadHoldsWithoutScript(t *testing.T) {
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	l := locker(t, redistest.Client(t), redislock.Options{Prefix: prefix})
+	for i := range 3 {
+		if _, err := l.TryAcquire(ctx, fmt.Sprintf("k%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rdb := redis.NewClient(redistest.Client(t).Options())
+	defer rdb.Close()
+	var s scripts
+	rdb.AddHook(&s)
+	tbl, err := Read(ctx, rdb, prefix, 0)
+	if err != nil || len(tbl.Locks) != 3 {
+		t.Fatalf("Read = %d locks, %v", len(tbl.Locks), err)
+	}
+	if s.n.Load() != 0 {
+		t.Errorf("Read sent %d scripts to read 3 holds, want none", s.n.Load())
+	}
+	// The first SCAN alone, then one pipeline per page (with the next SCAN).
+	if trips, pages := s.trips.Load(), s.scans.Load(); trips != pages+1 {
+		t.Errorf("Read took %d round trips for %d pages, want %d", trips, pages, pages+1)
+	}
+}
+
+// A hold written by a redislock that kept neither the token's first
+// characters (p) nor the expiry (e) in it is read all the same, its token
+// cut in Redis; so is a plain string key.
+func TestReadOlderHold(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	rdb.HSet(ctx, prefix+"old", "t", "abcdefghijklmnop", "f", "42", "o", "before", "s", "1700000000000", "c", "ch")
+	rdb.PExpire(ctx, prefix+"old", time.Minute)
+	rdb.Set(ctx, prefix+"plain", "0123456789", time.Minute)
+	tbl, err := Read(ctx, rdb, prefix, 0)
+	if err != nil || len(tbl.Locks) != 1 || len(tbl.Strings) != 1 {
+		t.Fatalf("Read = %+v, %v", tbl, err)
+	}
+	in := tbl.Locks[0]
+	if in.Key != "old" || in.Token != "abcdef" || in.Fence != 42 || in.Owner != "before" ||
+		in.TTL <= 0 || in.TTL > time.Minute || !in.Since.Equal(time.UnixMilli(1700000000000)) {
+		t.Errorf("older hold read as %+v", in)
+	}
+	if s := tbl.Strings[0]; s.Key != "plain" || s.Token != "012345" || s.TTL <= 0 || s.TTL > time.Minute {
+		t.Errorf("string key read as %+v", s)
 	}
 }

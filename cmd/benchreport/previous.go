@@ -1,0 +1,162 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// previous is what a report keeps of the one it replaces: the rows of the
+// steps this run did not rerun (-only), with their commands, and the
+// hand-written sections between the table and the commands, which record
+// what one issue's work measured and why (a run rewrites only its own rows).
+type previous struct {
+	written  string   // when the previous report was written, from its first line
+	rows     []string // its table rows, in order, as written
+	commands map[string]string
+	sections string // the "## " sections before "## Commands", as written
+}
+
+var writtenLine = regexp.MustCompile("Written by `make bench` \\(cmd/benchreport\\) on ([^:]+:[0-9]+ UTC)")
+
+// readPrevious reads the report at path; a missing file is an empty one.
+func readPrevious(path string) (previous, error) {
+	p := previous{commands: map[string]string{}}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return p, err
+	}
+	text := string(b)
+	if m := writtenLine.FindStringSubmatch(text); m != nil {
+		p.written = m[1]
+	}
+	var (
+		inTable  bool
+		section  strings.Builder
+		where    = "head" // head, sections, commands, tail
+		lastName string
+	)
+	for _, line := range strings.SplitAfter(text, "\n") {
+		trimmed := strings.TrimRight(line, "\n")
+		switch {
+		case strings.HasPrefix(trimmed, "## "):
+			switch trimmed {
+			case "## Commands":
+				where = "commands"
+			case "## Reading the figures":
+				where = "tail"
+			default:
+				if where == "head" || where == "sections" {
+					where = "sections"
+				}
+			}
+		}
+		switch where {
+		case "head":
+			if strings.HasPrefix(trimmed, "| --- ") {
+				inTable = true
+				continue
+			}
+			if inTable && strings.HasPrefix(trimmed, "| ") {
+				p.rows = append(p.rows, trimmed)
+			} else if inTable && trimmed != "" {
+				inTable = false
+			}
+		case "sections":
+			section.WriteString(line)
+		case "commands":
+			if name, ok := strings.CutPrefix(trimmed, "- "); ok {
+				lastName = name
+				p.commands[name] = line
+			} else if strings.HasPrefix(trimmed, "  ") && lastName != "" {
+				p.commands[lastName] += line
+			}
+		}
+	}
+	p.sections = strings.TrimRight(section.String(), "\n")
+	return p, nil
+}
+
+// rowName is a table row's first cell, trimmed.
+func rowName(row string) string {
+	cells := strings.Split(row, "|")
+	if len(cells) < 2 {
+		return ""
+	}
+	return strings.TrimSpace(cells[1])
+}
+
+// merge returns the table's rows: the previous report's, in their order,
+// each replaced by this run's figure of the same name; a previous row with
+// no such figure is kept and marked not rerun; a figure new to the table
+// goes right after this run's figure before it (a step's new row stays
+// beside its step's others). It returns too the commands of the rows kept.
+func (p previous) merge(figs []figure) (rows, commands []string) {
+	type slot struct {
+		row   string
+		fresh bool
+	}
+	var out []slot
+	at := map[string]int{}
+	for _, row := range p.rows {
+		at[rowName(row)] = len(out)
+		out = append(out, slot{row: row})
+	}
+	last := -1 // where this run's previous figure went
+	for _, f := range figs {
+		name := strings.TrimSpace(f.Name)
+		if i, ok := at[name]; ok && !out[i].fresh {
+			out[i] = slot{row: f.row(), fresh: true}
+			last = i
+			continue
+		}
+		last++
+		if last == 0 && len(out) > 0 {
+			last = len(out) // a new first figure: after the kept rows
+		}
+		out = slices.Insert(out, last, slot{row: f.row(), fresh: true})
+		for k, i := range at {
+			if i >= last {
+				at[k] = i + 1
+			}
+		}
+	}
+	for _, s := range out {
+		if s.fresh {
+			rows = append(rows, s.row)
+			continue
+		}
+		rows = append(rows, p.notRerun(s.row))
+		if c, ok := p.commands[rowName(s.row)]; ok {
+			commands = append(commands, c)
+		}
+	}
+	return rows, commands
+}
+
+// notRerun marks a kept row's spread cell with the run it comes from,
+// once.
+func (p previous) notRerun(row string) string {
+	cells := strings.Split(row, "|")
+	if len(cells) < 8 || strings.Contains(cells[5], "not rerun") || p.written == "" {
+		return row
+	}
+	cells[5] = fmt.Sprintf(" %s (not rerun: the %s run) ", strings.TrimSpace(cells[5]), p.written)
+	return strings.Join(cells, "|")
+}
+
+// row is f as a line of the table.
+func (f figure) row() string {
+	sp := f.Spread
+	if sp == "" {
+		sp = "—"
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s |", f.Name, f.Figure, f.Baseline, f.Ratio, sp, f.Budget, f.Verdict)
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A run of some steps (-only) rewrites their rows and keeps the rest, with
+// their commands and every hand-written section, and a second run keeps
+// them again unchanged.
+func TestReportKeepsWhatItDidNotRerun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	r := &runner{rounds: 7, benchFor: "1s"}
+	first := []figure{
+		{Name: "Lock cycle", Figure: "100 µs", Ratio: "1.00×", Spread: "0.9–1.1", Verdict: "met", Command: "go test lock"},
+		{Name: "One pane", Figure: "9 ms", Ratio: "1.50×", Spread: "1.2–1.8", Verdict: "missed", Command: "go test pane"},
+	}
+	text := report(first, previous{}, "15", r)
+	text = strings.Replace(text, "\n## Commands", "\n## A pass by hand (issue 26)\n\nWhat was measured, and why.\n\n## Commands", 1)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	prev, err := readPrevious(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := report([]figure{{Name: "One pane", Figure: "7 ms", Ratio: "1.20×", Spread: "1.1–1.3", Verdict: "met", Command: "go test pane2"}}, prev, "15", r)
+	for _, want := range []string{
+		"| Lock cycle | 100 µs |  | 1.00× | 0.9–1.1 (not rerun: the ",
+		"| One pane | 7 ms |  | 1.20× | 1.1–1.3 |",
+		"## A pass by hand (issue 26)\n\nWhat was measured, and why.\n",
+		"- Lock cycle\n  - project: `go test lock`\n",
+		"- One pane\n  - project: `go test pane2`\n",
+	} {
+		if !strings.Contains(again, want) {
+			t.Errorf("the second report lacks %q:\n%s", want, again)
+		}
+	}
+	if strings.Contains(again, "9 ms") || strings.Contains(again, "go test pane`") {
+		t.Errorf("the second report kept the rerun row's old figure or command:\n%s", again)
+	}
+	if n := strings.Count(again, "## A pass by hand"); n != 1 {
+		t.Errorf("the hand-written section appears %d times", n)
+	}
+
+	// A third run of nothing keeps both rows, each marked once.
+	if err := os.WriteFile(path, []byte(again), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prev, err = readPrevious(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := report(nil, prev, "15", r)
+	if n := strings.Count(third, "not rerun"); n != 2 {
+		t.Errorf("%d marks of not rerun, want 2 (one a row):\n%s", n, third)
+	}
+}
+
+// A figure new to the table goes beside its step's others, not last.
+func TestReportPlacesNewRowsBesideTheirStep(t *testing.T) {
+	p := previous{rows: []string{
+		"| Lock cycle | 1 | | | 0.9–1.1 | | met |",
+		"| One pane | 2 | | | 1.0–2.0 | | met |",
+	}, commands: map[string]string{}, written: "2026-11-26 06:47 UTC"}
+	rows, _ := p.merge([]figure{{Name: "Lock cycle", Figure: "3"}, {Name: "  pinned reference", Figure: "4"}})
+	var names []string
+	for _, r := range rows {
+		names = append(names, rowName(r))
+	}
+	if want := []string{"Lock cycle", "pinned reference", "One pane"}; !slices.Equal(names, want) {
+		t.Errorf("rows %q, want %q", names, want)
+	}
+}
