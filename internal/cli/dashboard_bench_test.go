@@ -3,13 +3,13 @@ package cli
 import (
 	"context"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/locktop/locktop/internal/source/pgsource"
+	"github.com/locktop/locktop/internal/testenv/benchcpu"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/model"
 	"github.com/locktop/locktop/ui"
@@ -26,7 +26,7 @@ func BenchmarkDashboardRefresh10k(b *testing.B) {
 	ctx := context.Background()
 	mon := monitor10k(b)
 	b.Run("poll", func(b *testing.B) {
-		defer cpuPerOp(b)()
+		defer benchcpu.PerOp(b)()
 		for b.Loop() {
 			if _, err := mon.Poll(ctx); err != nil {
 				b.Fatal(err)
@@ -56,32 +56,13 @@ func BenchmarkDashboardRefresh10k(b *testing.B) {
 	b.Run("poll+update+render", func(b *testing.B) {
 		m := ui.New(ctx, ui.Options{Source: mon})
 		m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
-		defer cpuPerOp(b)()
+		defer benchcpu.PerOp(b)()
 		for b.Loop() {
 			snap, err := mon.Poll(ctx)
 			m.Update(ui.SnapshotMsg{Snapshot: snap, Err: err})
 			_ = m.View()
 		}
 	})
-}
-
-// cpuPerOp reports the process's CPU time (user and system, every thread:
-// the GC's too) per iteration as cpu-ms/op, from the call to the call of
-// the function it returns. The wall time of a refresh is mostly the
-// server's query, which a loaded machine stretches; the client's CPU is
-// what the client's code decides.
-func cpuPerOp(b *testing.B) func() {
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	start := cpu()
-	return func() {
-		if b.N > 0 {
-			b.ReportMetric(float64(cpu()-start)/1e6/float64(b.N), "cpu-ms/op")
-		}
-	}
 }
 
 // monitor10k holds 10,000 advisory locks and queues 20 waiters on the test

@@ -6,11 +6,11 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/locktop/locktop/internal/source/pglocks"
+	"github.com/locktop/locktop/internal/testenv/benchcpu"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -96,7 +96,7 @@ func BenchmarkInspectMixed(b *testing.B) {
 	}
 	b.Run("inspect", func(b *testing.B) {
 		b.ReportAllocs()
-		defer cpuPerOp(b)()
+		defer benchcpu.PerOp(b)()
 		for b.Loop() {
 			if _, err := pgsource.Inspect(ctx, mon); err != nil {
 				b.Fatal(err)
@@ -323,21 +323,3 @@ func medianOf(d []time.Duration) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// cpuPerOp reports the process's CPU time (user and system, every thread:
-// the GC's too) per iteration as cpu-ms/op, from the call to the call of the
-// function it returns: the client's own cost, which a loaded machine
-// stretches far less than the wall time of a round trip.
-func cpuPerOp(b *testing.B) func() {
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	start := cpu()
-	return func() {
-		if b.N > 0 {
-			b.ReportMetric(float64(cpu()-start)/1e6/float64(b.N), "cpu-ms/op")
-		}
-	}
-}
