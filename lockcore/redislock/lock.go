@@ -47,6 +47,9 @@ func (k *Lock) start(base time.Time, ttl time.Duration) {
 // claim runs out by the estimate, and the lease timer then declares it lost.
 func (k *Lock) takeUp(ttl time.Duration) {
 	defer close(k.takeup)
+	if beforeTakeUp != nil {
+		beforeTakeUp()
+	}
 	for {
 		k.mu.Lock()
 		deadline, ended := k.deadline, k.cause != nil
@@ -60,7 +63,11 @@ func (k *Lock) takeUp(ttl time.Duration) {
 		cancel()
 		switch {
 		case err == nil && n == 0:
-			k.lose("its hand-over was gone before it was taken up")
+			// A release under way deleted it: the release ends the lock
+			// (as checkHolds leaves such a hold to it).
+			if !k.releasing() {
+				k.lose("its hand-over was gone before it was taken up")
+			}
 			return
 		case err == nil:
 			k.mu.Lock()
@@ -340,3 +347,7 @@ func (k *Lock) Release(ctx context.Context) error {
 // afterReleaseScript, when set (by tests), runs between a release's script
 // and the lock being marked released.
 var afterReleaseScript func()
+
+// beforeTakeUp, when set (by tests), runs before a hand-over's take-up
+// sends anything.
+var beforeTakeUp func()
