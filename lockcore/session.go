@@ -162,23 +162,23 @@ func (s *Service) ensureFence(ctx context.Context, conn *pgxpool.Conn, deadline 
 	}
 	var bad error // the sequence exists but cannot give increasing fences
 	err := s.query(ctx, conn, deadline, func(qctx context.Context) error {
-		found, err := s.checkSequence(qctx, conn)
-		if err != nil || found.exists {
-			bad = found.fault(s.seq)
-			return err
-		}
-		if _, err = conn.Exec(qctx, "CREATE SCHEMA IF NOT EXISTS "+s.seqSchema); err == nil {
-			_, err = conn.Exec(qctx, "CREATE SEQUENCE IF NOT EXISTS "+s.seq+" AS bigint MINVALUE 1 NO CYCLE CACHE 1")
-		}
-		if err != nil && conn.Conn().PgConn().TxStatus() == 'I' && !conn.Conn().IsClosed() {
-			// Another session may have created it meanwhile (concurrent
-			// CREATE ... IF NOT EXISTS can fail on the catalog's unique index).
-			if found, cerr := s.checkSequence(qctx, conn); cerr == nil && found.exists {
+		for attempt := 1; ; attempt++ {
+			found, err := s.checkSequence(qctx, conn)
+			if err != nil || found.exists {
 				bad = found.fault(s.seq)
-				return nil
+				return err
+			}
+			if _, err = conn.Exec(qctx, "CREATE SCHEMA IF NOT EXISTS "+s.seqSchema); err == nil {
+				_, err = conn.Exec(qctx, "CREATE SEQUENCE IF NOT EXISTS "+s.seq+" AS bigint MINVALUE 1 NO CYCLE CACHE 1")
+			}
+			// Another session creating the schema or the sequence at the
+			// same moment makes CREATE ... IF NOT EXISTS fail on the
+			// catalog's unique index: look again (the schema may exist
+			// now without the sequence yet).
+			if err == nil || attempt == 3 || !createRace(err) || conn.Conn().PgConn().TxStatus() != 'I' || conn.Conn().IsClosed() {
+				return err
 			}
 		}
-		return err
 	})
 	if err != nil {
 		return s.fenceErr(err)
@@ -188,6 +188,14 @@ func (s *Service) ensureFence(ctx context.Context, conn *pgxpool.Conn, deadline 
 	}
 	s.seqReady.Store(true)
 	return nil
+}
+
+// createRace tells whether err is a CREATE ... IF NOT EXISTS that lost to
+// another session creating the same object: unique_violation on a
+// catalog index, or duplicate_schema / duplicate_table.
+func createRace(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P06" || pe.Code == "42P07")
 }
 
 // sequenceSettings is what pg_class and pg_sequence say of the relation
