@@ -329,11 +329,13 @@ func TestServeStartsWithATargetDown(t *testing.T) {
 	}()
 	base := waitURL(t, &stdout, errc)
 	var h httpapi.Health
-	pgtest.Eventually(t, "up up and dead down in /healthz", func() bool {
+	// dead is "not polled yet" until its first connect gives up.
+	pgtest.Eventually(t, "up up and dead down with its error in /healthz", func() bool {
 		code, body := httpGet(t, base+"/healthz")
 		h = httpapi.Health{}
 		_ = json.Unmarshal(body, &h)
-		return code == http.StatusOK && len(h.Targets) == 2 && h.Targets[0].Up && h.Targets[0].Fresh && !h.Targets[1].Up
+		return code == http.StatusOK && len(h.Targets) == 2 && h.Targets[0].Up && h.Targets[0].Fresh && !h.Targets[1].Up &&
+			h.Targets[1].Error != "not polled yet"
 	})
 	if h.Status != "degraded" || !strings.Contains(h.Targets[1].Error, "cannot reach the server") {
 		t.Errorf("/healthz: %+v", h)
