@@ -54,7 +54,10 @@ type namer struct {
 	done  chan struct{} // closed by close
 	// changed is closed, and replaced, when a lookup ends.
 	changed chan struct{}
-	wg      sync.WaitGroup
+	// missed: the last apply left a relation to a lookup (queued, in
+	// flight, or ended since), so a poll after wait names more.
+	missed bool
+	wg     sync.WaitGroup
 }
 
 // relKey is a relation in a database.
@@ -137,6 +140,7 @@ func (n *namer) apply(t *pglocks.Table) (partial []string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var woken []*dbNamer
+	n.missed = false
 	for i := range t.Others {
 		o := &t.Others[i]
 		if o.Relation != "" || o.RelationOID == 0 || o.DatabaseOID == 0 || o.Database == "" || o.Database == n.own {
@@ -159,6 +163,7 @@ func (n *namer) apply(t *pglocks.Table) (partial []string) {
 			}
 			continue
 		}
+		n.missed = true
 		if _, ok := d.asked[k.rel]; ok {
 			continue
 		}
@@ -316,9 +321,12 @@ func (n *namer) lookup(d *dbNamer, conn *pgx.Conn, batch []uint32) *pgx.Conn {
 }
 
 // wait returns once no lookup is queued or in flight, or ctx ends, and
-// reports whether there was one to wait for.
+// reports whether the last apply left a relation to a lookup (a poll now
+// names it): a lookup that ended before wait was called counts too.
 func (n *namer) wait(ctx context.Context) (bool, error) {
-	waited := false
+	n.mu.Lock()
+	waited := n.missed
+	n.mu.Unlock()
 	for {
 		n.mu.Lock()
 		busy := false
