@@ -472,7 +472,7 @@ func (p *pgStore) renew(ctx context.Context, lease time.Duration, tokens, jobs [
 		}
 		for rows.Next() {
 			var id string
-			if err := rows.Scan(&id); err != nil {
+			if err := rows.Scan(&id, nil); err != nil { // nil: pgDurable's column
 				rows.Close()
 				return r, err
 			}

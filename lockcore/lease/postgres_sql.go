@@ -92,13 +92,17 @@ var pgDDL = []string{
 const pgLastTable = "dal_manifest"
 
 // pgDurable ends the RETURNING list of every statement that grants (a new
-// grant, an upgrade): when, and only when, it grants, its transaction then
-// commits with synchronous_commit on, whatever the server's or the role's
+// grant, an upgrade) or renews a lease: when, and only when, it grants or
+// renews, its transaction then commits with synchronous_commit on, whatever the server's or the role's
 // setting, and the server answers after that commit. A fence must be
 // durable before its grant is reported: on a server that commits
 // asynchronously (synchronous_commit off) a crash loses the last commits,
 // and with them the resource's last fences, which would then be handed out
-// again. The column it adds is not read.
+// again. A renewal likewise: a crash that took it back would bring the row
+// back with an older lease, already passed, while the holder's local
+// deadline counts from the renewal; another acquire would take the lock
+// over while the holder still believes it holds. The column it adds is
+// not read.
 const pgDurable = "set_config('synchronous_commit', 'on', true)"
 
 const (
@@ -173,9 +177,9 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_ts = now(), expires = excluded.expires`
 	pgDropWaiter = `WITH d AS (DELETE FROM {s}.dal_waiters WHERE id = $1 RETURNING lock_id, mode)
 SELECT pg_notify($2, d.lock_id) FROM d WHERE d.mode = 'write'`
 	pgRenewLocks = `UPDATE {s}.dal_locks SET lease_expires = now() + $2 * interval '1 microsecond', heartbeat_ts = now()
-WHERE token = ANY($1) AND lease_expires > now() RETURNING token`
+WHERE token = ANY($1) AND lease_expires > now() RETURNING token, ` + pgDurable
 	pgRenewJobs = `UPDATE {s}.dal_jobs SET lease_expires = now() + $2 * interval '1 microsecond', heartbeat_ts = now()
-WHERE id = ANY($1) AND lease_expires > now() RETURNING id`
+WHERE id = ANY($1) AND lease_expires > now() RETURNING id, ` + pgDurable
 	pgSetMetadata = `UPDATE {s}.dal_locks SET metadata = $2::jsonb WHERE token = $1`
 
 	pgEnqueue = `INSERT INTO {s}.dal_jobs AS j (id, owner, project, map, kind, process, state, seq, queued_at, lease_expires, heartbeat_ts)
