@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -11,14 +12,12 @@ import (
 	"github.com/locktop/locktop/internal/testenv/pgcluster"
 )
 
-// TestRenewalSurvivesACrash: on a server that commits asynchronously, a
-// crash must not take back a lease the heartbeat renewed. If it did, the
-// row would come back with the grant's first, long-passed lease while the
-// holder's local deadline still counts from its last renewal: a second
-// acquire would take the lock over while the first holder still believes
-// it holds (its local deadline, the database's clock being the one that
-// decides, must never outlast the lease the database keeps).
-func TestRenewalSurvivesACrash(t *testing.T) {
+// TestCrash crashes a PostgreSQL server that commits asynchronously (the
+// setting under which a crash loses the last commits; a walwriter that
+// wakes every 10s leaves them all in its buffers) right after the store
+// reported something done. What it reported must survive. One server for
+// the cases, a schema each: a server of its own costs seconds.
+func TestCrash(t *testing.T) {
 	c, err := pgcluster.Start(context.Background(), pgcluster.Options{Settings: map[string]string{
 		"synchronous_commit": "off", "wal_writer_delay": "10s", "autovacuum": "off",
 	}})
@@ -26,7 +25,7 @@ func TestRenewalSurvivesACrash(t *testing.T) {
 		t.Fatalf("a cluster of the test's own: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Stop() })
-	pool := func() *pgxpool.Pool {
+	pool := func(t *testing.T) *pgxpool.Pool {
 		cfg, err := pgxpool.ParseConfig(c.DSN("postgres"))
 		if err != nil {
 			t.Fatal(err)
@@ -39,60 +38,122 @@ func TestRenewalSurvivesACrash(t *testing.T) {
 		t.Cleanup(p.Close)
 		return p
 	}
-	const lease = 1500 * time.Millisecond
-	opts := Options{Lease: lease, Heartbeat: 100 * time.Millisecond, Grace: time.Millisecond, Wait: 300 * time.Millisecond}
-	pa := pool()
-	a, err := OpenPostgres(ctxT(t), pa, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
-	l, err := a.Acquire(ctxT(t), Map("m1"), Write)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Crash once the grant's own lease has passed on the database's clock
-	// and only the heartbeat's renewals keep the row alive.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var renewed bool
-		err := pa.QueryRow(ctxT(t), `SELECT now() > granted_at + $1 * interval '1 microsecond' AND lease_expires > now()
-FROM `+DefaultSchema+`.dal_locks WHERE token = $2`, lease.Microseconds(), l.token).Scan(&renewed)
+	open := func(t *testing.T, p *pgxpool.Pool, o Options) *Manager {
+		m, err := OpenPostgres(ctxT(t), p, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if renewed {
-			break
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	}
+	crash := func(t *testing.T) {
+		if err := c.Crash(ctxT(t)); err != nil {
+			t.Fatalf("crash: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the heartbeat never kept the lease past the grant's own")
+	}
+
+	// A crash must not take back a lease the heartbeat renewed. If it did,
+	// the row would come back with the grant's first, long-passed lease
+	// while the holder's local deadline still counts from its last
+	// renewal: a second acquire would take the lock over while the first
+	// holder still believes it holds (its local deadline must never
+	// outlast the lease the database keeps).
+	t.Run("renewal", func(t *testing.T) {
+		const lease = 1500 * time.Millisecond
+		opts := Options{Schema: "crash_renewal", Lease: lease, Heartbeat: 100 * time.Millisecond, Grace: time.Millisecond,
+			Wait: 300 * time.Millisecond}
+		pa := pool(t)
+		l, err := open(t, pa, opts).Acquire(ctxT(t), Map("m1"), Write)
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := c.Crash(ctxT(t)); err != nil {
-		t.Fatalf("crash: %v", err)
-	}
-	b, err := OpenPostgres(ctxT(t), pool(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	lb, err := b.Acquire(ctxT(t), Map("m1"), Write)
-	granted := time.Now()
-	if errors.Is(err, ErrTimeout) {
-		if l.Err() != nil {
-			t.Fatalf("b was refused yet a lost its lock: %v", l.Err())
+		// Crash once the grant's own lease has passed on the database's
+		// clock and only the heartbeat's renewals keep the row alive.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var renewed bool
+			err := pa.QueryRow(ctxT(t), `SELECT now() > granted_at + $1 * interval '1 microsecond' AND lease_expires > now()
+FROM crash_renewal.dal_locks WHERE token = $2`, lease.Microseconds(), l.token).Scan(&renewed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if renewed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the heartbeat never kept the lease past the grant's own")
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		return // a holds and renews; b waits, as it must
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.mu.Lock()
-	until := l.deadline
-	l.mu.Unlock()
-	if until.After(granted) {
-		t.Fatalf("b was granted fence %d while a (fence %d) still believed it held for %v more: the crash took back a's renewed lease",
-			lb.Fence(), l.Fence(), until.Sub(granted))
-	}
+		crash(t)
+		lb, err := open(t, pool(t), opts).Acquire(ctxT(t), Map("m1"), Write)
+		granted := time.Now()
+		if errors.Is(err, ErrTimeout) {
+			if l.Err() != nil {
+				t.Fatalf("b was refused yet a lost its lock: %v", l.Err())
+			}
+			return // a holds and renews; b waits, as it must
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		until := l.deadline
+		l.mu.Unlock()
+		if until.After(granted) {
+			t.Fatalf("b was granted fence %d while a (fence %d) still believed it held for %v more: the crash took back a's renewed lease",
+				lb.Fence(), l.Fence(), until.Sub(granted))
+		}
+	})
+
+	// A job reported started must still be running after a crash: if the
+	// crash took its start (or its queue row) back, a second job would
+	// start beside it, over MaxGlobalJobs, while the first still runs.
+	t.Run("job start", func(t *testing.T) {
+		opts := Options{Schema: "crash_job", Lease: 5 * time.Second, MaxGlobalJobs: 1}
+		x, err := open(t, pool(t), opts).StartJob(ctxT(t), Job{ID: "x", Project: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		crash(t)
+		ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
+		defer cancel()
+		y, err := open(t, pool(t), opts).StartJob(ctx, Job{ID: "y", Project: "p"})
+		if err == nil {
+			t.Fatalf("job y started while job x (err %v) runs, with MaxGlobalJobs 1: the crash took x's start back", x.Err())
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || x.Err() != nil {
+			t.Fatalf("y: %v (want a deadline: x runs); x: %v", err, x.Err())
+		}
+		_ = y
+	})
+
+	// A version WriteAtomic reported committed must stay the committed one
+	// after a crash: the write deletes the version it superseded, so a
+	// crash that took the commit back would leave the manifest naming a
+	// deleted directory.
+	t.Run("atomic write", func(t *testing.T) {
+		m := open(t, pool(t), Options{Schema: "crash_atomic"})
+		dir := t.TempDir()
+		for _, v := range []string{"v1", "v2"} {
+			l, err := m.Acquire(ctxT(t), Map("m1"), Write)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.WriteAtomic(ctxT(t), AtomicWrite{Dir: dir, Name: "tiles", Fill: fillVersion(v)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Release(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		crash(t)
+		e, ok, err := open(t, pool(t), Options{Schema: "crash_atomic"}).Manifest(ctxT(t), Map("m1"), "tiles")
+		if err != nil || !ok {
+			t.Fatalf("manifest after the crash: %v, %v", ok, err)
+		}
+		if _, err := os.Stat(e.Path); err != nil {
+			t.Fatalf("after the crash the manifest names %s (fence %d), which the second write deleted: %v", e.Path, e.Fence, err)
+		}
+	})
 }

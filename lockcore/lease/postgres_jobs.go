@@ -68,6 +68,10 @@ func (p *pgStore) schedule(ctx context.Context, plan func(time.Time, []jobRow, m
 	pl := plan(now, jobs, served)
 	b = &pgx.Batch{}
 	if pl.changed() {
+		// A start is a grant: durable before StartJob reports it, or a
+		// crash of a server that commits asynchronously takes it back and
+		// another job starts beside this one, over the caps (pgDurable).
+		b.Queue("SELECT " + pgDurable)
 		b.Queue(p.q(pgDropJobs), pl.drop)
 		b.Queue(p.q(pgStartJobs), pl.start)
 		projects, turns := make([]string, 0, len(pl.served)), make([]int64, 0, len(pl.served))
@@ -105,7 +109,7 @@ func (p *pgStore) finish(ctx context.Context, id string) (bool, error) {
 
 func (p *pgStore) commitManifest(ctx context.Context, token, lockID, name, path string, fence int64) (time.Time, error) {
 	var at time.Time
-	err := p.pool.QueryRow(ctx, p.q(pgCommitManifest), token, lockID, name, path, fence).Scan(&at)
+	err := p.pool.QueryRow(ctx, p.q(pgCommitManifest), token, lockID, name, path, fence).Scan(&at, nil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return at, errManifestRefused
 	}

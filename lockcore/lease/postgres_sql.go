@@ -199,12 +199,15 @@ ON CONFLICT (project) DO UPDATE SET served = excluded.served`
 	pgJobState  = `SELECT state FROM {s}.dal_jobs WHERE id = $1`
 	pgFinish    = `WITH d AS (DELETE FROM {s}.dal_jobs WHERE id = $1 RETURNING id) SELECT pg_notify($2, $3) FROM d`
 
+	// pgCommitManifest is durable (pgDurable) before WriteAtomic reports
+	// it and deletes the superseded version: a crash that took it back
+	// would leave the manifest naming that deleted version.
 	pgCommitManifest = `WITH g AS (SELECT l.lock_id FROM {s}.dal_locks l WHERE l.token = $1 AND l.lock_id = $2 AND l.mode = 'write' AND l.lease_expires > now() FOR UPDATE)
 INSERT INTO {s}.dal_manifest AS m (lock_id, name, path, fence, state, committed_at)
 SELECT g.lock_id, $3, $4, $5, 'committed', now() FROM g
 ON CONFLICT (lock_id, name) DO UPDATE SET path = excluded.path, fence = excluded.fence, state = 'committed', committed_at = excluded.committed_at
 WHERE m.fence <= excluded.fence
-RETURNING committed_at`
+RETURNING committed_at, ` + pgDurable
 	pgHoldsWrite = `SELECT EXISTS (SELECT 1 FROM {s}.dal_locks WHERE token = $1 AND lock_id = $2 AND mode = 'write' AND lease_expires > now())`
 	pgManifest   = `SELECT path, fence, state, committed_at FROM {s}.dal_manifest WHERE lock_id = $1 AND name = $2`
 
