@@ -42,15 +42,18 @@ type dbCount struct {
 // first appearance (the table's order: by database).
 func countDatabases(locks []model.Lock) []dbCount {
 	var out []dbCount
+	j := -1 // the last row's database's place: rows of one database follow each other
 	for i := range locks {
 		l := &locks[i]
 		if !l.Kind.PG() || l.Database == "" {
 			continue
 		}
-		j := slices.IndexFunc(out, func(c dbCount) bool { return c.name == l.Database })
-		if j < 0 {
-			j = len(out)
-			out = append(out, dbCount{name: l.Database})
+		if j < 0 || out[j].name != l.Database {
+			j = slices.IndexFunc(out, func(c dbCount) bool { return c.name == l.Database })
+			if j < 0 {
+				j = len(out)
+				out = append(out, dbCount{name: l.Database})
+			}
 		}
 		if l.Granted {
 			out[j].held++
