@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/charmbracelet/x/ansi"
-
 	"github.com/locktop/locktop/model"
 )
 
@@ -260,7 +258,7 @@ const gaugeLabelW = 13
 // gauge renders "label  ██████░░░░ 6/10 extra" in exactly w cells.
 func (g *gauges) gauge(label string, used, limit int, extra string, w int) string {
 	nums := strconv.Itoa(used) + "/" + strconv.Itoa(limit)
-	extraW := ansi.StringWidth(extra)
+	extraW := width(extra)
 	barW := min(max(w-gaugeLabelW-len(nums)-extraW-3, 4), 20)
 	frac := 0.0
 	if limit > 0 {
