@@ -40,11 +40,11 @@ func TestScreenTrimDrawsTheSame(t *testing.T) {
 
 func TestTrimLines(t *testing.T) {
 	for in, want := range map[string]string{
-		"":                         "",
-		"a  \nb\n   ":              "a\nb\n",
-		"\x1b[7m sel  \x1b[m  ":    "\x1b[7m sel  \x1b[m",
-		"x\x1b[1m  \x1b[m":         "x\x1b[1m  \x1b[m",
-		"  lead":                   "  lead",
+		"":                        "",
+		"a  \nb\n   ":             "a\nb\n",
+		"\x1b[7m sel  \x1b[m  ":   "\x1b[7m sel  \x1b[m",
+		"x\x1b[1m  \x1b[m":        "x\x1b[1m  \x1b[m",
+		"  lead":                  "  lead",
 		"one\n\ntwo  \n  three  ": "one\n\ntwo\n  three",
 	} {
 		if got := trimLines(in); got != want {
