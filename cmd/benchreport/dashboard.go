@@ -211,6 +211,13 @@ const reading = `
   than once per lock, decoded without per-row allocations. It reads more than the bare query
   (database, user, query text, wait start), which is what the remaining ratio at 10,000 locks
   pays for.
+- **One pane's PostgreSQL source.** Its budget is judged against pgbench sending the source's
+  own statement (pg-inspect.sql, generated from the statement and checked by a test, as the
+  lease source's lease-list.sql is): that is the bare read of what the pane shows (advisory
+  locks and row-lock waits, with their sessions, the waited-for relations' names and the
+  server's counts), so the ratio is what the client adds. The bare pg_locks query reads only
+  the advisory rows and their sessions; its row is kept, as a reference of the machine, not
+  as the budget's baseline. The source is measured as the dashboard opens it (a Monitor).
 - **Dashboard.** Almost all of a 10,000-lock refresh is the poll; the dashboard renders only
   the rows that fit on the screen.
 - **Simulator.** The scale scenario fires 1,000 hooks back to back onto its pools (a
