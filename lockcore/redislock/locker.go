@@ -143,6 +143,9 @@ func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opt
 	if observe {
 		l.observeWait()
 	}
+	if f := afterRegister.get(); f != nil {
+		f(ctx)
+	}
 	return a.await(r)
 }
 
@@ -238,6 +241,9 @@ func (a *attempt) await(r result) (*Lock, error) {
 	defer timer.Stop()
 	for {
 		timer.Reset(min(max(r.ttl, time.Millisecond), maxPoll))
+		if f := awaiting.get(); f != nil && ready == nil {
+			f()
+		}
 		select {
 		case n := <-ch:
 			if k := a.handedOver(n); k != nil {
