@@ -59,7 +59,7 @@ func TestCrash(t *testing.T) {
 	// holder still believes it holds (its local deadline must never
 	// outlast the lease the database keeps).
 	t.Run("renewal", func(t *testing.T) {
-		const lease = 1500 * time.Millisecond
+		const lease = time.Second
 		opts := Options{Schema: "crash_renewal", Lease: lease, Heartbeat: 100 * time.Millisecond, Grace: time.Millisecond,
 			Wait: 300 * time.Millisecond}
 		pa := pool(t)
