@@ -195,8 +195,13 @@ func (s *JobSlot) Context() context.Context { return s.ctx }
 // lost, and is ErrReleased after Finish.
 func (s *JobSlot) Err() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+	err, late := s.err, s.err == nil && !s.deadline.IsZero() && !time.Now().Before(s.deadline)
+	s.mu.Unlock()
+	if late { // the deadline decides, not its timer (Lock.Err)
+		s.expire()
+		return s.Err()
+	}
+	return err
 }
 
 // Finish releases the locks the job still holds, frees its slot (the next

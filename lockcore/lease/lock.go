@@ -101,8 +101,16 @@ func (l *Lock) Done() <-chan struct{} { return l.done }
 // ErrReleased after Release.
 func (l *Lock) Err() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
+	err, late := l.err, l.err == nil && !l.deadline.IsZero() && !time.Now().Before(l.deadline)
+	l.mu.Unlock()
+	if late {
+		// The deadline decides, not the timer that fires at it: a late
+		// timer (a starved scheduler) must not leave the lock looking held
+		// when the database may have let another holder take it.
+		l.expire()
+		return l.Err()
+	}
+	return err
 }
 
 // FenceOf returns the fence of r as held in ctx (a Lock's context or one
