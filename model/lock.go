@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -224,6 +225,19 @@ func (l *Lock) KeyID() KeyID {
 	return id
 }
 
+// SameKey reports whether l and o are rows of the same key: l.KeyID() ==
+// o.KeyID(), without building the two KeyIDs (eleven fields each), which
+// was a good part of a refresh at 10,000 locks. The fields that differ
+// most often are compared first.
+func (l *Lock) SameKey(o *Lock) bool {
+	if l.EntityID != o.EntityID || l.RelationOID != o.RelationOID || l.Kind != o.Kind || l.Pair != o.Pair ||
+		l.Name != o.Name || l.Row != o.Row || l.Namespace != o.Namespace || l.Database != o.Database ||
+		l.Object != o.Object || l.Server != o.Server {
+		return false
+	}
+	return l.RelationOID != 0 || l.Relation == o.Relation
+}
+
 // RelationLabel names the row's relation: its schema-qualified name, else
 // "DATABASE oid N" for a relation whose name is not known (another
 // database that could not be read), else "".
@@ -419,14 +433,15 @@ type KindCount struct {
 // order of Kinds (kinds not in Kinds last, in order of appearance).
 func (s *Snapshot) CountKinds() []KindCount {
 	var out []KindCount
-	idx := map[Kind]int{}
+	j := -1 // the last row's kind's place: rows of one kind mostly follow each other
 	for i := range s.Locks {
 		l := &s.Locks[i]
-		j, ok := idx[l.Kind]
-		if !ok {
-			j = len(out)
-			idx[l.Kind] = j
-			out = append(out, KindCount{Kind: l.Kind})
+		if j < 0 || out[j].Kind != l.Kind {
+			j = slices.IndexFunc(out, func(c KindCount) bool { return c.Kind == l.Kind })
+			if j < 0 {
+				j = len(out)
+				out = append(out, KindCount{Kind: l.Kind})
+			}
 		}
 		if l.Granted {
 			out[j].Held++

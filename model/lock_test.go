@@ -68,3 +68,38 @@ func TestKeyLabels(t *testing.T) {
 		}
 	}
 }
+
+// SameKey must agree with comparing KeyIDs, field by field: each row below
+// differs from the base in one field of the key (or in one that is not).
+func TestSameKeyIsKeyID(t *testing.T) {
+	base := Lock{Kind: KindAdvisory, Database: "app", Pair: true, Namespace: "ns", EntityID: 7, Relation: "public.t",
+		RelationOID: 0, Row: "(0,1)", Object: "o", Name: "n", Server: "a", PID: 1, Granted: true}
+	edits := []func(*Lock){
+		func(*Lock) {},
+		func(l *Lock) { l.Kind = KindRedis },
+		func(l *Lock) { l.Database = "other" },
+		func(l *Lock) { l.Pair = false },
+		func(l *Lock) { l.Namespace = "x" },
+		func(l *Lock) { l.EntityID = 8 },
+		func(l *Lock) { l.Relation = "public.u" },
+		func(l *Lock) { l.RelationOID = 42 },
+		func(l *Lock) { l.Row = "(0,2)" },
+		func(l *Lock) { l.Object = "p" },
+		func(l *Lock) { l.Name = "m" },
+		func(l *Lock) { l.Server = "b" },
+		func(l *Lock) { l.PID, l.Granted, l.Owner = 2, false, "w" }, // not of the key
+	}
+	for i, a := range edits {
+		for j, b := range edits {
+			for _, oid := range []uint32{0, 42} { // with an oid the relation's name does not count
+				x, y := base, base
+				x.RelationOID, y.RelationOID = oid, oid
+				a(&x)
+				b(&y)
+				if got, want := x.SameKey(&y), x.KeyID() == y.KeyID(); got != want {
+					t.Errorf("edits %d and %d, oid %d: SameKey %v, KeyIDs equal %v", i, j, oid, got, want)
+				}
+			}
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/locktop/locktop/model"
 )
@@ -196,7 +195,7 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, 
 		if l.PID == 0 && l.Token != "" {
 			who = "token " + l.Token + "…"
 		}
-		b.WriteString(row + hang(Sanitize(who), w-ansi.StringWidth(row), ansi.StringWidth(row)))
+		b.WriteString(row + hang(Sanitize(who), w-width(row), width(row)))
 		b.WriteByte('\n')
 	}
 	return strings.TrimRight(b.String(), "\n")

@@ -106,15 +106,14 @@ func diffEvents(prev, next *model.Snapshot) []model.Event {
 // sameRow reports whether a and b are the same backend's (or owner's) row
 // of the same key, granted or waiting alike: the same row a refresh later.
 func sameRow(a, b *model.Lock) bool {
-	return a.PID == b.PID && a.Granted == b.Granted && a.EntityID == b.EntityID && a.Owner == b.Owner && a.KeyID() == b.KeyID()
+	return a.PID == b.PID && a.Granted == b.Granted && a.Owner == b.Owner && a.SameKey(b)
 }
 
 // forGroups calls fn for each run of rows with the same key.
 func forGroups(locks []model.Lock, fn func(start, end int)) {
 	for i := 0; i < len(locks); {
 		j := i + 1
-		id := locks[i].KeyID()
-		for j < len(locks) && isKey(&locks[j], id) {
+		for j < len(locks) && locks[j].SameKey(&locks[i]) {
 			j++
 		}
 		fn(i, j)
@@ -157,20 +156,12 @@ func (x *groupIndex) find(l *model.Lock) [2]int {
 	if !ok {
 		return [2]int{}
 	}
-	id := l.KeyID()
 	for ; i >= 0; i = x.next[i] {
-		if s := x.spans[i]; isKey(&x.locks[s[0]], id) {
+		if s := x.spans[i]; x.locks[s[0]].SameKey(l) {
 			return s
 		}
 	}
 	return [2]int{}
-}
-
-// isKey reports whether l is a row of key id. KeyID decides; the entity
-// id, which differs most often, is compared first, because building a
-// KeyID for every row is a good part of a refresh at 10,000 locks.
-func isKey(l *model.Lock, id model.KeyID) bool {
-	return l.EntityID == id.EntityID && l.KeyID() == id
 }
 
 // rowKey identifies a row within one key's rows.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"charm.land/lipgloss/v2"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/locktop/locktop/model"
 )
@@ -230,7 +229,7 @@ func (e *eventLog) View() string {
 	}
 	ww := 0
 	for _, l := range shown {
-		ww = max(ww, ansi.StringWidth(l.worker))
+		ww = max(ww, width(l.worker))
 	}
 	ww = min(ww, 14)
 	for _, l := range shown {

@@ -4,7 +4,6 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 )
 
 // filterInput is the one-line editor of the filter, in the footer; the
@@ -36,7 +35,7 @@ func newFilterInput(st *Styles, k *KeyMap, current string, change func(string)) 
 func (f *filterInput) SetSize(w, _ int) {
 	f.width = w
 	// The prompt, the cursor and two blanks beside the keys.
-	f.input.SetWidth(max(w-shortHelpWidth(f.ShortHelp())-ansi.StringWidth(f.input.Prompt)-3, 10))
+	f.input.SetWidth(max(w-shortHelpWidth(f.ShortHelp())-width(f.input.Prompt)-3, 10))
 }
 
 // Typing is always true: the editor takes text.

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"charm.land/bubbles/v2/key"
-	"github.com/charmbracelet/x/ansi"
 )
 
 // footer is the last line: the keys of whatever has them now (the main
@@ -53,9 +52,9 @@ func (f *footer) View() string {
 		}
 		status = st.Render(f.status)
 	}
-	sw := ansi.StringWidth(status)
+	sw := width(status)
 	hints := shortHelp(f.st, f.keys, f.width-sw-2)
-	gap := max(f.width-ansi.StringWidth(hints)-sw, 1)
+	gap := max(f.width-width(hints)-sw, 1)
 	return fitLine(hints+spaces(gap)+status, f.width)
 }
 
@@ -72,7 +71,7 @@ func shortHelp(st *Styles, bindings []key.Binding, w int) string {
 		}
 		h := kb.Help()
 		item := st.Help.ShortKey.Render(h.Key) + " " + st.Help.ShortDesc.Render(h.Desc)
-		iw := ansi.StringWidth(h.Key) + 1 + ansi.StringWidth(h.Desc)
+		iw := width(h.Key) + 1 + width(h.Desc)
 		if used > 0 {
 			iw += 3
 			item = sep + item
@@ -104,7 +103,7 @@ func shortHelpWidth(bindings []key.Binding) int {
 			n += 3
 		}
 		h := kb.Help()
-		n += ansi.StringWidth(h.Key) + 1 + ansi.StringWidth(h.Desc)
+		n += width(h.Key) + 1 + width(h.Desc)
 	}
 	return n
 }

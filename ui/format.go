@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
 
@@ -111,15 +112,62 @@ func rcell(s string, w int) string {
 	return strings.Repeat(" ", w-sw) + s
 }
 
-// width is the cells s takes: len(s) for printable ASCII, the common
-// case, which spares the grapheme walk of ansi.StringWidth.
+// width is the cells s takes, as ansi.StringWidth counts them, styles
+// (SGR sequences) and all. A frame is mostly printable ASCII, the dashboard's
+// own marks (·, …, ≥, ─, ▁…█) and colour: each of those is one cell and its
+// own grapheme, so a byte walk counts them and spares the grapheme walk of
+// ansi.StringWidth, which was most of drawing a frame (issue 26). Anything
+// else (another escape, a wide or combining character) is left to
+// ansi.StringWidth.
 func width(s string) int {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c >= 0x20 && c < 0x7f:
+			n++
+			i++
+		case c == 0x1b && i+1 < len(s) && s[i+1] == '[':
+			// CSI: parameter and intermediate bytes, then a final byte.
+			j := i + 2
+			for j < len(s) && s[j] >= 0x20 && s[j] <= 0x3f {
+				j++
+			}
+			if j == len(s) || s[j] < 0x40 || s[j] > 0x7e {
+				return ansi.StringWidth(s)
+			}
+			i = j + 1
+		case c >= 0x80:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if !narrow(r) {
+				return ansi.StringWidth(s)
+			}
+			n++
+			i += size
+		default:
 			return ansi.StringWidth(s)
 		}
 	}
-	return len(s)
+	return n
+}
+
+// narrow reports whether r is one cell and a grapheme of its own beside
+// any other such rune or ASCII: Latin-1's letters and signs, general
+// punctuation (dashes, quotes, bullets, ellipsis), arrows, mathematical
+// operators, box drawing and block elements. TestWidthMatchesAnsi checks
+// every one against ansi.StringWidth.
+func narrow(r rune) bool {
+	switch {
+	case r >= 0xa1 && r <= 0xff && r != 0xad: // not the soft hyphen
+		return true
+	case r >= 0x2010 && r <= 0x2027, r >= 0x2030 && r <= 0x205e: // general punctuation, no invisibles
+		return true
+	case r >= 0x2190 && r <= 0x21ff, r >= 0x2200 && r <= 0x22ff: // arrows, operators
+		return true
+	case r >= 0x2500 && r <= 0x259f: // box drawing, blocks
+		return true
+	}
+	return false
 }
 
 // spaces is n blanks (none for n <= 0).
@@ -127,7 +175,7 @@ func spaces(n int) string { return strings.Repeat(" ", max(n, 0)) }
 
 // fitLine truncates a styled line to w cells and pads it to exactly w.
 func fitLine(s string, w int) string {
-	sw := ansi.StringWidth(s)
+	sw := width(s)
 	if sw > w {
 		return ansi.Truncate(s, w, "…")
 	}
@@ -204,7 +252,7 @@ func rule(st *Styles, title string, extra string, w int) string {
 	if extra != "" {
 		head += " " + st.Dim.Render(extra)
 	}
-	hw := ansi.StringWidth(head)
+	hw := width(head)
 	if hw+2 > w {
 		return fitLine(head, w)
 	}
@@ -316,7 +364,7 @@ func wrap(s string, w int) []string {
 		curW = 0
 	}
 	for _, word := range strings.Split(s, " ") {
-		ww := ansi.StringWidth(word)
+		ww := width(word)
 		if curW > 0 && curW+1+ww > w {
 			flush()
 		}
@@ -326,7 +374,7 @@ func wrap(s string, w int) []string {
 			}
 			lines = append(lines, ansi.Truncate(word, w, ""))
 			word = ansi.TruncateLeft(word, w, "")
-			ww = ansi.StringWidth(word)
+			ww = width(word)
 		}
 		if curW > 0 {
 			cur.WriteByte(' ')

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/charmbracelet/x/ansi"
-
 	"github.com/locktop/locktop/model"
 )
 
@@ -42,15 +40,18 @@ type dbCount struct {
 // first appearance (the table's order: by database).
 func countDatabases(locks []model.Lock) []dbCount {
 	var out []dbCount
+	j := -1 // the last row's database's place: rows of one database follow each other
 	for i := range locks {
 		l := &locks[i]
 		if !l.Kind.PG() || l.Database == "" {
 			continue
 		}
-		j := slices.IndexFunc(out, func(c dbCount) bool { return c.name == l.Database })
-		if j < 0 {
-			j = len(out)
-			out = append(out, dbCount{name: l.Database})
+		if j < 0 || out[j].name != l.Database {
+			j = slices.IndexFunc(out, func(c dbCount) bool { return c.name == l.Database })
+			if j < 0 {
+				j = len(out)
+				out = append(out, dbCount{name: l.Database})
+			}
 		}
 		if l.Granted {
 			out[j].held++
@@ -257,7 +258,7 @@ const gaugeLabelW = 13
 // gauge renders "label  ██████░░░░ 6/10 extra" in exactly w cells.
 func (g *gauges) gauge(label string, used, limit int, extra string, w int) string {
 	nums := strconv.Itoa(used) + "/" + strconv.Itoa(limit)
-	extraW := ansi.StringWidth(extra)
+	extraW := width(extra)
 	barW := min(max(w-gaugeLabelW-len(nums)-extraW-3, 4), 20)
 	frac := 0.0
 	if limit > 0 {

@@ -189,8 +189,8 @@ func (h *header) line() string {
 	server := h.serverLabel()
 	segs[1].text = server
 	l := fitSegments(segs, st.Dim.Render(" · "), h.width)
-	if over := ansi.StringWidth(l) - h.width; over > 0 {
-		segs[1].text = middle(server, ansi.StringWidth(server)-over)
+	if over := width(l) - h.width; over > 0 {
+		segs[1].text = middle(server, width(server)-over)
 		l = fitSegments(segs, st.Dim.Render(" · "), h.width)
 	}
 	return fitLine(l, h.width)
@@ -199,7 +199,7 @@ func (h *header) line() string {
 // middle cuts s to w cells by taking out its middle: a socket directory's
 // start and a database's name both stay.
 func middle(s string, w int) string {
-	sw := ansi.StringWidth(s)
+	sw := width(s)
 	if sw <= w {
 		return s
 	}
@@ -246,8 +246,8 @@ func (h *header) replayLine(version string) string {
 	server := h.serverLabel()
 	segs[1].text = server
 	l := fitSegments(segs, st.Dim.Render(" · "), h.width)
-	if over := ansi.StringWidth(l) - h.width; over > 0 {
-		segs[1].text = middle(server, ansi.StringWidth(server)-over)
+	if over := width(l) - h.width; over > 0 {
+		segs[1].text = middle(server, width(server)-over)
 		l = fitSegments(segs, st.Dim.Render(" · "), h.width)
 	}
 	return fitLine(l, h.width)

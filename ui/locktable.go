@@ -232,12 +232,11 @@ func (t *lockTable) SetSnapshot(s *model.Snapshot) {
 	var kinds [4]model.Kind // the first few distinct kinds; more than one is all that matters
 	for i := 0; i < len(locks); {
 		g := keyGroup{start: i}
-		id := locks[i].KeyID()
 		if t.kinds < len(kinds) && !slices.Contains(kinds[:t.kinds], locks[i].Kind) {
 			kinds[t.kinds] = locks[i].Kind
 			t.kinds++
 		}
-		for ; i < len(locks) && (i == g.start || isKey(&locks[i], id)); i++ {
+		for ; i < len(locks) && (i == g.start || locks[i].SameKey(&locks[g.start])); i++ {
 			l := &locks[i]
 			if l.Granted {
 				t.held++
@@ -282,13 +281,20 @@ func (t *lockTable) rebuild() {
 		// down; keys nobody waits behind last, by key.
 		type rank struct{ root, depth int }
 		ranks := make([]rank, len(t.groups))
+		var last waitfor.Session // the session ranked last: a holder's rows often follow each other
+		var lastRank rank
+		lastOK, haveLast := false, false
 		for _, gi := range order {
 			ranks[gi] = rank{math.MaxInt, 0}
 			g := t.groups[gi]
 			for i := g.start; i < g.end; i++ {
 				if l := &t.locks[i]; l.Granted {
-					if r, d, ok := t.graph.Rank(waitfor.Of(l)); ok && r < ranks[gi].root {
-						ranks[gi] = rank{r, d}
+					if x := waitfor.Of(l); !haveLast || x != last {
+						r, d, ok := t.graph.Rank(x)
+						last, lastRank, lastOK, haveLast = x, rank{r, d}, ok, true
+					}
+					if lastOK && lastRank.root < ranks[gi].root {
+						ranks[gi] = lastRank
 					}
 				}
 			}

@@ -208,7 +208,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	if m.footer.expire(m.now()) {
 		quiet = false
 	}
-	m.layout()
+	if !quiet {
+		// A tick changes nothing laid out: the layout of the last other
+		// message stands (at rest, laying out on each tick was most of
+		// Update's CPU, issue 26).
+		m.layout()
+	}
 	m.reuse = quiet && m.fresh
 	m.fresh = false
 	return m, cmd

@@ -33,7 +33,7 @@ func Run(ctx context.Context, opts Options) error {
 		opts.NoColor = true
 		popts = append(popts, tea.WithColorProfile(colorprofile.ASCII))
 	}
-	_, err := tea.NewProgram(New(ctx, opts), popts...).Run()
+	_, err := tea.NewProgram(&screen{m: New(ctx, opts)}, popts...).Run()
 	if err == nil || errors.Is(err, tea.ErrInterrupted) || errors.Is(err, context.Canceled) {
 		return nil
 	}

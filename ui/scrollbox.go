@@ -5,7 +5,6 @@ import (
 
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 )
 
 // scrollBox is a bordered box with a title line and content that scrolls:
@@ -74,7 +73,7 @@ func (b *scrollBox) View() string {
 		from := b.vp.YOffset() + 1
 		to := min(b.vp.YOffset()+b.vp.Height(), n)
 		pos := b.st.Dim.Render("lines " + strconv.Itoa(from) + "–" + strconv.Itoa(to) + " of " + strconv.Itoa(n))
-		if gap := b.inner() - ansi.StringWidth(title) - ansi.StringWidth(pos); gap >= 2 {
+		if gap := b.inner() - width(title) - width(pos); gap >= 2 {
 			title += spaces(gap) + pos
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 )
 
 // seekInput is the one-line editor of a replay's seek, in the footer: a
@@ -33,7 +32,7 @@ func newSeekInput(st *Styles, k *KeyMap, seek func(string)) (*seekInput, tea.Cmd
 // SetSize sets the width of the line.
 func (s *seekInput) SetSize(w, _ int) {
 	s.width = w
-	s.input.SetWidth(max(w-shortHelpWidth(s.ShortHelp())-ansi.StringWidth(s.input.Prompt)-3, 10))
+	s.input.SetWidth(max(w-shortHelpWidth(s.ShortHelp())-width(s.input.Prompt)-3, 10))
 }
 
 // Typing is always true: the editor takes text.

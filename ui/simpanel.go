@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"charm.land/bubbles/v2/key"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/locktop/locktop/model"
 )
@@ -133,7 +132,7 @@ func (p *simPanel) rateLines() []string {
 		if has {
 			join = sep
 		}
-		if ansi.StringWidth(*last)+ansi.StringWidth(join)+ansi.StringWidth(item) <= p.width {
+		if width(*last)+width(join)+width(item) <= p.width {
 			*last += join + item
 			has = true
 			continue
@@ -196,7 +195,7 @@ func (p *simPanel) View() string {
 	now := fmtRate(s.Throughput) + "/s"
 	if p.combined() {
 		// One line: the sparkline takes what the invariants leave.
-		room := p.width - len("throughput ") - len(now) - 4 - ansi.StringWidth(inv)
+		room := p.width - len("throughput ") - len(now) - 4 - width(inv)
 		spark := sparkline(p.throughput, min(max(room, 4), 60))
 		lines = append(lines, "throughput "+st.Note.Render(spark)+" "+now+st.Dim.Render(" · ")+inv)
 	} else {

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"charm.land/bubbles/v2/key"
-	"github.com/charmbracelet/x/ansi"
 )
 
 // timeline is the replay's line above the footer: where in the recording
@@ -50,7 +49,7 @@ func (t *timeline) View() string {
 	first, last, cur := t.rep.Time(0), t.rep.Time(n-1), t.rep.Time(t.pos)
 	left := state + " ×" + fmtSpeed(t.speed) + "  " + st.App.Render(cur.Format("15:04:05")) + "  " + st.Dim.Render(first.Format("15:04:05")) + " "
 	right := " " + st.Dim.Render(last.Format("15:04:05")) + "  " + strconv.Itoa(t.pos+1) + "/" + strconv.Itoa(n)
-	bar := t.width - ansi.StringWidth(left) - ansi.StringWidth(right)
+	bar := t.width - width(left) - width(right)
 	if bar < 10 {
 		return fitLine(left+right, t.width)
 	}

@@ -24,8 +24,8 @@ import (
 // at 160x50. Budget: under 50 ms. The baseline is the bare pg_locks query
 // at 10,000 locks, which no poll can beat.
 func dashboard(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) {
-	var goNS, pgMS, ratios, uiNS []float64
-	var gocmd, pgcmd, uicmd string
+	var goNS, pgMS, ratios, uiNS, queuedNS []float64
+	var gocmd, pgcmd, uicmd, qcmd string
 	for range r.rounds {
 		ns, c, err := r.goBench(ctx, "internal/cli", `^BenchmarkDashboardRefresh10k$/^poll\+update\+render$`)
 		if err != nil {
@@ -35,12 +35,17 @@ func dashboard(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 		if err != nil {
 			return nil, err
 		}
-		un, uc, err := r.goBench(ctx, "ui", "^BenchmarkSnapshot10k$/^plain$")
+		// The same refresh's update and render alone, on its polled snapshots.
+		un, uc, err := r.goBench(ctx, "internal/cli", `^BenchmarkDashboardRefresh10k$/^update\+render$`)
 		if err != nil {
 			return nil, err
 		}
-		gocmd, pgcmd, uicmd = c, pc, uc
-		goNS, pgMS, uiNS = append(goNS, ns), append(pgMS, ms), append(uiNS, un)
+		qn, qc, err := r.goBench(ctx, "ui", "^BenchmarkSnapshot10k$/^plain$")
+		if err != nil {
+			return nil, err
+		}
+		gocmd, pgcmd, uicmd, qcmd = c, pc, uc, qc
+		goNS, pgMS, uiNS, queuedNS = append(goNS, ns), append(pgMS, ms), append(uiNS, un), append(queuedNS, qn)
 		ratios = append(ratios, ns/(ms*1e6))
 	}
 	total := median(goNS) / 1e6
@@ -51,8 +56,12 @@ func dashboard(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 			Spread: spread(ratios), Budget: "< 50 ms", Verdict: verdict(total < 50), Command: gocmd, Baseline2: pgcmd, Held: 10_000,
 		},
 		{
-			Name: "  of which update + render alone (10,000 locks, 160×50, only visible rows drawn)", Figure: fmt.Sprintf("%.2f ms", median(uiNS)/1e6),
+			Name: "  of which update + render alone (the same 10,000 held and 20 waiting, 160×50, only visible rows drawn)", Figure: fmt.Sprintf("%.2f ms", median(uiNS)/1e6),
 			Baseline: "—", Ratio: "—", Budget: "—", Verdict: "—", Command: uicmd,
+		},
+		{
+			Name: "Update + render at 10,000 locks in 2,500 queues (7,500 waiting: 2,500 contention episodes followed)", Figure: fmt.Sprintf("%.2f ms", median(queuedNS)/1e6),
+			Baseline: "—", Ratio: "—", Budget: "—", Verdict: "—", Command: qcmd,
 		},
 	}, nil
 }
@@ -211,6 +220,13 @@ const reading = `
   than once per lock, decoded without per-row allocations. It reads more than the bare query
   (database, user, query text, wait start), which is what the remaining ratio at 10,000 locks
   pays for.
+- **One pane's PostgreSQL source.** Its budget is judged against pgbench sending the source's
+  own statement (pg-inspect.sql, generated from the statement and checked by a test, as the
+  lease source's lease-list.sql is): that is the bare read of what the pane shows (advisory
+  locks and row-lock waits, with their sessions, the waited-for relations' names and the
+  server's counts), so the ratio is what the client adds. The bare pg_locks query reads only
+  the advisory rows and their sessions; its row is kept, as a reference of the machine, not
+  as the budget's baseline. The source is measured as the dashboard opens it (a Monitor).
 - **Dashboard.** Almost all of a 10,000-lock refresh is the poll; the dashboard renders only
   the rows that fit on the screen.
 - **Simulator.** The scale scenario fires 1,000 hooks back to back onto its pools (a

@@ -25,8 +25,15 @@ import (
 // load (1,000 advisory locks held and 100 SELECT … FOR UPDATE waiters on
 // PostgreSQL, 1,000 session mutexes on a throw-away Redis, 1,000 lease
 // rows), each source's poll beside its bare read in alternating rounds:
-//   - PostgreSQL: pgsource.Inspect against pgbench running the bare pg_locks
-//     query (pg_locks_poll.sql). Budget: 1.3×, for every source.
+//   - PostgreSQL: the source as the dashboard opens it (pgsource.Connect, a
+//     Monitor: its Poll) against pgbench sending the source's own statement
+//     (pg-inspect.sql, generated from internal/source/pglocks.SQL and checked
+//     by its test): the bare read of the facts the pane shows, advisory
+//     locks and row-lock waits with their sessions and relations. Budget:
+//     1.3×, for every source. The bare pg_locks query (pg_locks_poll.sql,
+//     the advisory rows and their sessions only) is reported beside it, as
+//     the Monitor poll figures are, but reads fewer facts than the pane
+//     shows, so the budget is not judged against it.
 //   - Redis: the Redis source's poll against a bare go-redis SCAN loop over
 //     the same prefix (the listing alone: the source also reads each lock's
 //     hash, TTL and queue, in one pipeline).
@@ -44,12 +51,12 @@ func onePane(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 	}
 	defer l.close()
 
-	mon, err := pgx.Connect(ctx, r.dsn)
+	mon, err := pgsource.Connect(ctx, r.dsn, pgsource.Options{})
 	if err != nil {
 		return nil, err
 	}
-	defer mon.Close(context.Background())
-	pg := source.Named("postgres", func(ctx context.Context) (model.Snapshot, error) { return pgsource.Inspect(ctx, mon) })
+	defer mon.Close()
+	pg := source.Named("postgres", mon.Poll)
 	rs := redissource.New(redis.NewClient(&redis.Options{Network: "unix", Addr: l.redis.Socket()}), redissource.Options{})
 	defer rs.Close()
 	leasePool, err := pgxpool.New(ctx, r.dsn)
@@ -60,15 +67,12 @@ func onePane(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 	ls := leasesource.Postgres("lease", leasePool, "", false)
 	// Each source has a connection of its own, so PollAll's concurrent polls
 	// never queue behind one another on the client.
-	monAll, err := pgx.Connect(ctx, r.dsn)
+	monAll, err := pgsource.Connect(ctx, r.dsn, pgsource.Options{})
 	if err != nil {
 		return nil, err
 	}
-	defer monAll.Close(context.Background())
-	all := []source.Source{
-		source.Named("postgres", func(ctx context.Context) (model.Snapshot, error) { return pgsource.Inspect(ctx, monAll) }),
-		rs, ls,
-	}
+	defer monAll.Close()
+	all := []source.Source{source.Named("postgres", monAll.Poll), rs, ls}
 	// Check the load is what the figure says before timing it.
 	for _, c := range []struct {
 		src        source.Source
@@ -100,9 +104,9 @@ func onePane(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 		fmt.Fprintf(r.log, "   %s: %.3f ms\n", name, ns/1e6)
 		return ns, err
 	}
-	var pgNS, pgBare, redisNS, redisBare, leaseNS, leaseBare, allNS []float64
-	var pgRatio, redisRatio, leaseRatio, allRatio []float64
-	var pgCmd, leaseCmd string
+	var pgNS, pgBare, pgOwn, redisNS, redisBare, leaseNS, leaseBare, allNS []float64
+	var pgRatio, pgOwnRatio, redisRatio, leaseRatio, allRatio []float64
+	var pgCmd, pgOwnCmd, leaseCmd string
 	for range r.rounds {
 		a, err := poll("postgres source", pg.Poll)
 		if err != nil {
@@ -114,6 +118,12 @@ func onePane(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 		}
 		pgCmd = c
 		pgNS, pgBare, pgRatio = append(pgNS, a), append(pgBare, b*1e6), append(pgRatio, a/(b*1e6))
+		_, b, c, err = r.pgbench(ctx, "-M", "prepared", "-f", benchFile("pg-inspect.sql"), "-c", "1")
+		if err != nil {
+			return nil, err
+		}
+		pgOwnCmd = c
+		pgOwn, pgOwnRatio = append(pgOwn, b*1e6), append(pgOwnRatio, a/(b*1e6))
 
 		a, err = poll("redis source", rs.Poll)
 		if err != nil {
@@ -147,7 +157,7 @@ func onePane(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 		if err != nil {
 			return nil, err
 		}
-		sum := pgBare[len(pgBare)-1] + redisBare[len(redisBare)-1] + leaseBare[len(leaseBare)-1]
+		sum := pgOwn[len(pgOwn)-1] + redisBare[len(redisBare)-1] + leaseBare[len(leaseBare)-1]
 		allNS, allRatio = append(allNS, a), append(allRatio, a/sum)
 	}
 	ms := func(v []float64) string { return fmt.Sprintf("%.2f ms", median(v)/1e6) }
@@ -156,9 +166,14 @@ func onePane(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 	goCmd := "go run ./cmd/benchreport -only 'one pane'"
 	return []figure{
 		{
-			Name: "One pane, PostgreSQL source (pgsource.Inspect), " + load, Figure: ms(pgNS),
+			Name: "One pane, PostgreSQL source (pgsource.Monitor.Poll), " + load, Figure: ms(pgNS),
+			Baseline: ms(pgOwn) + " (pgbench, the source's own statement)", Ratio: ratio(pgOwnRatio), Spread: spread(pgOwnRatio),
+			Budget: "≤ 1.3×", Verdict: verdict(median(pgOwnRatio) <= 1.3), Command: goCmd, Baseline2: pgOwnCmd,
+		},
+		{
+			Name: "One pane, PostgreSQL source beside the bare pg_locks query (the advisory rows and their sessions only), same load", Figure: ms(pgNS),
 			Baseline: ms(pgBare) + " (bare pg_locks query)", Ratio: ratio(pgRatio), Spread: spread(pgRatio),
-			Budget: "≤ 1.3×", Verdict: verdict(median(pgRatio) <= 1.3), Command: goCmd, Baseline2: pgCmd,
+			Budget: "—", Verdict: "—", Command: goCmd, Baseline2: pgCmd,
 		},
 		{
 			Name: "One pane, Redis source (SCAN + one pipeline), same load", Figure: ms(redisNS),
@@ -173,8 +188,8 @@ func onePane(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 		},
 		{
 			Name: "One pane, the whole refresh (the three polls at once, source.PollAll)", Figure: ms(allNS),
-			Baseline: fmt.Sprintf("%.2f ms (the three bare reads, one after another)", (median(pgBare)+median(redisBare)+median(leaseBare))/1e6),
-			Ratio:    ratio(allRatio), Spread: spread(allRatio), Budget: "—", Verdict: "—", Command: goCmd, Baseline2: pgCmd + "` + the SCAN loop + `" + leaseCmd,
+			Baseline: fmt.Sprintf("%.2f ms (the three bare reads, one after another)", (median(pgOwn)+median(redisBare)+median(leaseBare))/1e6),
+			Ratio:    ratio(allRatio), Spread: spread(allRatio), Budget: "—", Verdict: "—", Command: goCmd, Baseline2: pgOwnCmd + "` + the SCAN loop + `" + leaseCmd,
 		},
 	}, nil
 }

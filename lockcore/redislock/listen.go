@@ -243,8 +243,8 @@ func (l *Locker) checkHolds(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 		_, _, err := check(cctx, l.rdb, k.ks, k.token)
 		cancel()
-		if errors.Is(err, ErrNotHeld) && !k.releasing() {
-			k.lose("Redis no longer has it (a restart or a failover)")
+		if errors.Is(err, ErrNotHeld) {
+			k.gone("Redis no longer has it (a restart or a failover)")
 		}
 	}
 }

@@ -63,11 +63,7 @@ func (k *Lock) takeUp(ttl time.Duration) {
 		cancel()
 		switch {
 		case err == nil && n == 0:
-			// A release under way deleted it: the release ends the lock
-			// (as checkHolds leaves such a hold to it).
-			if !k.releasing() {
-				k.lose("its hand-over was gone before it was taken up")
-			}
+			k.gone("its hand-over was gone before it was taken up")
 			return
 		case err == nil:
 			k.mu.Lock()
@@ -159,12 +155,17 @@ func (k *Lock) ended() error {
 	return k.cause
 }
 
-// releasing reports whether a Release is under way: a check that finds the
-// key gone may be seeing that release's own delete.
-func (k *Lock) releasing() bool {
+// gone ends the lock as lost (why) when a check (a take-up, a hold check
+// after a resubscription) found the key gone or taken, unless a Release is
+// under way: the check may be seeing that release's own delete, and the
+// release ends the lock itself.
+func (k *Lock) gone(why string) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.release
+	releasing := k.release
+	k.mu.Unlock()
+	if !releasing {
+		k.lose(why)
+	}
 }
 
 // lose ends the lock as lost: its context is cancelled with cause ErrLost.

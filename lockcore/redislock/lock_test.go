@@ -278,6 +278,19 @@ func TestFenceStrictlyIncreasing(t *testing.T) {
 	k, _ = l.Acquire(ctx, "k")
 	next("the loss of the fence counter", k)
 	k.Release(ctx)
+
+	// A counter ahead of the server clock (the clock stepped back): the
+	// next fence is one above the counter, not the clock.
+	ahead := time.Now().Add(time.Hour).UnixMicro()
+	if err := rdb.Set(ctx, keysFor(l.prefix, "k").fence, ahead, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	k, _ = l.Acquire(ctx, "k")
+	if k.Fence() != ahead+1 {
+		t.Errorf("fence %d with the counter at %d ahead of the clock, want %d", k.Fence(), ahead, ahead+1)
+	}
+	next("a counter ahead of the clock", k)
+	k.Release(ctx)
 }
 
 // waiters returns key's registered waiters now.

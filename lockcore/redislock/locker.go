@@ -143,8 +143,15 @@ func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opt
 	if observe {
 		l.observeWait()
 	}
+	if afterRegister != nil {
+		afterRegister(ctx)
+	}
 	return a.await(r)
 }
+
+// afterRegister, when set (by benchmarks), runs with the caller's ctx once
+// a waiting Acquire's first try found the key held: it is queued in Redis.
+var afterRegister func(ctx context.Context)
 
 // attempt is one Acquire in progress.
 type attempt struct {

@@ -21,24 +21,42 @@ import (
 // PTTL and without the whole token (a capability) leaving Redis.
 
 // prelude defines what the scripts that take KEYS = keyset.all() share.
+// Every redis.call costs a script a few µs (more than the command itself
+// costs a client), and the release's call count is the hand-over's Redis
+// time: so the clock is read only when a grant or a waiter needs it, the
+// queue's head is popped (ZPOPMIN) rather than read and removed, the fence
+// counter is swapped in one SET ... GET, and a hand-over overwrites the
+// hold's fields in place (grant writes every one) instead of deleting it.
 var prelude = `
 local K, Q, W, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local claimms = ` + strconv.FormatInt(ms(HandOverTTL), 10) + `
-local clock = redis.call('TIME')
-local nowus = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-local nowms = math.floor(nowus / 1000)
+local nowus, nowms
+local function clock()
+  if not nowus then
+    local t = redis.call('TIME')
+    nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    nowms = math.floor(nowus / 1000)
+  end
+end
 
 -- A fence is strictly above the slot's last one and never below the
 -- server clock in microseconds: a counter lost to a failover or a flush
--- does not hand out old numbers again.
+-- does not hand out old numbers again. The clock is almost always ahead
+-- of the counter, so one SET ... GET both reads the last fence and writes
+-- the new one; a second SET corrects it when it was not.
 local function nextfence()
-  local f = tonumber(redis.call('GET', F) or '0') + 1
-  if f < nowus then f = nowus end
-  f = string.format('%d', f)
-  redis.call('SET', F, f)
-  return f
+  clock()
+  local f = nowus
+  local last = tonumber(redis.call('SET', F, string.format('%d', f), 'GET') or '0')
+  if last >= f then
+    f = last + 1
+    redis.call('SET', F, string.format('%d', f))
+  end
+  return string.format('%d', f)
 end
 
+-- grant writes every field of the hold (so it may overwrite another
+-- token's hold in place) and sets its expiry.
 local function grant(tok, ttl, owner, ch)
   local f = nextfence()
   redis.call('HSET', K, 't', tok, 'p', string.sub(tok, 1, 6), 'f', f, 'o', owner,
@@ -52,33 +70,44 @@ local function dequeue(tok)
   redis.call('HDEL', W, tok)
 end
 
--- head is the longest-waiting registration still alive; dead ones (their
--- waiter stopped renewing) are dropped on the way.
-local function head()
+-- pophead takes the longest-waiting registration still alive off the
+-- queue; dead ones (their waiter stopped renewing) are dropped on the way.
+local function pophead()
   for _ = 1, 100 do
-    local h = redis.call('ZRANGE', Q, 0, 0)[1]
+    local h = redis.call('ZPOPMIN', Q)[1]
     if not h then return nil end
     local reg = redis.call('HGET', W, h)
+    redis.call('HDEL', W, h)
     if reg then
       local dl, ttl, ch, owner = string.match(reg, '^(%d+) (%d+) (%S+) (.*)$')
+      clock()
       if dl and tonumber(dl) >= nowms then return h, ttl, ch, owner end
     end
-    dequeue(h)
   end
   return nil
 end
 
--- handover gives the free key to the longest waiter and tells it at once.
--- The grant lasts only the claim (HandOverTTL, or the waiter's TTL if
--- shorter): the waiter takes it up by polling, which extends it to its
--- TTL, so a waiter that died while queued keeps the key no longer.
-local function handover()
-  local h, ttl, ch, owner = head()
-  if not h then return 0 end
+-- handover gives the key to the popped head h, tells it at once, and
+-- returns the grant's fence. The grant lasts only the claim (HandOverTTL,
+-- or the waiter's TTL if shorter): the waiter takes it up, which extends
+-- it to its TTL, so a waiter that died while queued keeps the key no
+-- longer.
+local function handover(h, ttl, ch, owner)
   local claim = math.min(tonumber(ttl), claimms)
   local f = grant(h, claim, owner, ch)
-  dequeue(h)
   redis.call('PUBLISH', ch, 'g ' .. h .. ' ' .. f .. ' ' .. claim)
+  return f
+end
+
+-- free ends the current hold: the key goes to the longest live waiter
+-- (returns 1), or is deleted (returns 0).
+local function free()
+  local h, ttl, ch, owner = pophead()
+  if not h then
+    redis.call('DEL', K)
+    return 0
+  end
+  handover(h, ttl, ch, owner)
   return 1
 end
 `
@@ -92,38 +121,38 @@ end
 // after this answer (a higher fence) from a stale one.
 var acquireScript = redis.NewScript(prelude + `
 local tok, ttl, owner, ch, mode, wttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
-local cur = redis.call('HGET', K, 't')
+local held = redis.call('HMGET', K, 't', 'o', 'f')
+local cur = held[1]
 if cur == tok then
   dequeue(tok)
+  clock()
   redis.call('HSET', K, 'e', string.format('%d', nowms + ttl))
   redis.call('PEXPIRE', K, ttl)
-  return {1, redis.call('HGET', K, 'f'), tonumber(ttl)}
+  return {1, held[3], tonumber(ttl)}
 end
 if not cur then
-  local h = head()
+  local h, httl, hch, howner = pophead()
   if not h or h == tok then
-    dequeue(tok)
     return {1, grant(tok, ttl, owner, ch), tonumber(ttl)}
   end
-  handover()
+  held = {h, howner, handover(h, httl, hch, howner)}
 end
 if mode == 'w' then
+  clock()
   redis.call('ZADD', Q, 'NX', string.format('%d', nowus), tok)
   redis.call('HSET', W, tok, string.format('%d', nowms + wttl) .. ' ' .. ttl .. ' ' .. ch .. ' ' .. owner)
   for _, k in ipairs({Q, W}) do
     if redis.call('PTTL', k) < wttl then redis.call('PEXPIRE', k, wttl) end
   end
 end
-local of = redis.call('HMGET', K, 'o', 'f')
-return {0, redis.call('PTTL', K), of[1] or '', of[2]}
+return {0, redis.call('PTTL', K), held[2] or '', held[3]}
 `)
 
 // releaseScript: ARGV token. Returns -1 when the token does not hold the
 // key (nothing is deleted), 0 when released, 1 when handed to a waiter.
 var releaseScript = redis.NewScript(prelude + `
 if redis.call('HGET', K, 't') ~= ARGV[1] then return -1 end
-redis.call('DEL', K)
-return handover()
+return free()
 `)
 
 // withdrawScript: ARGV token. Takes back what an acquire that failed or was
@@ -132,8 +161,7 @@ return handover()
 var withdrawScript = redis.NewScript(prelude + `
 dequeue(ARGV[1])
 if redis.call('HGET', K, 't') == ARGV[1] then
-  redis.call('DEL', K)
-  handover()
+  free()
   return 1
 end
 return 0
@@ -158,9 +186,8 @@ if not v[1] then
   redis.call('SET', KEYS[5], '', 'PX', 60000)
   return false
 end
-redis.call('DEL', K)
 if v[4] then redis.call('PUBLISH', v[4], 'r ' .. v[1]) end
-handover()
+free()
 local r = {string.sub(v[1], 1, 6), v[2] or '0', v[3] or ''}
 redis.call('SET', KEYS[5], r[1] .. ' ' .. r[2] .. ' ' .. r[3], 'PX', 60000)
 return r

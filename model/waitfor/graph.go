@@ -109,9 +109,16 @@ func Build(s *model.Snapshot) *Graph {
 	var edges []edge
 	var head, next []int32
 	rowNode := make([]int32, n)
+	var prev *model.Lock
+	var me int32
 	for i := range s.Locks {
 		l := &s.Locks[i]
-		me := g.rowNode(l)
+		// A session's rows often come one after another (a holder of many
+		// keys): its node is its neighbour's, without a map lookup.
+		if prev == nil || l.PID != prev.PID || l.Source != prev.Source || l.Owner != prev.Owner {
+			me = g.rowNode(l)
+		}
+		prev = l
 		rowNode[i] = me
 		if l.Granted {
 			continue

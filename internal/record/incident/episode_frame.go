@@ -66,25 +66,32 @@ func (x *Episodes) frameOf(s *model.Snapshot, full bool) *frame {
 	x.gen++
 	n := len(s.Locks)
 	f := &frame{key: make([]*keyRef, n), who: make([]int32, n), bFrom: make([]int32, n+1), sess: map[sessKey]int32{}}
-	var waited map[model.KeyHint]bool // the keys waited for, or some more with the same hint
+	// The keys waited for, or some more with the same hint; their entity
+	// ids first, an int's lookup, which rules out most granted rows before
+	// a hint (two strings) is hashed.
+	var waited map[model.KeyHint]bool
+	var waitedIDs map[int64]bool
 	if !full {
-		waited = map[model.KeyHint]bool{}
+		waited, waitedIDs = map[model.KeyHint]bool{}, map[int64]bool{}
 		for j := range s.Locks {
 			if !s.Locks[j].Granted {
 				waited[s.Locks[j].KeyHint()] = true
+				waitedIDs[s.Locks[j].EntityID] = true
 			}
 		}
 	}
 	var prev *keyRef
+	var prevRow *model.Lock
 	for j := range s.Locks {
 		l := &s.Locks[j]
 		f.bFrom[j] = int32(len(f.bNodes))
-		if waited != nil && l.Granted && !waited[l.KeyHint()] {
+		if waited != nil && l.Granted && (!waitedIDs[l.EntityID] || !waited[l.KeyHint()]) {
 			f.who[j] = -1
 			continue
 		}
 		// Rows come grouped by key: most rows are their neighbour's key.
-		if prev == nil || l.EntityID != prev.id.EntityID || l.KeyID() != prev.id {
+		if prevRow == nil || !l.SameKey(prevRow) {
+			prevRow = l
 			id := l.KeyID()
 			prev = x.keys[id]
 			if prev == nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,17 +31,21 @@ type Querier interface {
 // the kept rows name. The first row always exists and carries the
 // server's clock.
 //
-// Row kinds: 0 header (now, this database's oid, the pids of the client
-// backends (a backend whose type the role may not see counts as one), and
-// the sessions terminated so far, read after the backends, so a backend
-// missing from the list is counted already); 1 advisory lock (pid,
+// Row kinds: 0 header (now, this database's oid); 1 advisory lock (pid,
 // database oid, classid, objid, objsubid, share mode, granted, waitstart:
 // advisory locks are ExclusiveLock or ShareLock, so the mode travels as a
 // bool); 2 session (pid, database oid — null for a process outside any
 // database, which the connection count leaves out, as pg_stat_database's
 // numbackends does —, user, application, client address, state, query,
-// query_start, state_change, xact_start in ts3); 3 database (oid, name:
+// query_start, state_change, xact_start in ts3, and in share whether it
+// is a client backend (a backend whose type the role may not see counts as
+// one): Table.Alive is read from these rows, not from a second read of
+// pg_stat_activity in the header, which cost the server a twentieth of the
+// statement); 3 database (oid, name:
 // every database, fewer rows than the hashing that picks them would cost);
+// 5 the sessions terminated so far (in t3), last: the server reads it after
+// the sessions (a UNION ALL runs its branches in order, and the sum is
+// taken when its row is), so a backend missing from them is counted already;
 // 4 any other heavyweight lock (pid, database oid, relation oid in
 // classid, granted, waitstart, locktype, relation name, tuple id, object,
 // mode). Read keeps the kind 4 rows that matter (see waitedFor). A
@@ -67,9 +70,7 @@ const SQL = `SELECT 0 AS kind, NULL::int4 AS pid, (SELECT oid FROM pg_database W
 	NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid, NULL::bool AS share, NULL::bool AS granted,
 	now() AS ts, NULL::timestamptz AS ts2,
 	NULL::text AS t1,
-	(SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE datid IS NOT NULL AND coalesce(backend_type, 'client backend') = 'client backend') AS t2,
-	(SELECT sum(sessions_killed) FROM pg_stat_database)::text AS t3,
-	NULL::text AS t4, NULL::text AS t5, NULL::timestamptz AS ts3
+	NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5, NULL::timestamptz AS ts3
 UNION ALL
 SELECT CASE locktype WHEN 'advisory' THEN 1 ELSE 4 END, pid, database,
 	CASE locktype WHEN 'advisory' THEN classid ELSE relation END,
@@ -87,12 +88,16 @@ SELECT CASE locktype WHEN 'advisory' THEN 1 ELSE 4 END, pid, database,
 	CASE WHEN locktype <> 'advisory' THEN mode END, NULL
 FROM pg_locks WHERE NOT fastpath
 UNION ALL
-SELECT 2, a.pid, a.datid, NULL, NULL, NULL, NULL, NULL, a.query_start, a.state_change,
+SELECT 2, a.pid, a.datid, NULL, NULL, NULL, coalesce(a.backend_type, 'client backend') = 'client backend', NULL,
+	a.query_start, a.state_change,
 	a.usename::text, a.application_name, host(a.client_addr), a.state, a.query, a.xact_start
 FROM pg_stat_activity a
 UNION ALL
 SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL, NULL
-FROM pg_database d`
+FROM pg_database d
+UNION ALL
+SELECT 5, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+	(SELECT sum(sessions_killed) FROM pg_stat_database)::text, NULL, NULL, NULL`
 
 // Table is every advisory lock on a server at one instant, as Read
 // reads it.
@@ -251,8 +256,6 @@ func (rd *Reader) Read(ctx context.Context, q Querier) (Table, error) {
 		case 0:
 			t.Taken = w.ts.Time
 			ownDB = w.oid.Uint32
-			t.Alive = parsePIDs(w.t2.String)
-			t.Killed, _ = strconv.ParseInt(w.t3.String, 10, 64)
 		case 1:
 			key, ok := keyFromLockRow(w.classid.Uint32, w.objid.Uint32, w.objsubid.Int16)
 			if !ok {
@@ -277,6 +280,9 @@ func (rd *Reader) Read(ctx context.Context, q Querier) (Table, error) {
 			backends[w.pid.Int32] = b
 			if w.oid.Valid {
 				t.Connections++
+				if w.share.Bool {
+					t.Alive = append(t.Alive, w.pid.Int32)
+				}
 			}
 		case 3:
 			dbs[w.oid.Uint32] = w.t1.String
@@ -288,6 +294,8 @@ func (rd *Reader) Read(ctx context.Context, q Querier) (Table, error) {
 			}
 			others = append(others, o)
 			objs = append(objs, object{lockType: o.LockType, database: w.oid.Uint32, relation: w.classid.Uint32, tuple: o.Tuple, object: o.Object})
+		case 5:
+			t.Killed, _ = strconv.ParseInt(w.t3.String, 10, 64)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -386,20 +394,6 @@ func compareRows(a, b lockRow) int {
 		return c
 	}
 	return cmp.Compare(a.pid, b.pid)
-}
-
-// parsePIDs reads a comma-separated list of pids.
-func parsePIDs(s string) []int32 {
-	if s == "" {
-		return nil
-	}
-	out := make([]int32, 0, strings.Count(s, ",")+1)
-	for f := range strings.SplitSeq(s, ",") {
-		if n, err := strconv.ParseInt(f, 10, 32); err == nil {
-			out = append(out, int32(n))
-		}
-	}
-	return out
 }
 
 // pruneBackends deletes the backends that neither an advisory row nor a

@@ -72,13 +72,14 @@ func build(t *pglocks.Table, reg *registry.Registry) model.Snapshot {
 		if r.Share {
 			mode = model.ModeShare
 		}
+		// Field by field into the zeroed row, not a model.Lock literal
+		// copied in: the copy of 560 bytes runs the GC's write barrier over
+		// every pointer slot of the row, most of them empty (issue 26).
 		l := &snap.Locks[i]
-		*l = model.Lock{
-			Kind: model.KindAdvisory, PID: r.PID, Database: r.Database,
-			User: b.User, ApplicationName: app, ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
-			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart, Owner: owner,
-			Mode: mode, Granted: r.Granted, Namespace: ns, EntityID: k.EntityID(), Pair: k.IsPair(),
-		}
+		l.Kind, l.PID, l.Database = model.KindAdvisory, r.PID, r.Database
+		l.User, l.ApplicationName, l.ClientAddr, l.State, l.Query = b.User, app, b.ClientAddr, b.State, b.Query
+		l.QueryStart, l.StateChange, l.XactStart, l.Owner = b.QueryStart, b.StateChange, b.XactStart, owner
+		l.Mode, l.Granted, l.Namespace, l.EntityID, l.Pair = mode, r.Granted, ns, k.EntityID(), k.IsPair()
 		if !r.Granted {
 			l.WaitStart = r.WaitStart
 		} else if idle(b.State) && !b.StateChange.IsZero() {
@@ -214,7 +215,9 @@ func Arrange(locks []model.Lock) {
 func queue(locks []model.Lock) {
 	for i := 0; i < len(locks); {
 		j := i + 1
-		for j < len(locks) && locks[i].KeyID() == locks[j].KeyID() {
+		// EntityID first: it tells most neighbours apart without building
+		// two KeyIDs of eleven fields each.
+		for j < len(locks) && locks[i].EntityID == locks[j].EntityID && locks[i].KeyID() == locks[j].KeyID() {
 			j++
 		}
 		group := locks[i:j]

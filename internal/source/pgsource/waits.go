@@ -17,6 +17,15 @@ type objKey struct {
 	tuple, object      string
 }
 
+// groupKey is the part of a group's model.KeyID that others sets: half
+// the strings of a KeyID to hash.
+type groupKey struct {
+	kind        model.Kind
+	database    string
+	relation    uint32
+	row, object string
+}
+
 func objOf(r *pglocks.Other) objKey {
 	return objKey{r.LockType, r.Database, r.RelationOID, r.Tuple, r.Object}
 }
@@ -26,10 +35,15 @@ func objOf(r *pglocks.Other) objKey {
 type heavyGroup struct {
 	id       model.KeyID
 	relation string // the relation's name, "" when not known
-	rows     []model.Lock
-	// pids with a row in the group, and those holding it: slices, not
-	// maps, since a group has a handful of rows and a poll many groups.
-	pids, holds []int32
+	// members are the group's rows, as indices into Table.Others: its
+	// waiters in the server's order, then its holders; extra the blockers
+	// with no row on the object, who get a holder row with no mode. The
+	// model rows are written once, into the snapshot's array, when every
+	// group is known: a row is 560 bytes, and a slice of them per group
+	// grew and was copied again into the snapshot.
+	members []int32
+	extra   []int32
+	holds   []int32 // pids of the holders among members
 }
 
 // others appends the heavyweight rows of other lock types to out as model locks,
@@ -43,57 +57,34 @@ type heavyGroup struct {
 // staircase the design avoids for advisory locks) unless no holder
 // conflicts; a row's waiters are blocked by the transaction that holds
 // the row. A blocker without a row of its own on the object gets a holder
-// row with no mode.
+// row with no mode. The rows are written into out's room past its length,
+// which must be zero (as make leaves it).
 func others(t *pglocks.Table, out []model.Lock) []model.Lock {
 	if len(t.Others) == 0 {
 		return out
 	}
 	// The row a transaction id waiter waits for: the tuple lock it holds.
-	rowOf := map[int32]*pglocks.Other{}
+	// Everything is sized by the waiters, so nothing grows and is copied.
+	waiters := 0
 	for i := range t.Others {
-		r := &t.Others[i]
-		if r.LockType == "tuple" && r.Granted {
-			rowOf[r.PID] = r
+		if !t.Others[i].Granted {
+			waiters++
 		}
 	}
-	waitsXID := map[int32]bool{}
+	rowOf := make(map[int32]*pglocks.Other, waiters)
+	waitsXID := make(map[int32]bool, waiters)
 	for i := range t.Others {
-		if r := &t.Others[i]; r.LockType == "transactionid" && !r.Granted {
+		switch r := &t.Others[i]; {
+		case r.LockType == "tuple" && r.Granted:
+			rowOf[r.PID] = r
+		case r.LockType == "transactionid" && !r.Granted:
 			waitsXID[r.PID] = true
 		}
 	}
 
-	var groups []*heavyGroup
-	byID := map[model.KeyID]*heavyGroup{}
-	byObj := map[objKey]*heavyGroup{} // the objects waited for
-	group := func(id model.KeyID, relation string) *heavyGroup {
-		g := byID[id]
-		if g == nil {
-			g = &heavyGroup{id: id, relation: relation}
-			byID[id] = g
-			groups = append(groups, g)
-		}
-		return g
-	}
-	row := func(r *pglocks.Other, g *heavyGroup) model.Lock {
-		id := g.id
-		b := r.Backend
-		l := model.Lock{
-			Kind: id.Kind, PID: r.PID, Database: id.Database,
-			User: b.User, ApplicationName: appOf(b.Application), ClientAddr: b.ClientAddr, State: b.State, Query: b.Query,
-			QueryStart: b.QueryStart, StateChange: b.StateChange, XactStart: b.XactStart, Owner: ownerOf(b.Application),
-			Mode: r.Mode, Granted: r.Granted, LockType: r.LockType,
-			Relation: g.relation, RelationOID: id.RelationOID, Row: id.Row, Object: id.Object,
-		}
-		if !r.Granted {
-			l.WaitStart = r.WaitStart
-			l.BlockedBy = r.BlockedBy
-		} else if idle(b.State) && !b.StateChange.IsZero() {
-			l.HeldSince = b.StateChange
-		}
-		return l
-	}
-
+	groups := make([]heavyGroup, 0, waiters)
+	byID := make(map[groupKey]int32, waiters)
+	byObj := make(map[objKey]int32, waiters) // the objects waited for
 	// Waiters first: they define the groups.
 	for i := range t.Others {
 		r := &t.Others[i]
@@ -117,10 +108,15 @@ func others(t *pglocks.Table, out []model.Lock) []model.Lock {
 		default:
 			id.Kind, id.Object = model.KindOther, r.Object
 		}
-		g := group(id, rel)
+		gk := groupKey{id.Kind, id.Database, id.RelationOID, id.Row, id.Object}
+		g, ok := byID[gk]
+		if !ok {
+			g = int32(len(groups))
+			byID[gk] = g
+			groups = append(groups, heavyGroup{id: id, relation: rel})
+		}
 		byObj[objOf(r)] = g
-		g.rows = append(g.rows, row(r, g))
-		g.pids = append(g.pids, r.PID)
+		groups[g].members = append(groups[g].members, int32(i))
 	}
 	// Then the granted rows on what they wait for.
 	for i := range t.Others {
@@ -128,73 +124,66 @@ func others(t *pglocks.Table, out []model.Lock) []model.Lock {
 		if !r.Granted {
 			continue
 		}
-		g := byObj[objOf(r)]
-		if g == nil || slices.Contains(g.pids, r.PID) {
-			continue // a waiter's own tuple lock, or a lock nobody waits for
+		gi, ok := byObj[objOf(r)]
+		if !ok {
+			continue // a lock nobody waits for
+		}
+		g := &groups[gi]
+		if g.has(t, r.PID) {
+			continue // a waiter's own tuple lock
 		}
 		if r.LockType == "tuple" && waitsXID[r.PID] {
 			continue // the head of a row's queue: a waiter, not a holder
 		}
-		g.rows = append(g.rows, row(r, g))
-		g.pids = append(g.pids, r.PID)
+		g.members = append(g.members, int32(i))
 		g.holds = append(g.holds, r.PID)
 	}
 
-	for _, g := range groups {
-		holders := slices.Sorted(slices.Values(g.holds))
-		var extra []int32
-		for i := range g.rows {
-			l := &g.rows[i]
-			if l.Granted {
+	// Each waiter's blockers, narrowed to its group's holders.
+	blockedBy := make(map[*pglocks.Other][]int32, waiters)
+	for gi := range groups {
+		g := &groups[gi]
+		var holders []int32
+		for _, m := range g.members {
+			r := &t.Others[m]
+			if r.Granted {
 				continue
 			}
 			var narrowed []int32
-			for _, p := range l.BlockedBy {
+			for _, p := range r.BlockedBy {
 				if slices.Contains(g.holds, p) {
 					narrowed = append(narrowed, p)
 				}
 			}
 			switch {
 			case len(narrowed) > 0:
-			case g.id.Kind == model.KindRow && len(holders) > 0:
+			case g.id.Kind == model.KindRow && len(g.holds) > 0:
+				if holders == nil {
+					holders = slices.Sorted(slices.Values(g.holds))
+				}
 				narrowed = append(narrowed, holders...)
 			default:
-				narrowed = append(narrowed, l.BlockedBy...)
-				for _, p := range l.BlockedBy {
-					if !slices.Contains(g.pids, p) && !slices.Contains(extra, p) {
-						extra = append(extra, p)
+				narrowed = append(narrowed, r.BlockedBy...)
+				for _, p := range r.BlockedBy {
+					if !g.has(t, p) && !slices.Contains(g.extra, p) {
+						g.extra = append(g.extra, p)
 					}
 				}
 			}
-			l.BlockedBy = narrowed
-		}
-		for _, pid := range extra {
-			b := t.Backends[pid]
-			if b == nil {
-				b = &pglocks.Backend{}
-			}
-			r := pglocks.Other{PID: pid, Granted: true, Backend: b, LockType: g.rows[0].LockType}
-			g.rows = append(g.rows, row(&r, g))
-		}
-		slices.SortFunc(g.rows, func(a, b model.Lock) int {
-			return cmp.Or(
-				model.CompareBool(!a.Granted, !b.Granted),
-				a.WaitStart.Compare(b.WaitStart),
-				cmp.Compare(a.PID, b.PID),
-			)
-		})
-		pos := 0
-		for i := range g.rows {
-			if !g.rows[i].Granted {
-				pos++
-				g.rows[i].QueuePos = pos
-			}
+			blockedBy[r] = narrowed
 		}
 	}
+
 	// The comparisons one after another, not cmp.Or's arguments: those are
 	// all evaluated, four string compares per pair of groups, and a poll
-	// with 100 row waits sorts 100 groups.
-	slices.SortStableFunc(groups, func(a, b *heavyGroup) int {
+	// with 100 row waits sorts 100 groups. Indices are sorted, not the
+	// groups: moving a group moves its strings under the GC's write barrier.
+	order := make([]int32, len(groups))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(i, j int32) int {
+		a, b := &groups[i], &groups[j]
 		if a.id.Kind != b.id.Kind {
 			if c := cmp.Compare(kindRank(a.id.Kind), kindRank(b.id.Kind)); c != 0 {
 				return c
@@ -214,10 +203,85 @@ func others(t *pglocks.Table, out []model.Lock) []model.Lock {
 		}
 		return strings.Compare(a.id.Object, b.id.Object)
 	})
-	for _, g := range groups {
-		out = append(out, g.rows...)
+
+	// Each group's rows in queue order (holders first, then waiters by wait
+	// start, then by pid), sorted as pointers and written once into out.
+	var (
+		split appSplit
+		ents  []*pglocks.Other
+	)
+	for _, gi := range order {
+		g := &groups[gi]
+		ents = ents[:0]
+		for _, m := range g.members {
+			ents = append(ents, &t.Others[m])
+		}
+		for _, pid := range g.extra {
+			b := t.Backends[pid]
+			if b == nil {
+				b = &pglocks.Backend{}
+			}
+			ents = append(ents, &pglocks.Other{PID: pid, Granted: true, Backend: b, LockType: t.Others[g.members[0]].LockType})
+		}
+		slices.SortFunc(ents, func(a, b *pglocks.Other) int {
+			return cmp.Or(
+				model.CompareBool(!a.Granted, !b.Granted),
+				a.WaitStart.Compare(b.WaitStart),
+				cmp.Compare(a.PID, b.PID),
+			)
+		})
+		// out's room past its length is zero (build made it so): the rows
+		// are filled in place, field by field (see build).
+		out = slices.Grow(out, len(ents))
+		pos := 0
+		for _, r := range ents {
+			out = out[:len(out)+1]
+			l := &out[len(out)-1]
+			split.fill(l, r, g)
+			if !r.Granted {
+				pos++
+				l.QueuePos = pos
+				l.BlockedBy = blockedBy[r]
+			}
+		}
 	}
 	return out
+}
+
+// has reports whether a row of g is pid's.
+func (g *heavyGroup) has(t *pglocks.Table, pid int32) bool {
+	for _, m := range g.members {
+		if t.Others[m].PID == pid {
+			return true
+		}
+	}
+	return false
+}
+
+// appSplit splits a backend's application_name into application and owner
+// once for a run of rows of that backend.
+type appSplit struct {
+	b          *pglocks.Backend
+	app, owner string
+}
+
+// fill writes r, a row of group g, into l, a zero model lock.
+func (s *appSplit) fill(l *model.Lock, r *pglocks.Other, g *heavyGroup) {
+	id := &g.id
+	b := r.Backend
+	if b != s.b {
+		s.b, s.app, s.owner = b, appOf(b.Application), ownerOf(b.Application)
+	}
+	l.Kind, l.PID, l.Database = id.Kind, r.PID, id.Database
+	l.User, l.ApplicationName, l.ClientAddr, l.State, l.Query = b.User, s.app, b.ClientAddr, b.State, b.Query
+	l.QueryStart, l.StateChange, l.XactStart, l.Owner = b.QueryStart, b.StateChange, b.XactStart, s.owner
+	l.Mode, l.Granted, l.LockType = r.Mode, r.Granted, r.LockType
+	l.Relation, l.RelationOID, l.Row, l.Object = g.relation, id.RelationOID, id.Row, id.Object
+	if !r.Granted {
+		l.WaitStart = r.WaitStart
+	} else if idle(b.State) && !b.StateChange.IsZero() {
+		l.HeldSince = b.StateChange
+	}
 }
 
 // kindRank orders kinds as model.Kinds lists them.

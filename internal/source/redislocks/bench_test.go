@@ -16,6 +16,16 @@ import (
 // per page, a pipeline of one HMGET per hold, decoded by go-redis and
 // dropped). Compare them in one run (-count 5): the issue 26 budget is Read
 // ≤ 2× the bare SCAN loop; DESIGN's is 1.3× the bare read.
+//
+// Two more are the floors of the designs issue 26 names for going below a
+// command per key, measured before building either: index-hscan reads one
+// hash of 1,000 entries of a hold's fields (an index the lock's scripts
+// would keep per prefix) with HSCAN COUNT 1000; tracked-idle is a poll
+// that client-side tracking has told nothing changed: TIME alone. On one
+// Redis (2026-11-26, shared 2-core box, -count 3) index-hscan took
+// 1.5–1.7 ms beside bare-scan's 2.2–2.5 ms, and tracked-idle 52–67 µs. On a
+// Cluster an index would have to share each hold's slot (the scripts touch
+// one slot), i.e. up to one index per slot: about a key per lock again.
 func BenchmarkInspect(b *testing.B) {
 	ctx := context.Background()
 	rdb := redistest.Client(b)
@@ -53,6 +63,40 @@ func BenchmarkInspect(b *testing.B) {
 					break
 				}
 				cursor = next
+			}
+		}
+	})
+	idx := "{" + prefix + "}idx"
+	for i := range 1000 {
+		// key -> "p f o s e", the size of a hold's fields as HMGET reads them.
+		if err := rdb.HSet(ctx, idx, "bench:"+strconv.Itoa(i), "AbCdEf 1764193000123456 bench-owner 1764193000123 1764193600123").Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("index-hscan", func(b *testing.B) {
+		for b.Loop() {
+			var cursor uint64
+			n := 0
+			for {
+				kv, next, err := rdb.HScan(ctx, idx, cursor, "", scanCount).Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += len(kv) / 2
+				if next == 0 {
+					break
+				}
+				cursor = next
+			}
+			if n != 1000 {
+				b.Fatalf("%d entries", n)
+			}
+		}
+	})
+	b.Run("tracked-idle", func(b *testing.B) {
+		for b.Loop() {
+			if err := rdb.Time(ctx).Err(); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})
