@@ -182,12 +182,12 @@ func BenchmarkHandOver8(b *testing.B) {
 		// Waiting once queued in Redis (its first try found the key held),
 		// as bsm's waiter is once its first try failed: either way the
 		// release measured does not race the previous holder's own try.
-		afterRegister = func(ctx context.Context) {
+		afterRegister.set(func(ctx context.Context) {
 			if waiting, ok := ctx.Value(waitingKey{}).(func()); ok {
 				waiting()
 			}
-		}
-		b.Cleanup(func() { afterRegister = nil })
+		})
+		b.Cleanup(afterRegister.clear)
 		handOver(b, 10*time.Millisecond, func(ctx context.Context, waiting func()) (func() error, error) {
 			k, err := l.Acquire(context.WithValue(ctx, waitingKey{}, waiting), "bench", lockcore.Wait(time.Minute))
 			if err != nil {

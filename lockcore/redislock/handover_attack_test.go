@@ -142,13 +142,13 @@ func TestWithQuickBodyAfterHandOverNotLost(t *testing.T) {
 	// The hook acts only on the body's lock, handed to it once the
 	// holder's own Release has returned.
 	var target atomic.Pointer[Lock]
-	t.Cleanup(func() { afterReleaseScript = nil })
-	afterReleaseScript = func() {
+	t.Cleanup(afterReleaseScript.clear)
+	afterReleaseScript.set(func() {
 		if k := target.Swap(nil); k != nil {
 			g.open()
 			<-k.takeup
 		}
-	}
+	})
 	released := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -180,15 +180,15 @@ func TestReleaseRacingTakeUpIsNotLoss(t *testing.T) {
 	ctx := context.Background()
 	holder, waiter, _, w, g := gatedHandOver(t, time.Minute)
 	w.Context() // watched, as With's body makes it
-	t.Cleanup(func() { afterReleaseScript = nil })
-	afterReleaseScript = func() {
+	t.Cleanup(afterReleaseScript.clear)
+	afterReleaseScript.set(func() {
 		g.open()
 		<-w.takeup // the take-up found the key gone meanwhile
-	}
+	})
 	if err := w.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	afterReleaseScript = nil
+	afterReleaseScript.clear()
 	if got := w.Err(); errors.Is(got, ErrLost) || !errors.Is(got, ErrReleased) {
 		t.Errorf("after Release, Err() = %v; want ErrReleased, not lost", got)
 	}

@@ -21,9 +21,9 @@ import (
 // holder believed it held the key after Redis had let it go. The estimate
 // must never pass the latest moment Redis can expire the key.
 func TestHandOverEstimateNotLate(t *testing.T) {
-	const delay = 200 * time.Millisecond     // pub/sub delivery
-	t.Cleanup(func() { beforeNotice = nil }) // after the Lockers' listeners stop
-	beforeNotice = func() { time.Sleep(delay) }
+	const delay = 200 * time.Millisecond // pub/sub delivery
+	t.Cleanup(beforeNotice.clear)        // after the Lockers' listeners stop
+	beforeNotice.set(func() { time.Sleep(delay) })
 	holder := newLocker(t, Options{Owner: "holder"})
 	waiter := newLocker(t, Options{Prefix: holder.prefix, Owner: "waiter"})
 	ctx := context.Background()
@@ -105,6 +105,17 @@ func handOverSetup(t *testing.T) *handOverCase {
 	t.Cleanup(func() { rdb.Close() })
 	rdb.AddHook(h.sent)
 	h.waiter = lockerOn(t, rdb, Options{Prefix: h.holder.prefix, Owner: "waiter"})
+	// Subscribed in Redis is not enough: the waiter polls once when its
+	// client sees the subscription confirmed, and a release racing that
+	// poll grants by the poll (seen under load). awaiting says it is past it.
+	idle := make(chan struct{}, 1)
+	awaiting.set(func() {
+		select {
+		case idle <- struct{}{}:
+		default:
+		}
+	})
+	t.Cleanup(awaiting.clear)
 	var err error
 	if h.k, err = h.holder.Acquire(ctx, "k", lockcore.TTL(time.Minute)); err != nil {
 		t.Fatal(err)
@@ -116,11 +127,12 @@ func handOverSetup(t *testing.T) *handOverCase {
 		}
 		h.got <- w
 	}()
+	select {
+	case <-idle:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter never waited for a notice with its subscription confirmed")
+	}
 	waitForWaiters(t, h.holder, "k", 1)
-	pgtest.Eventually(t, "the waiter's listener is subscribed", func() bool {
-		n, err := h.holder.rdb.PubSubNumSub(ctx, h.waiter.channel).Result()
-		return err == nil && n[h.waiter.channel] == 1
-	})
 	return h
 }
 
@@ -133,8 +145,8 @@ func TestHandOverReturnsOnTheNotice(t *testing.T) {
 	ctx := context.Background()
 	h := handOverSetup(t)
 	var atNotice atomic.Int64
-	t.Cleanup(func() { beforeNotice = nil })
-	beforeNotice = func() { atNotice.Store(h.sent.n.Load()) }
+	t.Cleanup(beforeNotice.clear)
+	beforeNotice.set(func() { atNotice.Store(h.sent.n.Load()) })
 	if err := h.k.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -165,8 +177,8 @@ func TestHandOverReturnsOnTheNotice(t *testing.T) {
 func TestHandOverTakeUpFindsKeyGone(t *testing.T) {
 	ctx := context.Background()
 	h := handOverSetup(t)
-	t.Cleanup(func() { beforeNotice = nil })
-	beforeNotice = func() { h.holder.rdb.Del(ctx, h.holder.prefix+"k") }
+	t.Cleanup(beforeNotice.clear)
+	beforeNotice.set(func() { h.holder.rdb.Del(ctx, h.holder.prefix+"k") })
 	if err := h.k.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

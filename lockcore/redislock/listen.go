@@ -22,10 +22,6 @@ var lingerFor = 30 * time.Second
 // subscribes on a new one.
 var healthEvery = 3 * time.Second
 
-// beforeNotice, when set (by tests), runs before a notice is delivered: a
-// delay injected there is a slow pub/sub delivery.
-var beforeNotice func()
-
 // listener receives the notices sent to a Locker's channel: "g token fence
 // ttl" (a release handed the key to this waiter) and "r token" (this hold
 // was force-released). One connection per Locker, whatever the number of
@@ -192,8 +188,8 @@ func (l *Locker) receive(lis *listener) {
 			// between a grant and the listener's start.
 			lis.check.Go(func() { l.checkHolds(lis.quit) })
 		case *redis.Message:
-			if beforeNotice != nil {
-				beforeNotice()
+			if f := beforeNotice.get(); f != nil {
+				f()
 			}
 			l.dispatch(m.Payload)
 		}

@@ -47,8 +47,8 @@ func (k *Lock) start(base time.Time, ttl time.Duration) {
 // claim runs out by the estimate, and the lease timer then declares it lost.
 func (k *Lock) takeUp(ttl time.Duration) {
 	defer close(k.takeup)
-	if beforeTakeUp != nil {
-		beforeTakeUp()
+	if f := beforeTakeUp.get(); f != nil {
+		f()
 	}
 	for {
 		k.mu.Lock()
@@ -325,8 +325,8 @@ func (k *Lock) Release(ctx context.Context) error {
 		k.mu.Unlock()
 	}()
 	n, err := releaseScript.Run(ctx, k.l.rdb, k.ks.all(), k.token).Int()
-	if afterReleaseScript != nil {
-		afterReleaseScript()
+	if f := afterReleaseScript.get(); f != nil {
+		f()
 	}
 	if err != nil {
 		k.l.observeFailure(ReasonRedisError)
@@ -344,11 +344,3 @@ func (k *Lock) Release(ctx context.Context) error {
 	k.end(ErrReleased, nil)
 	return nil
 }
-
-// afterReleaseScript, when set (by tests), runs between a release's script
-// and the lock being marked released.
-var afterReleaseScript func()
-
-// beforeTakeUp, when set (by tests), runs before a hand-over's take-up
-// sends anything.
-var beforeTakeUp func()

@@ -143,15 +143,11 @@ func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opt
 	if observe {
 		l.observeWait()
 	}
-	if afterRegister != nil {
-		afterRegister(ctx)
+	if f := afterRegister.get(); f != nil {
+		f(ctx)
 	}
 	return a.await(r)
 }
-
-// afterRegister, when set (by benchmarks), runs with the caller's ctx once
-// a waiting Acquire's first try found the key held: it is queued in Redis.
-var afterRegister func(ctx context.Context)
 
 // attempt is one Acquire in progress.
 type attempt struct {
@@ -245,6 +241,9 @@ func (a *attempt) await(r result) (*Lock, error) {
 	defer timer.Stop()
 	for {
 		timer.Reset(min(max(r.ttl, time.Millisecond), maxPoll))
+		if f := awaiting.get(); f != nil && ready == nil {
+			f()
+		}
 		select {
 		case n := <-ch:
 			if k := a.handedOver(n); k != nil {

@@ -19,8 +19,8 @@ func TestCheckDuringReleaseIsNotLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.Context() // watched, as With's body makes it
-	t.Cleanup(func() { afterReleaseScript = nil })
-	afterReleaseScript = func() { l.checkHolds(ctx) }
+	t.Cleanup(afterReleaseScript.clear)
+	afterReleaseScript.set(func() { l.checkHolds(ctx) })
 	if err := k.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}

@@ -14,8 +14,9 @@ func TestReleaseBeforeTakeUpIsNotLoss(t *testing.T) {
 	ctx := context.Background()
 	h := handOverSetup(t)
 	released := make(chan struct{})
-	t.Cleanup(func() { beforeTakeUp, afterReleaseScript = nil, nil })
-	beforeTakeUp = func() { <-released }
+	t.Cleanup(beforeTakeUp.clear)
+	t.Cleanup(afterReleaseScript.clear)
+	beforeTakeUp.set(func() { <-released })
 	if err := h.k.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -26,11 +27,11 @@ func TestReleaseBeforeTakeUpIsNotLoss(t *testing.T) {
 	if w.takeup == nil {
 		t.Fatal("the waiter was granted by a poll, not by the notice: nothing to take up")
 	}
-	afterReleaseScript = func() {
-		afterReleaseScript = nil
+	afterReleaseScript.set(func() {
+		afterReleaseScript.clear()
 		close(released)
 		<-w.takeup // the take-up finds the token gone while the release is under way
-	}
+	})
 	if err := w.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
