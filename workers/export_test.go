@@ -31,3 +31,19 @@ func MintFences() (restore func()) {
 	}
 	return func() { fenceOf = old }
 }
+
+// StartJob starts a tiles job on map m and registers it for the caps
+// check, on the first healthy node or (stalled) on the stalled node, whose
+// slot lease is never renewed. It returns the slot's context and the
+// job's end.
+func StartJob(ctx context.Context, j *Jobs, m MapRef, stalled bool) (context.Context, func(), error) {
+	node := j.nodes[0]
+	if stalled {
+		node = j.stall
+	}
+	s, err := j.startJobOn(ctx, node, "tiles", m.Project, m.Map)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.ctx, s.done, nil
+}

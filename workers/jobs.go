@@ -396,7 +396,12 @@ type slot struct {
 // startJob queues a job and waits for its slot (with locking on), records
 // the wait, and registers it for the caps check.
 func (j *Jobs) startJob(ctx context.Context, kind string, project, mapID string) (*slot, error) {
-	s := &slot{j: j, ctx: ctx, node: j.node()}
+	return j.startJobOn(ctx, j.node(), kind, project, mapID)
+}
+
+// startJobOn is startJob on the given node.
+func (j *Jobs) startJobOn(ctx context.Context, node *lease.Manager, kind string, project, mapID string) (*slot, error) {
+	s := &slot{j: j, ctx: ctx, node: node}
 	id := j.newJob()
 	start := time.Now()
 	if j.env.Locking() {
@@ -467,11 +472,46 @@ func (j *Jobs) jobRunning(ctx context.Context, s *slot, id, project, mapID strin
 		return err
 	}
 	o := j.opts
-	if global > int64(o.MaxGlobalJobs) || perProject > int64(o.MaxJobsPerProject) || (mapID != "" && mapJobs > int64(o.MaxMapJobsPerProject)) {
+	over := func() bool {
+		return global > int64(o.MaxGlobalJobs) || perProject > int64(o.MaxJobsPerProject) || (mapID != "" && mapJobs > int64(o.MaxMapJobsPerProject))
+	}
+	if over() && j.env.Locking() {
+		// A job whose slot lease lapsed (heartbeats late under load) stays
+		// registered until it ends, while the store has rightly given its
+		// slot to the next job: the caps are on valid slots, by the
+		// store's clock, so count again those only.
+		global, perProject, mapJobs, err = j.validSlots(ctx, project)
+		if err != nil {
+			return nil // the store did not answer: no verdict
+		}
+	}
+	if over() {
 		j.report(InvJobCaps, "job:"+id, fmt.Sprintf("job %s started with %d jobs running (cap %d), %d of project %s (cap %d), %d map jobs of it (cap %d)",
 			id, global, o.MaxGlobalJobs, perProject, project, o.MaxJobsPerProject, mapJobs, o.MaxMapJobsPerProject))
 	}
 	return nil
+}
+
+// validSlots counts the running jobs whose slot lease the store still
+// holds valid by its own clock: all, of project, and map jobs of it.
+func (j *Jobs) validSlots(ctx context.Context, project string) (global, perProject, mapJobs int64, err error) {
+	jobs, err := j.nodes[0].Jobs(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, in := range jobs {
+		if !in.Running || in.LeaseLeft <= 0 {
+			continue
+		}
+		global++
+		if in.Project == project {
+			perProject++
+			if in.Map != "" {
+				mapJobs++
+			}
+		}
+	}
+	return global, perProject, mapJobs, nil
 }
 
 // done ends the job: deregistered first, then its slot freed (and what it

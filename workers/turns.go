@@ -106,6 +106,7 @@ type Turns struct {
 	timing  atomic.Pointer[TurnTiming]
 	fencing atomic.Bool
 	seq     atomic.Int64
+	turnSeq atomic.Int64 // numbers each turn's owner
 	stats   turnCounters
 
 	mu        sync.Mutex
@@ -339,7 +340,12 @@ func (tu *turn) acquire(ctx context.Context, p *pod) error {
 		tu.attempt(model.OutcomeAcquired, nil, false)
 		return nil
 	}
-	lk, err := p.locker.Acquire(ctx, tu.key, lockcore.Wait(t.opts.Wait), lockcore.TTL(t.opts.TTL))
+	// A turn is a task of its own (lockcore.WithOwner): under the pod's
+	// owner alone, two of a pod's turns, one holding and one waiting,
+	// looked like one party holding and waiting, and the deadlock watch
+	// reported a cycle no turn made.
+	octx := lockcore.WithOwner(ctx, t.env.Proc+"/"+p.name+"/turn-"+strconv.FormatInt(t.turnSeq.Add(1), 10))
+	lk, err := p.locker.Acquire(octx, tu.key, lockcore.Wait(t.opts.Wait), lockcore.TTL(t.opts.TTL))
 	switch {
 	case err == nil:
 		tu.token, tu.sec.fence = lk.Token(), lk.Fence()

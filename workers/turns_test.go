@@ -246,3 +246,39 @@ func TestTurnPodCrash(t *testing.T) {
 		t.Errorf("the hold taken during the audit was not reported: %v", w.rec.violations)
 	}
 }
+
+// Each turn holds its conversation's lock under an owner of its own: under
+// the pod's alone, two turns of one pod, one holding and one waiting,
+// looked like one party holding and waiting, and the deadlock watch
+// reported a cycle no turn made (acf, under load).
+func TestTurnsOwnTheirHolds(t *testing.T) {
+	w, tu := newTurns(t, workers.TurnOptions{Pods: 1, Wait: 10 * time.Second})
+	ctx := context.Background()
+	var bs []*barrier
+	var errs []<-chan error
+	for conv := int32(1); conv <= 2; conv++ {
+		b := w.hooks.hold(t, workers.PointTurnRead, conv)
+		errs = append(errs, goErr(func() error { return tu.Deliver(ctx, conv, tu.NewMessage()) }))
+		bs = append(bs, b)
+	}
+	for _, b := range bs {
+		b.wait(t)
+	}
+	infos, err := tu.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]bool{}
+	for _, in := range infos {
+		owners[in.Owner] = true
+	}
+	if len(infos) != 2 || len(owners) != 2 {
+		t.Errorf("one pod's two turns hold %d locks under %d owners %v, want 2 under 2", len(infos), len(owners), owners)
+	}
+	for i, b := range bs {
+		b.release()
+		if err := recv(t, errs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -48,6 +48,10 @@ type JobInfo struct {
 	Queued, Started        time.Time // Started is zero while queued
 	LeaseExpires           time.Time
 	Heartbeat              time.Time
+	// LeaseLeft is LeaseExpires less the database's clock at the listing:
+	// negative once a running job's slot lease has passed (its slot is
+	// the store's to give again, whatever the job still does).
+	LeaseLeft time.Duration
 }
 
 // AuditRecord is one stale recovery (seed 004 §3.3, §8.2): who took over
@@ -98,9 +102,12 @@ func infoOf(e leasedb.Entry) Info {
 	return in
 }
 
-func jobInfoOf(j leasedb.Job) JobInfo {
-	return JobInfo{ID: j.ID, Project: j.Project, Map: j.Map, Kind: j.Kind, Owner: j.Owner, Process: j.Process,
-		Running: j.Running, Queued: j.Queued, Started: j.Started, LeaseExpires: j.LeaseExpires, Heartbeat: j.Heartbeat}
+func jobInfoOf(now time.Time) func(leasedb.Job) JobInfo {
+	return func(j leasedb.Job) JobInfo {
+		return JobInfo{ID: j.ID, Project: j.Project, Map: j.Map, Kind: j.Kind, Owner: j.Owner, Process: j.Process,
+			Running: j.Running, Queued: j.Queued, Started: j.Started, LeaseExpires: j.LeaseExpires, Heartbeat: j.Heartbeat,
+			LeaseLeft: j.LeaseExpires.Sub(now)}
+	}
 }
 
 func auditOf(a leasedb.Audit) AuditRecord {

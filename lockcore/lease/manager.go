@@ -243,7 +243,7 @@ func (m *Manager) Jobs(ctx context.Context) ([]JobInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return convert(l.Jobs, jobInfoOf), nil
+	return convert(l.Jobs, jobInfoOf(l.Now)), nil
 }
 
 // convert maps f over in (nil stays nil).
