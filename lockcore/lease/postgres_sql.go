@@ -93,8 +93,9 @@ const pgLastTable = "dal_manifest"
 
 // pgDurable ends the RETURNING list of every statement that grants (a new
 // grant, an upgrade) or renews a lease: when, and only when, it grants or
-// renews, its transaction then commits with synchronous_commit on, whatever the server's or the role's
-// setting, and the server answers after that commit. A fence must be
+// renews, its transaction then commits with synchronous_commit on,
+// whatever the server's or the role's setting, and the server answers
+// after that commit. A fence must be
 // durable before its grant is reported: on a server that commits
 // asynchronously (synchronous_commit off) a crash loses the last commits,
 // and with them the resource's last fences, which would then be handed out
