@@ -1,10 +1,11 @@
 package leasedb
 
 import (
-	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/locktop/locktop/internal/testenv/benchscript"
 )
 
 // benchScriptPath is the pgbench script of the lease source's baseline
@@ -44,17 +45,5 @@ func TestBenchScript(t *testing.T) {
 	if AuditListed != 100 {
 		t.Fatalf("the script lists 100 audit records; the package %d", AuditListed)
 	}
-	want := benchScript()
-	if os.Getenv("LOCKTOP_WRITE_BENCH_SQL") != "" {
-		if err := os.WriteFile(benchScriptPath, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(benchScriptPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Errorf("%s differs from the package's statements; regenerate it with LOCKTOP_WRITE_BENCH_SQL=1 go test ./internal/leasedb -run TestBenchScript", benchScriptPath)
-	}
+	benchscript.Check(t, benchScriptPath, benchScript(), "./internal/leasedb")
 }

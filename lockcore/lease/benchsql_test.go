@@ -2,10 +2,11 @@ package lease
 
 import (
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/locktop/locktop/internal/testenv/benchscript"
 )
 
 // benchScriptPath is the pgbench script of the lock-cycle baseline.
@@ -57,17 +58,5 @@ func benchScript() string {
 // TestBenchScript keeps the pgbench baseline sending what the package
 // sends.
 func TestBenchScript(t *testing.T) {
-	want := benchScript()
-	if os.Getenv("LOCKTOP_WRITE_BENCH_SQL") != "" {
-		if err := os.WriteFile(benchScriptPath, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(benchScriptPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Errorf("%s differs from the package's statements; regenerate it with LOCKTOP_WRITE_BENCH_SQL=1 go test ./lockcore/lease -run TestBenchScript", benchScriptPath)
-	}
+	benchscript.Check(t, benchScriptPath, benchScript(), "./lockcore/lease")
 }

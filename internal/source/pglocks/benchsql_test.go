@@ -1,8 +1,9 @@
 package pglocks
 
 import (
-	"os"
 	"testing"
+
+	"github.com/locktop/locktop/internal/testenv/benchscript"
 )
 
 // benchScriptPath is the pgbench script of the PostgreSQL source's own
@@ -25,17 +26,5 @@ func benchScript() string {
 // TestBenchScript keeps the pgbench reference sending what the source
 // sends.
 func TestBenchScript(t *testing.T) {
-	want := benchScript()
-	if os.Getenv("LOCKTOP_WRITE_BENCH_SQL") != "" {
-		if err := os.WriteFile(benchScriptPath, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(benchScriptPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Errorf("%s differs from the package's statement; regenerate it with LOCKTOP_WRITE_BENCH_SQL=1 go test ./internal/source/pglocks -run TestBenchScript", benchScriptPath)
-	}
+	benchscript.Check(t, benchScriptPath, benchScript(), "./internal/source/pglocks")
 }
