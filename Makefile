@@ -48,8 +48,12 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 build:
 	$(GO) build -ldflags "-X github.com/locktop/locktop/internal/cli.version=$(VERSION)" -o $(BIN) .
 
-vet:
-	$(GO) vet ./...
+# vet type-checks against the -race build racebuild leaves in the cache:
+# a plain `go vet` would compile every package and dependency a second
+# time without -race (about 580 CPU-seconds on a cold cache, against 120).
+# No file of ours is built only with or without the race tag.
+vet: racebuild
+	$(GO) vet -race ./...
 
 staticcheck:
 	@if ! [ -x "$(STATICCHECK)" ] || ! "$(STATICCHECK)" -version 2>/dev/null | grep -q "$(STATICCHECK_VERSION)"; then \
