@@ -34,6 +34,14 @@ test: deps
 # runs every vet check over the same packages already, so go test's own
 # subset of them would only repeat it.
 CLI_PKG := ./internal/cli
+# TESTTMP: the tests' temporary files (t.TempDir, the throw-away clusters,
+# the SQLite files, the histories and recordings) go to /dev/shm when it is
+# a tmpfs with 4 GiB free. Their fsyncs are what those tests wait on, and on
+# a busy disk each one can take tens of milliseconds: the history,
+# recording and lease packages ran 2-3x faster there, same tests, same
+# syncs. A small /dev/shm (Docker's 64 MiB) keeps the default.
+TESTTMP := $(shell df -k --output=fstype,avail /dev/shm 2>/dev/null | awk 'NR==2 && $$1=="tmpfs" && $$2>=4194304 {print "/dev/shm"}')
+gotest-cli gotest-rest: export TMPDIR := $(or $(TESTTMP),$(TMPDIR),/tmp)
 gotest: gotest-cli gotest-rest
 racebuild:
 	$(GO) build -race ./...
