@@ -85,11 +85,15 @@ func (x *Episodes) frameOf(s *model.Snapshot, full bool) *frame {
 			}
 		}
 		waited, waitedIDs = make(map[model.KeyHint]bool, rows), make(map[int64]bool, rows)
+		var last *model.Lock
 		for j := range s.Locks {
-			if !s.Locks[j].Granted {
-				waited[s.Locks[j].KeyHint()] = true
-				waitedIDs[s.Locks[j].EntityID] = true
+			l := &s.Locks[j]
+			if l.Granted || last != nil && l.SameKey(last) {
+				continue // the waiters of a key come together: its hint is hashed once
 			}
+			last = l
+			waited[l.KeyHint()] = true
+			waitedIDs[l.EntityID] = true
 		}
 		rows *= 2 // and their holders
 	}
