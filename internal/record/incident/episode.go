@@ -261,10 +261,15 @@ func (x *Episodes) add(s model.Snapshot, t time.Time, full bool) {
 		h.Until, h.Held = t, Seconds(max(t.Sub(h.Since), 0))
 		shown[hk] = h
 	}
-	comps := map[int32][]int32{} // a component's root node → its waiting rows
+	comps := make(map[int32][]int32, len(waiting)/2) // a component's root node → its waiting rows
+	first := make(map[int32]int64, len(waiting)/2)   // a component's earliest wait start
 	for _, j := range waiting {
 		root := f.find(f.key[j].n)
 		comps[root] = append(comps[root], j)
+		w := s.Locks[j].WaitStart.UnixNano()
+		if m, ok := first[root]; !ok || w < m {
+			first[root] = w
+		}
 	}
 	// Which open episode each key belongs to: the open episodes' keys are
 	// disjoint (a key is in one component per frame), so a component finds
@@ -279,12 +284,20 @@ func (x *Episodes) add(s model.Snapshot, t time.Time, full bool) {
 		}
 	}
 	next := len(open)
-	roots := slices.Collect(maps.Keys(comps))
-	slices.SortFunc(roots, func(a, b int32) int {
-		return cmp.Or(cmp.Compare(firstWait(&s, comps[a]), firstWait(&s, comps[b])), cmp.Compare(a, b))
-	})
+	// Components in order of their first wait, so that episodes open in a
+	// stable order; each start is found once, not per comparison (that
+	// was a tenth of the tracker at 2,500 queues).
+	type comp struct {
+		first int64
+		root  int32
+	}
+	roots := make([]comp, 0, len(comps))
+	for c := range comps {
+		roots = append(roots, comp{first[c], c})
+	}
+	slices.SortFunc(roots, func(a, b comp) int { return cmp.Or(cmp.Compare(a.first, b.first), cmp.Compare(a.root, b.root)) })
 	for _, c := range roots {
-		rows := comps[c]
+		rows := comps[c.root]
 		var ks []*keyRef
 		var cont []*episodeState // the open episodes this component continues; more than one have joined
 		for _, j := range rows {

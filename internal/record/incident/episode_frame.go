@@ -55,7 +55,12 @@ type frame struct {
 	heldFrom []int32
 	held     []int32
 	waits    []bool // per node: the session waits in this frame
-	sess     map[sessKey]int32
+	// scanned is, per node, 1 + the component whose rows have had that
+	// blocker's grants scanned (0: none): a mark per node instead of a
+	// map per component.
+	scanned []int32
+	pids    map[int32]int32  // a backend's node, by pid
+	owners  map[string]int32 // an owner's node
 }
 
 // frameOf numbers s's keys and sessions and joins them. Unless full, a
@@ -65,21 +70,36 @@ type frame struct {
 func (x *Episodes) frameOf(s *model.Snapshot, full bool) *frame {
 	x.gen++
 	n := len(s.Locks)
-	f := &frame{key: make([]*keyRef, n), who: make([]int32, n), bFrom: make([]int32, n+1), sess: map[sessKey]int32{}}
+	f := &frame{key: make([]*keyRef, n), who: make([]int32, n), bFrom: make([]int32, n+1)}
 	// The keys waited for, or some more with the same hint; their entity
 	// ids first, an int's lookup, which rules out most granted rows before
 	// a hint (two strings) is hashed.
 	var waited map[model.KeyHint]bool
 	var waitedIDs map[int64]bool
+	rows := n // the rows the frame numbers, at most: its maps are sized once, not grown
 	if !full {
-		waited, waitedIDs = map[model.KeyHint]bool{}, map[int64]bool{}
+		rows = 0
 		for j := range s.Locks {
 			if !s.Locks[j].Granted {
-				waited[s.Locks[j].KeyHint()] = true
-				waitedIDs[s.Locks[j].EntityID] = true
+				rows++
 			}
 		}
+		waited, waitedIDs = make(map[model.KeyHint]bool, rows), make(map[int64]bool, rows)
+		var last *model.Lock
+		for j := range s.Locks {
+			l := &s.Locks[j]
+			if l.Granted || last != nil && l.SameKey(last) {
+				continue // the waiters of a key come together: its hint is hashed once
+			}
+			last = l
+			waited[l.KeyHint()] = true
+			waitedIDs[l.EntityID] = true
+		}
+		rows *= 2 // and their holders
 	}
+	f.pids, f.owners = make(map[int32]int32, rows), map[string]int32{}
+	f.parent, f.names = make([]int32, 0, 2*rows), make([]session, 0, 2*rows)
+	f.grants, f.waits = make([][]int32, 0, 2*rows), make([]bool, 0, 2*rows)
 	var prev *keyRef
 	var prevRow *model.Lock
 	for j := range s.Locks {
@@ -122,6 +142,7 @@ func (x *Episodes) frameOf(s *model.Snapshot, full bool) *frame {
 		}
 	}
 	f.bFrom[n] = int32(len(f.bNodes))
+	f.scanned = make([]int32, len(f.parent))
 	f.heldFrom = make([]int32, len(f.parent)+1)
 	for j := range s.Locks {
 		if s.Locks[j].Granted && f.key[j] != nil {
@@ -164,15 +185,19 @@ func (f *frame) node(name session) int32 {
 }
 
 func (f *frame) session(k sessKey) int32 {
-	if n, ok := f.sess[k]; ok {
+	if k.pid != 0 {
+		n, ok := f.pids[k.pid]
+		if !ok {
+			n = f.node(session(strconv.Itoa(int(k.pid))))
+			f.pids[k.pid] = n
+		}
 		return n
 	}
-	name := session(k.owner)
-	if k.pid != 0 {
-		name = session(strconv.Itoa(int(k.pid)))
+	n, ok := f.owners[k.owner]
+	if !ok {
+		n = f.node(session(k.owner))
+		f.owners[k.owner] = n
 	}
-	n := f.node(name)
-	f.sess[k] = n
 	return n
 }
 

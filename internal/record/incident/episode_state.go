@@ -43,7 +43,6 @@ func (ep *episodeState) add(f *frame, rows []int32, t time.Time, s *model.Snapsh
 	// for each row it blocks, so they are scanned once (a holder of
 	// 10,000 keys blocking 20 waiters is 10,000 grants, not 200,000).
 	root := f.find(f.key[rows[0]].n)
-	scanned := map[int32]bool{}
 	for _, j := range rows {
 		l := &s.Locks[j]
 		k := f.key[j]
@@ -109,10 +108,10 @@ func (ep *episodeState) add(f *frame, rows []int32, t time.Time, s *model.Snapsh
 			}
 			rs.waitedOn[id] = true
 			rs.waited += delta
-			if scanned[bn] {
+			if f.scanned[bn] == root+1 {
 				continue // its grants in the component, seen for an earlier row
 			}
-			scanned[bn] = true
+			f.scanned[bn] = root + 1
 			for _, gj := range f.grants[bn] {
 				gk := f.key[gj]
 				if f.find(gk.n) != root {
@@ -190,14 +189,4 @@ func (ep *episodeState) finish() Episode {
 		return cmp.Or(cmp.Compare(b.Held, a.Held), cmp.Compare(b.Waited, a.Waited), cmp.Compare(a.Holder, b.Holder))
 	})
 	return e
-}
-
-// firstWait orders components by their earliest wait start, so that
-// episodes are opened in a stable order.
-func firstWait(s *model.Snapshot, rows []int32) int64 {
-	m := int64(1<<63 - 1)
-	for _, j := range rows {
-		m = min(m, s.Locks[j].WaitStart.UnixNano())
-	}
-	return m
 }
