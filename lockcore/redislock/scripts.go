@@ -122,10 +122,11 @@ end
 // "w" wait: register or renew as a waiter), waiter registration ttl ms.
 // Returns {1, fence, ttl} when the token holds the key (now, or by an
 // earlier hand-over, whose claim it extends to ttl here), else {0, pttl,
-// owner, fence} of the holder ({0, -2, ''} while a free key's queue still
-// has registrations past the dead ones this run dropped: the caller polls
-// again at once). A free key goes to the longest live waiter first. The holder's fence lets a waiter tell a hand-over notice sent
-// after this answer (a higher fence) from a stale one.
+// owner, fence} of the holder (no owner, no fence and pttl -2 while a free
+// key's queue still has registrations past the dead ones this run dropped:
+// the caller polls again at once). A free key goes to the longest live
+// waiter first. The holder's fence lets a waiter tell a hand-over notice
+// sent after this answer (a higher fence) from a stale one.
 var acquireScript = redis.NewScript(prelude + `
 local tok, ttl, owner, ch, mode, wttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 local held = redis.call('HMGET', K, 't', 'o', 'f')
