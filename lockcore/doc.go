@@ -28,6 +28,12 @@
 // documents its fence survives. A waiter that dies while queued keeps the
 // lock from the others for at most a bound each kind documents.
 //
+// A kind whose lock is a lease (a Redis TTL, a lease row) that the store's
+// clock ends times the holder's loss on its own clock from LocalDeadline:
+// from when the request that set the lease was sent, less Drift (1% of the
+// lease plus 2ms) for clocks that run at different rates, so the holder
+// gives the lock up no later than the store lets another holder have it.
+//
 // One owner id per process (Owner: host:pid:rand), or per task (WithOwner),
 // is stamped on every lock of every kind: the application_name of advisory
 // lock connections (model.AppWithOwner), the owner of a Redis hold or of a

@@ -128,6 +128,61 @@ FROM crash_renewal.dal_locks WHERE token = $2`, lease.Microseconds(), l.token).S
 		_ = y
 	})
 
+	// A job's end and a stale recovery must survive a crash too: a Finish
+	// the crash took back would bring the job back, running, holding its
+	// slot (with MaxGlobalJobs 1, every other job's) and refusing its ID
+	// until its lease passed; a recovery the crash took back would take
+	// its audit record with it, though the caller was told the holder was
+	// recovered (seed 004 §8.2: every force-release is in the audit
+	// trail). One crash for both, so the recovery, which comes first, is
+	// checked as well right when it returns: its commit must already be
+	// flushed (the WAL is one stream, and Finish's flush would carry the
+	// recovery's commit to disk too and hide its loss). Nothing else
+	// writes meanwhile: no heartbeats, no other holders.
+	t.Run("finish and recovery", func(t *testing.T) {
+		opts := Options{Schema: "crash_finish", Lease: 5 * time.Second, Heartbeat: -1, MaxGlobalJobs: 1}
+		x, err := open(t, pool(t), opts).StartJob(ctxT(t), Job{ID: "x", Project: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Map("m1")
+		if _, err := open(t, pool(t), Options{Schema: "crash_recover", Owner: "A", Lease: 50 * time.Millisecond, Heartbeat: -1}).
+			Acquire(ctxT(t), r, Write); err != nil {
+			t.Fatal(err)
+		}
+		pb := pool(t)
+		b := open(t, pb, Options{Schema: "crash_recover", Owner: "B", Grace: 10 * time.Millisecond})
+		aged(t, b, r, true, 20*time.Millisecond)
+		if ok, err := b.RecoverStale(ctxT(t), r, "admin", "crash test"); !ok || err != nil {
+			t.Fatalf("RecoverStale of a stale holder: %v, %v", ok, err)
+		}
+		var flushed bool
+		if err := pb.QueryRow(ctxT(t), `SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()`).Scan(&flushed); err != nil {
+			t.Fatal(err)
+		}
+		if !flushed {
+			t.Error("RecoverStale returned before its commit (the audit record) was flushed to the WAL")
+		}
+		if err := x.Finish(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		crash(t)
+		recs, err := open(t, pool(t), Options{Schema: "crash_recover"}).Audit(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 1 || recs[0].Actor != "admin" || recs[0].VictimOwner != "A" {
+			t.Errorf("after the crash the audit holds %+v, want the one recovery RecoverStale reported", recs)
+		}
+		ctx, cancel := context.WithTimeout(ctxT(t), 2*time.Second)
+		defer cancel()
+		y, err := open(t, pool(t), opts).StartJob(ctx, Job{ID: "y", Project: "p"})
+		if err != nil {
+			t.Fatalf("job y could not start after x finished (MaxGlobalJobs 1): %v: the crash took x's end back", err)
+		}
+		_ = y.Finish(ctxT(t))
+	})
+
 	// A version WriteAtomic reported committed must stay the committed one
 	// after a crash: the write deletes the version it superseded, so a
 	// crash that took the commit back would leave the manifest naming a

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/leasedb"
+	"github.com/locktop/locktop/lockcore"
 )
 
 // Job is one long-running operation of seed 004 §7: it runs only in a slot
@@ -82,7 +83,7 @@ func (m *Manager) StartJob(ctx context.Context, j Job) (*JobSlot, error) {
 		return fail(ErrJobExists)
 	}
 	s.mu.Lock()
-	s.deadline = sent.Add(m.opts.Lease)
+	s.deadline = lockcore.LocalDeadline(sent, m.opts.Lease)
 	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
 	s.mu.Unlock()
 	m.mu.Lock()

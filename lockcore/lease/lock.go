@@ -341,7 +341,7 @@ func (m *Manager) newLock(parent context.Context, e *lockcore.Entry, r Resource,
 	l.entry = e
 	l.ctx, l.cancel = context.WithCancelCause(lockcore.Push(parent, e))
 	l.mu.Lock() // the timer may fire at once (a lease already spent): expire waits for l.timer
-	l.deadline = sent.Add(m.opts.Lease)
+	l.deadline = lockcore.LocalDeadline(sent, m.opts.Lease)
 	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
 	l.mu.Unlock()
 	m.track(l)
@@ -493,7 +493,7 @@ func (l *Lock) Upgrade(ctx context.Context) error {
 			l.mu.Lock()
 			l.mode, l.fence = Write, res.fence
 			l.mu.Unlock()
-			l.extend(sent.Add(m.opts.Lease))
+			l.extend(lockcore.LocalDeadline(sent, m.opts.Lease))
 			return nil
 		}
 		if err == nil {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/locktop/locktop/lockcore"
 )
 
 // Manager takes lease locks and job slots on one database. It is safe for
@@ -147,7 +149,7 @@ func (m *Manager) beat(ctx context.Context) {
 		}
 		return
 	}
-	deadline := sent.Add(m.opts.Lease)
+	deadline := lockcore.LocalDeadline(sent, m.opts.Lease)
 	for _, l := range locks {
 		if r.tokens[l.token] {
 			l.extend(deadline)

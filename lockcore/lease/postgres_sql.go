@@ -92,8 +92,8 @@ var pgDDL = []string{
 const pgLastTable = "dal_manifest"
 
 // pgDurable ends the RETURNING list of every statement that grants (a new
-// grant, an upgrade) or renews a lease: when, and only when, it grants or
-// renews, its transaction then commits with synchronous_commit on,
+// grant, an upgrade), renews a lease, recovers a stale holder or ends a
+// job: when, and only when, it does, its transaction then commits with synchronous_commit on,
 // whatever the server's or the role's setting, and the server answers
 // after that commit. A fence must be
 // durable before its grant is reported: on a server that commits
@@ -150,11 +150,15 @@ RETURNING l.fence, l.lease_expires, l.granted_at, ` + pgDurable
 	// pgVictim removes a stale holder and writes its audit record, in one
 	// statement of the takeover's transaction. The lease and job checks are
 	// repeated as a guard; a lapsed lease cannot be renewed (pgRenewLocks),
-	// so the heartbeat cannot have moved since the attempt read it.
+	// so the heartbeat cannot have moved since the attempt read it. The
+	// record is durable (pgDurable) before the recovery is reported, also
+	// RecoverStale's, which grants nothing: every force-release the caller
+	// was told of stays in the audit trail (seed 004 §8.2).
 	pgVictim = `WITH v AS (DELETE FROM {s}.dal_locks l WHERE l.token = $1 AND l.lease_expires < now() AND NOT ` + pgJobClaim + `
 	RETURNING l.lock_id, l.owner, l.mode, l.fence)
 INSERT INTO {s}.dal_audit (lock_id, actor, reason, victim_owner, victim_mode, victim_fence, fence, at)
-SELECT v.lock_id, $2, $3, v.owner, v.mode, v.fence, $4, now() FROM v`
+SELECT v.lock_id, $2, $3, v.owner, v.mode, v.fence, $4, now() FROM v
+RETURNING ` + pgDurable
 	pgUpsertWaiter = `INSERT INTO {s}.dal_waiters (id, lock_id, mode, owner, since, heartbeat_ts, expires)
 VALUES ($1, $2, $3, $4, now(), now(), now() + $5 * interval '1 microsecond')
 ON CONFLICT (id) DO UPDATE SET heartbeat_ts = now(), expires = excluded.expires`
@@ -198,7 +202,11 @@ ON CONFLICT (project) DO UPDATE SET served = excluded.served`
 	pgDropJobs  = `DELETE FROM {s}.dal_jobs WHERE id = ANY($1) AND lease_expires <= now()`
 	pgStartJobs = `UPDATE {s}.dal_jobs SET state = 'running', started_at = now() WHERE id = ANY($1) AND state = 'queued'`
 	pgJobState  = `SELECT state FROM {s}.dal_jobs WHERE id = $1`
-	pgFinish    = `WITH d AS (DELETE FROM {s}.dal_jobs WHERE id = $1 RETURNING id) SELECT pg_notify($2, $3) FROM d`
+	// pgFinish ends a job, durably (pgDurable): a crash that took the end
+	// back would bring the job back running, holding its slot and its ID
+	// until its lease passed. Its WAL flush also carries the releases of
+	// the job's locks that Finish sent just before.
+	pgFinish = `WITH d AS (DELETE FROM {s}.dal_jobs WHERE id = $1 RETURNING id) SELECT pg_notify($2, $3), ` + pgDurable + ` FROM d`
 
 	// pgCommitManifest is durable (pgDurable) before WriteAtomic reports
 	// it and deletes the superseded version: a crash that took it back

@@ -36,9 +36,9 @@ type Lock struct {
 }
 
 // start records a grant whose lease ends no earlier than base+ttl by
-// Redis's clock, estimated here less drift.
+// Redis's clock, estimated here less drift (lockcore.LocalDeadline).
 func (k *Lock) start(base time.Time, ttl time.Duration) {
-	k.deadline = base.Add(ttl - drift(ttl))
+	k.deadline = lockcore.LocalDeadline(base, ttl)
 }
 
 // takeUp extends a hand-over's claim to ttl, as the waiter's poll would
@@ -68,7 +68,7 @@ func (k *Lock) takeUp(ttl time.Duration) {
 		case err == nil:
 			k.mu.Lock()
 			if k.cause == nil {
-				k.deadline = sent.Add(ttl - drift(ttl))
+				k.deadline = lockcore.LocalDeadline(sent, ttl)
 				if k.timer != nil {
 					k.timer.Reset(time.Until(k.deadline))
 				}
@@ -284,7 +284,7 @@ func (k *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		// was already given up for lost here, and stays so.
 		return fmt.Errorf("redislock: extending %s: %w", k.key, errors.Join(ErrNotHeld, ErrLost))
 	}
-	k.deadline = sent.Add(ttl - drift(ttl))
+	k.deadline = lockcore.LocalDeadline(sent, ttl)
 	if k.timer != nil {
 		k.timer.Reset(time.Until(k.deadline))
 	}

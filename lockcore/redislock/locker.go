@@ -282,7 +282,7 @@ func (a *attempt) handedOver(n notice) *Lock {
 	if !n.grant || n.fence <= a.heldFence || a.asked.IsZero() {
 		return nil
 	}
-	if time.Until(a.asked.Add(n.claim-drift(n.claim))) < n.claim/2 {
+	if time.Until(lockcore.LocalDeadline(a.asked, n.claim)) < n.claim/2 {
 		return nil
 	}
 	k := a.granted(n.fence, a.asked, n.claim)

@@ -87,11 +87,4 @@ var (
 	cleanupTimeout = 2 * time.Second
 )
 
-// drift is subtracted from a grant's TTL when the client estimates its own
-// deadline, for the round trip and clock-rate differences (Redlock's drift
-// factor, 1%, plus 2ms).
-func drift(ttl time.Duration) time.Duration {
-	return ttl/100 + 2*time.Millisecond
-}
-
 func ms(d time.Duration) int64 { return max(int64(d/time.Millisecond), 1) }

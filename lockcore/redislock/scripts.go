@@ -71,7 +71,12 @@ local function dequeue(tok)
 end
 
 -- pophead takes the longest-waiting registration still alive off the
--- queue; dead ones (their waiter stopped renewing) are dropped on the way.
+-- queue; dead ones (their waiter stopped renewing) are dropped on the way,
+-- at most 100 a run (a script blocks Redis while it runs). When it stops
+-- there with registrations left, it returns nil and sets cut: one of them
+-- may be alive, so the key is the queue's, and only a waiter's own poll,
+-- which drops 100 more, takes it.
+local cut = false
 local function pophead()
   for _ = 1, 100 do
     local h = redis.call('ZPOPMIN', Q)[1]
@@ -84,6 +89,7 @@ local function pophead()
       if dl and tonumber(dl) >= nowms then return h, ttl, ch, owner end
     end
   end
+  cut = redis.call('EXISTS', Q) == 1
   return nil
 end
 
@@ -116,9 +122,11 @@ end
 // "w" wait: register or renew as a waiter), waiter registration ttl ms.
 // Returns {1, fence, ttl} when the token holds the key (now, or by an
 // earlier hand-over, whose claim it extends to ttl here), else {0, pttl,
-// owner, fence} of the holder. A free key goes to the longest live waiter
-// first. The holder's fence lets a waiter tell a hand-over notice sent
-// after this answer (a higher fence) from a stale one.
+// owner, fence} of the holder (no owner, no fence and pttl -2 while a free
+// key's queue still has registrations past the dead ones this run dropped:
+// the caller polls again at once). A free key goes to the longest live
+// waiter first. The holder's fence lets a waiter tell a hand-over notice
+// sent after this answer (a higher fence) from a stale one.
 var acquireScript = redis.NewScript(prelude + `
 local tok, ttl, owner, ch, mode, wttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 local held = redis.call('HMGET', K, 't', 'o', 'f')
@@ -132,10 +140,10 @@ if cur == tok then
 end
 if not cur then
   local h, httl, hch, howner = pophead()
-  if not h or h == tok then
+  if h == tok or not (h or cut) then
     return {1, grant(tok, ttl, owner, ch), tonumber(ttl)}
   end
-  held = {h, howner, handover(h, httl, hch, howner)}
+  if h then held = {h, howner, handover(h, httl, hch, howner)} end
 end
 if mode == 'w' then
   clock()
