@@ -124,6 +124,10 @@ func TestJobRaces(t *testing.T) {
 	for _, rc := range jobRaces {
 		for _, locking := range []bool{false, true} {
 			t.Run(rc.name+map[bool]string{false: "/no locks", true: "/locks"}[locking], func(t *testing.T) {
+				// Parallel: a case mostly waits (a stopped first, a queued
+				// second); each has a schema, lease tables and hooks of its
+				// own and takes no advisory lock.
+				t.Parallel()
 				w, j := newJobs(t, "postgres", workers.JobOptions{Sketches: 1})
 				ctx := context.Background()
 				w.env.SetLocking(locking)
@@ -192,6 +196,7 @@ func waitQueuedJob(t *testing.T, j *workers.Jobs) {
 func TestJobFaults(t *testing.T) {
 	for _, store := range []string{"postgres", "sqlite"} {
 		t.Run(store, func(t *testing.T) {
+			t.Parallel() // each store's case mostly waits for grants to go stale
 			w, j := newJobs(t, store, workers.JobOptions{Lease: 2 * time.Second})
 			ctx := context.Background()
 			m2 := workers.MapRef{Project: "p1", Map: "p1-m2"}

@@ -17,7 +17,10 @@ import (
 // wakes every 10s leaves them all in its buffers) right after the store
 // reported something done. What it reported must survive. One server for
 // the cases, a schema each: a server of its own costs seconds.
+// Parallel: its time is mostly the server starting, crashing and
+// recovering, which the other tests can use the CPU during.
 func TestCrash(t *testing.T) {
+	t.Parallel()
 	c, err := pgcluster.Start(context.Background(), pgcluster.Options{Settings: map[string]string{
 		"synchronous_commit": "off", "wal_writer_delay": "10s", "autovacuum": "off",
 	}})

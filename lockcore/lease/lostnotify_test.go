@@ -14,6 +14,7 @@ import (
 // so no NOTIFY is ever sent) must cost a waiter at most one backoff step:
 // min(Lease/10, 1s), plus slack for a loaded machine.
 func TestPostgresLostNotifyWaiterRetriesWithinBackoffCap(t *testing.T) {
+	t.Parallel() // it mostly sleeps while the backoff grows
 	e := postgresEnv(t)
 	const lease = 20 * time.Second // cap = min(20s/10, 1s) = 1s, the worst case
 	holder := e.open(Options{Owner: "H", Lease: lease, Heartbeat: 10 * time.Second})

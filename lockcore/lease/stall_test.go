@@ -12,8 +12,10 @@ import (
 // later than the lease passes in the database; the next holder's fence is
 // strictly greater; the stalled holder's Release returns ErrLost.
 func TestStallPastLease(t *testing.T) {
+	t.Parallel() // each case waits for a lease to run out
 	for name, newEnv := range map[string]func(*testing.T) *env{"postgres": postgresEnv, "sqlite": sqliteEnv} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t)
 			a := e.open(Options{Owner: "A", Lease: time.Second, Heartbeat: -1})
 			b := e.open(Options{Owner: "B", Grace: 100 * time.Millisecond})

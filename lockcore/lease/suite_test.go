@@ -53,7 +53,13 @@ var suite = []struct {
 func TestPostgres(t *testing.T) { runSuite(t, postgresEnv) }
 func TestSQLite(t *testing.T)   { runSuite(t, sqliteEnv) }
 
+// runSuite runs the suite's cases in parallel, beside the package's other
+// parallel tests (TestCrash's server start, the tests that wait for a lease
+// or a backoff), rather than holding them back until the suite ends.
+// TestSQLiteBusyIsASentinel, which changes sqliteBusy, stays sequential:
+// it ends before any parallel test starts.
 func runSuite(t *testing.T, newEnv func(*testing.T) *env) {
+	t.Parallel()
 	for _, c := range suite {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -87,7 +87,11 @@ func waitsForLock(t *testing.T, mon *pgx.Conn, pid int32) bool {
 //     the sessions it names (the documented difference: the holder named
 //     instead of an earlier waiter);
 //   - be empty only when pg_blocking_pids() is.
+//
+// Parallel with TestPollAfterRestart (a server of its own) only: the
+// package's other tests run before, so no other session's locks interleave.
 func TestInspectBlockersMatchServer(t *testing.T) {
+	t.Parallel()
 	mon := pgtest.Conn(t)
 	ctx := context.Background()
 	if _, err := mon.Exec(ctx, `CREATE TABLE rb_a (id int); CREATE TABLE rb_b (id int);

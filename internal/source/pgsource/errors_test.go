@@ -168,7 +168,10 @@ func TestConnectTLSFailures(t *testing.T) {
 // retries on a fresh one and succeeds, so the dashboard shows no banner for
 // a server that is back. The same after the monitor's backend is
 // terminated.
+//
+// Parallel: its time is its own server starting and restarting.
 func TestPollAfterRestart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{})
 	if err != nil {
