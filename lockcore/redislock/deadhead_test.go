@@ -99,16 +99,7 @@ func TestDeadQueueHeadsDoNotStarveLiveWaiter(t *testing.T) {
 	}()
 
 	live := newLocker(t, Options{Prefix: holder.prefix, Owner: "live"})
-	type res struct {
-		l   *Lock
-		err error
-		at  time.Time
-	}
-	got := make(chan res, 1)
-	go func() {
-		l, err := live.Acquire(ctx, "k", lockcore.Wait(10*time.Second), lockcore.TTL(time.Minute))
-		got <- res{l, err, time.Now()}
-	}()
+	got := acquireLater(ctx, live, "k")
 	waitForWaiters(t, holder, "k", 3)
 
 	// Kill both queued waiters: their client fails every command from now
@@ -128,33 +119,19 @@ func TestDeadQueueHeadsDoNotStarveLiveWaiter(t *testing.T) {
 	// Each dead head keeps the key at most its claim, and the live waiter
 	// polls at least every maxPoll: two dead heads cost at most this.
 	bound := 2*(deadTTL+maxPoll) + 300*time.Millisecond
-	var r res
-	select {
-	case r = <-got:
-	case <-time.After(bound + 2*time.Second):
-		t.Fatalf("the live waiter had not got the lock %v after the release (bound %v): dead queue heads starve it",
-			time.Since(start).Round(time.Millisecond), bound)
-	}
-	if r.err != nil {
-		t.Fatalf("the live waiter's Acquire failed %v after the release: %v", r.at.Sub(start).Round(time.Millisecond), r.err)
-	}
-	took := r.at.Sub(start)
-	t.Logf("the live waiter got the lock %v after the release (bound %v)", took.Round(time.Millisecond), bound)
-	if took > bound {
-		t.Errorf("the live waiter got the lock %v after the release, over the bound %v", took.Round(time.Millisecond), bound)
-	}
-	if err := r.l.Err(); err != nil {
+	lv := grantedWithin(t, got, start, bound, 2*time.Second)
+	if err := lv.Err(); err != nil {
 		t.Fatalf("the live waiter's lock is already lost: %v", err)
 	}
-	if r.l.Fence() <= old.Fence() {
-		t.Errorf("live fence %d not above the holder's %d", r.l.Fence(), old.Fence())
+	if lv.Fence() <= old.Fence() {
+		t.Errorf("live fence %d not above the holder's %d", lv.Fence(), old.Fence())
 	}
 	// Give the spy a moment to read notices already sent.
 	time.Sleep(50 * time.Millisecond)
 	mu.Lock()
 	fs := append([]int64(nil), deadFences...)
 	mu.Unlock()
-	t.Logf("fences: holder %d, granted to the dead %v, live %d", old.Fence(), fs, r.l.Fence())
+	t.Logf("fences: holder %d, granted to the dead %v, live %d", old.Fence(), fs, lv.Fence())
 	if len(fs) == 0 {
 		t.Error("no hand-over notice reached a dead waiter: the case did not hand the key to a dead queue head")
 	}
@@ -162,8 +139,8 @@ func TestDeadQueueHeadsDoNotStarveLiveWaiter(t *testing.T) {
 		if f <= old.Fence() {
 			t.Errorf("a dead waiter's fence %d is not above the holder's %d", f, old.Fence())
 		}
-		if r.l.Fence() <= f {
-			t.Errorf("live fence %d not above a fence %d granted earlier to a dead waiter", r.l.Fence(), f)
+		if lv.Fence() <= f {
+			t.Errorf("live fence %d not above a fence %d granted earlier to a dead waiter", lv.Fence(), f)
 		}
 	}
 	// The live waiter really holds it, and nobody else does.
@@ -176,7 +153,7 @@ func TestDeadQueueHeadsDoNotStarveLiveWaiter(t *testing.T) {
 	} else if !errors.Is(err, lockcore.ErrLocked) {
 		t.Fatalf("TryAcquire while the live waiter holds: %v, want ErrLocked", err)
 	}
-	if err := r.l.Release(ctx); err != nil {
+	if err := lv.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

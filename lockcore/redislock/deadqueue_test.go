@@ -82,16 +82,7 @@ func TestManyDeadQueueHeads(t *testing.T) {
 	})
 	t.Cleanup(awaiting.clear)
 	live := newLocker(t, Options{Prefix: holder.prefix, Owner: "live"})
-	type res struct {
-		l   *Lock
-		err error
-		at  time.Time
-	}
-	got := make(chan res, 1)
-	go func() {
-		l, err := live.Acquire(ctx, "k", lockcore.Wait(10*time.Second), lockcore.TTL(time.Minute))
-		got <- res{l, err, time.Now()}
-	}()
+	got := acquireLater(ctx, live, "k")
 	within(t, "the live waiter is queued and waits", parked, 5*time.Second)
 	if n, err := holder.rdb.ZCard(ctx, ks.queue).Result(); err != nil || n != dead+1 {
 		t.Fatalf("the queue holds %d registrations (%v), want %d dead and the live one", n, err, dead)
@@ -114,27 +105,14 @@ func TestManyDeadQueueHeads(t *testing.T) {
 	close(gate)
 
 	bound := maxPoll + time.Duration(dead/100+1)*50*time.Millisecond + 300*time.Millisecond
-	var r res
-	select {
-	case r = <-got:
-	case <-time.After(bound + 5*time.Second):
-		t.Fatalf("the live waiter had not got the lock %v after the release (bound %v)", time.Since(start).Round(time.Millisecond), bound)
-	}
-	if r.err != nil {
-		t.Fatalf("the live waiter's Acquire: %v", r.err)
-	}
-	took := r.at.Sub(start)
-	t.Logf("the live waiter got the lock %v after the release (bound %v)", took.Round(time.Millisecond), bound)
-	if took > bound {
-		t.Errorf("the live waiter got the lock %v after the release, over the bound %v", took.Round(time.Millisecond), bound)
-	}
-	if r.l.Fence() <= old.Fence() {
-		t.Errorf("live fence %d not above the holder's %d", r.l.Fence(), old.Fence())
+	lv := grantedWithin(t, got, start, bound, 5*time.Second)
+	if lv.Fence() <= old.Fence() {
+		t.Errorf("live fence %d not above the holder's %d", lv.Fence(), old.Fence())
 	}
 	if n, err := holder.rdb.Exists(ctx, ks.queue).Result(); err != nil || n != 0 {
 		t.Errorf("the queue is still there (%d, %v) once its last live waiter got the key", n, err)
 	}
-	if err := r.l.Release(ctx); err != nil {
+	if err := lv.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
