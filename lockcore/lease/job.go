@@ -196,9 +196,9 @@ func (s *JobSlot) Context() context.Context { return s.ctx }
 // lost, and is ErrReleased after Finish.
 func (s *JobSlot) Err() error {
 	s.mu.Lock()
-	err, late := s.err, s.err == nil && !s.deadline.IsZero() && !time.Now().Before(s.deadline)
+	err, late := s.err, lapsed(s.err, s.deadline)
 	s.mu.Unlock()
-	if late { // the deadline decides, not its timer (Lock.Err)
+	if late {
 		s.expire()
 		return s.Err()
 	}

@@ -101,16 +101,21 @@ func (l *Lock) Done() <-chan struct{} { return l.done }
 // ErrReleased after Release.
 func (l *Lock) Err() error {
 	l.mu.Lock()
-	err, late := l.err, l.err == nil && !l.deadline.IsZero() && !time.Now().Before(l.deadline)
+	err, late := l.err, lapsed(l.err, l.deadline)
 	l.mu.Unlock()
 	if late {
-		// The deadline decides, not the timer that fires at it: a late
-		// timer (a starved scheduler) must not leave the lock looking held
-		// when the database may have let another holder take it.
 		l.expire()
 		return l.Err()
 	}
 	return err
+}
+
+// lapsed says a holder that has seen no error yet is past its local
+// deadline. The deadline decides, not the timer that fires at it: a late
+// timer (a starved scheduler) must not leave a lock or a job's slot
+// looking held when the database may have let another holder take it.
+func lapsed(err error, deadline time.Time) bool {
+	return err == nil && !deadline.IsZero() && !time.Now().Before(deadline)
 }
 
 // FenceOf returns the fence of r as held in ctx (a Lock's context or one
