@@ -9,7 +9,7 @@ import (
 	"github.com/locktop/locktop/lockcore"
 )
 
-// a holder never believes it holds past the server's lease
+// TestLocalDeadlineNotPastServerEnd: a holder never believes it holds past the server's lease
 // end. Redis and this test share a host clock, so the hold's 'e' field
 // (Redis ms when the lease ends) can be compared with the Lock's local
 // deadline after a grant, an extend, a hand-over's take-up and a Resume.
