@@ -9,7 +9,7 @@ import (
 	"github.com/locktop/locktop/lockcore"
 )
 
-// more than 100 registrations (pophead's cut), all dead by
+// TestOnlyLapsedRegistrationsLeaveKeyGrantable: more than 100 registrations (pophead's cut), all dead by
 // the time the key is free, never leave the key ungrantable: a single
 // TryAcquire after they died takes it (the queue keys expire with their
 // last registration), and the first release cut at 100 leaves no holder.
