@@ -317,7 +317,11 @@ func testWriterNotStarved(t *testing.T, e *env) {
 func testWaiterWokenOnRelease(t *testing.T, e *env) {
 	// A waiter is woken by the release, not by its backoff: with a backoff
 	// cap of 1s (Lease 10s), eight hand-overs in a row would take seconds.
-	o := Options{Lease: 10 * time.Second, Heartbeat: time.Second}
+	// The last waiter's Wait covers all eight hand-overs, each two commits
+	// queued behind the others' retries: a loaded CI box has taken over
+	// 10s for them (SQLite under -race), so the bound is the step's 30s
+	// (ctxT), which a healthy run never comes near.
+	o := Options{Lease: 10 * time.Second, Heartbeat: time.Second, Wait: 30 * time.Second}
 	m := e.open(o)
 	r := Sketch("relay")
 	var order []int
@@ -845,8 +849,13 @@ func testJobCaps(t *testing.T, e *env) {
 }
 
 func testJobFairness(t *testing.T, e *env) {
-	m := e.open(Options{MaxGlobalJobs: 1})
-	other := e.open(Options{MaxGlobalJobs: 1}) // the small project's process
+	// Eleven queued jobs share one SQLite writer with their scheduling
+	// passes; on a loaded box the heartbeat has waited out a 5s lease
+	// behind them, losing every queued job. Leases are not what this case
+	// tests: a long one keeps them out of the way.
+	o := Options{MaxGlobalJobs: 1, Lease: 30 * time.Second}
+	m := e.open(o)
+	other := e.open(o) // the small project's process
 	first, err := m.StartJob(ctxT(t), Job{ID: "big-0", Project: "big"})
 	if err != nil {
 		t.Fatal(err)
