@@ -101,6 +101,7 @@ func (l *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 	l.absent = time.Time{}
 	l.mu.Unlock()
 	snap := modelOf(s)
+	s.Recycle() // the snapshot keeps only its strings
 	snap.Latency = time.Since(start)
 	return snap, nil
 }
