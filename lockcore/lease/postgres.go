@@ -250,8 +250,10 @@ func (p *pgStore) acquireOnce(ctx context.Context, lockID string, f *fastAcquire
 			f.conflicting, f.precedence, waiterID)
 	}
 	if w := f.waiter; w != nil {
-		if f.hasWaiter && !f.probe {
-			b.Queue(p.q(pgUnwaitIfGranted), w.id, g.token)
+		if f.hasWaiter {
+			if !f.probe { // a probe grants nothing
+				b.Queue(p.q(pgUnwaitIfGranted), w.id, g.token)
+			}
 			b.Queue(p.q(pgPurgeDead), lockID)
 		}
 		b.Queue(p.q(pgWaitIfRefused), w.id, lockID, w.mode.String(), w.owner, w.ttl.Microseconds(), g.token)
