@@ -278,6 +278,7 @@ func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string,
 		return pipe
 	}
 	nowms := now.UnixMilli()
+	p.holds = slices.Grow(p.holds, len(reads))
 	for _, r := range reads {
 		if r.queue != nil {
 			q, err := r.queue.Slice()
@@ -365,7 +366,11 @@ func queueKeys(k, prefix string) (key, w string, ok bool) {
 func merge(pages []nodePages, prefix string, limit int) (Table, error) {
 	var t Table
 	var errs []error
-	answered := 0
+	answered, n := 0, 0
+	for i := range pages {
+		n += len(pages[i].holds) + len(pages[i].unread)
+	}
+	t.Locks = make([]Info, 0, n)
 	for i := range pages {
 		p := &pages[i]
 		if p.err != nil {
