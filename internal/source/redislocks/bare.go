@@ -12,8 +12,10 @@ import (
 // per hold and queueScript per waiters' queue), has go-redis decode the
 // replies and drops them: the bare read of every field Read reads, the
 // baseline of Read's cost (DESIGN: a source within 1.3× its bare read).
-// It returns the number of holds read. Plain string keys and older holds,
-// which Read reads in a second round trip, are not read again.
+// It returns the number of keys under the prefix it sent an HMGET for
+// (holds, and plain strings, which answer WRONGTYPE); what Read reads of
+// those in a second round trip (strings, holds of an older redislock) is
+// not read again.
 func BareRead(ctx context.Context, c *redis.Client, prefix string) (int, error) {
 	match := "*" + globEscape(prefix) + "*"
 	keys, cursor, err := c.Scan(ctx, 0, match, scanCount).Result()
