@@ -399,7 +399,11 @@ func compareRows(a, b lockRow) int {
 func pruneBackends(backends map[int32]*Backend, locks []lockRow, others []Other) {
 	used := make(map[int32]bool, len(backends))
 	for i := range locks {
-		used[locks[i].pid] = true
+		// A backend's rows are mostly neighbours: one write for a run of
+		// them, not one per lock.
+		if i == 0 || locks[i].pid != locks[i-1].pid {
+			used[locks[i].pid] = true
+		}
 	}
 	for i := range others {
 		used[others[i].PID] = true
