@@ -333,13 +333,26 @@ func (rd *Reader) Read(ctx context.Context, q Querier) (Table, error) {
 	}
 	blockers(others, objs)
 	t.Others, t.Backends = others, backends
+	var (
+		b      *Backend // the last row's backend and database name: neighbours mostly share them
+		db     string
+		pid    int32
+		dbOID  uint32
+		looked bool
+	)
 	for i := range locks {
 		r := &locks[i]
-		b := backends[r.pid]
-		if b == nil {
-			b = none
+		if !looked || r.pid != pid {
+			if b = backends[r.pid]; b == nil {
+				b = none
+			}
+			pid = r.pid
 		}
-		t.Rows[i] = Row{Key: r.key, Database: dbs[r.db], PID: r.pid, Share: r.share, Granted: r.granted, Backend: b}
+		if !looked || r.db != dbOID {
+			db, dbOID = dbs[r.db], r.db
+		}
+		looked = true
+		t.Rows[i] = Row{Key: r.key, Database: db, PID: r.pid, Share: r.share, Granted: r.granted, Backend: b}
 		if !r.granted {
 			t.Rows[i].WaitStart = time.Unix(0, r.wait)
 		}
