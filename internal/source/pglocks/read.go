@@ -31,29 +31,34 @@ type Querier interface {
 // the kept rows name. The first row always exists and carries the
 // server's clock.
 //
-// Row kinds: 0 header (now, this database's oid); 1 advisory lock (pid,
-// database oid, classid, objid, objsubid, share mode, granted, waitstart:
-// advisory locks are ExclusiveLock or ShareLock, so the mode travels as a
-// bool); 2 session (pid, database oid — null for a process outside any
-// database, which the connection count leaves out, as pg_stat_database's
-// numbackends does —, user, application, client address, state, query,
-// query_start, state_change, xact_start in ts3, and in share whether it
-// is a client backend (a backend whose type the role may not see counts as
-// one): Table.Alive is read from these rows, not from a second read of
-// pg_stat_activity in the header, which cost the server a twentieth of the
-// statement); 3 database (oid, name:
-// every database, fewer rows than the hashing that picks them would cost);
-// 5 the sessions terminated so far (in t3), last: the server reads it after
-// the sessions (a UNION ALL runs its branches in order, and the sum is
-// taken when its row is), so a backend missing from them is counted already;
-// 4 any other heavyweight lock (pid, database oid, relation oid in
-// classid, granted, waitstart, locktype, relation name, tuple id, object,
-// mode). Read keeps the kind 4 rows that matter (see waitedFor). A
-// kind 4 row's relation is named in the statement only for a waiter or a
+// Row kinds (the first column): 0 header (now in ts, this database's oid);
+// null, a row of pg_locks, sent as the view has it — pid, database oid,
+// classid, objid, objsubid, granted (in flag), waitstart (ts), locktype
+// (t1), mode (t2), virtualxid (t4), relation, page, tuple, transactionid
+// (xid) —, which Read tells apart and formats itself: a column computed
+// per row in the statement (a CASE on locktype for each column, the mode
+// compared with 'ShareLock', the object formatted as text) cost the server
+// a third as much again as sending the view's columns, at 10,000 advisory
+// locks (issue 26); 2 session (pid, database oid — null for a process
+// outside any database, which the connection count leaves out, as
+// pg_stat_database's numbackends does —, user, application, client
+// address, state, query, query_start, state_change, xact_start, and in flag
+// whether it is a client backend (a backend whose type the role may not
+// see counts as one): Table.Alive is read from these rows, not from a
+// second read of pg_stat_activity in the header, which cost the server a
+// twentieth of the statement); 3 database (oid, name: every database, fewer
+// rows than the hashing that picks them would cost); 5 the sessions
+// terminated so far (in t3), last: the server reads it after the sessions
+// (a UNION ALL runs its branches in order, and the sum is taken when its
+// row is), so a backend missing from them is counted already. Read keeps
+// the rows of other types than advisory that matter (see waitedFor). Such
+// a row's relation is named in the statement (t3) only for a waiter or a
 // tuple lock (the rows that can name an object nobody else names), of this
 // database or a shared catalog: a lookup per granted relation lock would
 // cost the server more than the rest of the statement on a busy server;
-// Read copies the name to the granted rows on the same relation. The
+// Read copies the name to the granted rows on the same relation. The test
+// of an advisory row's null relation comes first, so it costs the 10,000
+// advisory rows of a busy server nothing else. The
 // name is pg_identify_object's identity (schema.table, quoted as
 // format('%I.%I') quotes), read from the catalog caches: a join of
 // pg_class and pg_namespace per row cost the server three to four times as
@@ -67,37 +72,28 @@ type Querier interface {
 // (see BlockedBy), not by pg_blocking_pids(), which costs the server a
 // pass over the lock table per waiter.
 const SQL = `SELECT 0 AS kind, NULL::int4 AS pid, (SELECT oid FROM pg_database WHERE datname = current_database()) AS oid,
-	NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid, NULL::bool AS share, NULL::bool AS granted,
-	now() AS ts, NULL::timestamptz AS ts2,
-	NULL::text AS t1,
-	NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5, NULL::timestamptz AS ts3
+	NULL::oid AS classid, NULL::oid AS objid, NULL::int2 AS objsubid, NULL::bool AS flag,
+	now() AS ts, NULL::timestamptz AS ts2, NULL::timestamptz AS ts3,
+	NULL::text AS t1, NULL::text AS t2, NULL::text AS t3, NULL::text AS t4, NULL::text AS t5,
+	NULL::oid AS relation, NULL::int4 AS page, NULL::int2 AS tuple, NULL::xid AS xid
 UNION ALL
-SELECT CASE locktype WHEN 'advisory' THEN 1 ELSE 4 END, pid, database,
-	CASE locktype WHEN 'advisory' THEN classid ELSE relation END,
-	CASE locktype WHEN 'advisory' THEN objid END,
-	CASE locktype WHEN 'advisory' THEN objsubid END,
-	mode = 'ShareLock', granted, waitstart, NULL,
-	CASE WHEN locktype <> 'advisory' THEN locktype END,
-	CASE WHEN (NOT granted OR locktype = 'tuple') AND relation IS NOT NULL
+SELECT NULL, pid, database, classid, objid, objsubid, granted, waitstart, NULL, NULL, locktype, mode,
+	CASE WHEN relation IS NOT NULL AND (NOT granted OR locktype = 'tuple')
 		AND database IN (0, (SELECT oid FROM pg_database WHERE datname = current_database())) THEN
 		(pg_identify_object('pg_class'::regclass, relation, 0)).identity END,
-	CASE WHEN tuple IS NOT NULL THEN '(' || page || ',' || tuple || ')' END,
-	CASE locktype WHEN 'advisory' THEN NULL WHEN 'transactionid' THEN transactionid::text WHEN 'virtualxid' THEN virtualxid
-		WHEN 'page' THEN 'page ' || page WHEN 'relation' THEN NULL WHEN 'tuple' THEN NULL WHEN 'extend' THEN NULL
-		ELSE concat_ws(':', transactionid, classid, objid, objsubid) END,
-	CASE WHEN locktype <> 'advisory' THEN mode END, NULL
+	virtualxid, NULL, relation, page, tuple, transactionid
 FROM pg_locks WHERE NOT fastpath
 UNION ALL
-SELECT 2, a.pid, a.datid, NULL, NULL, NULL, coalesce(a.backend_type, 'client backend') = 'client backend', NULL,
-	a.query_start, a.state_change,
-	a.usename::text, a.application_name, host(a.client_addr), a.state, a.query, a.xact_start
+SELECT 2, a.pid, a.datid, NULL, NULL, NULL, coalesce(a.backend_type, 'client backend') = 'client backend',
+	a.query_start, a.state_change, a.xact_start,
+	a.usename::text, a.application_name, host(a.client_addr), a.state, a.query, NULL, NULL, NULL, NULL
 FROM pg_stat_activity a
 UNION ALL
-SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL, NULL
+SELECT 3, NULL, d.oid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, d.datname::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM pg_database d
 UNION ALL
 SELECT 5, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-	(SELECT sum(sessions_killed) FROM pg_stat_database)::text, NULL, NULL, NULL`
+	(SELECT sum(sessions_killed) FROM pg_stat_database)::text, NULL, NULL, NULL, NULL, NULL, NULL`
 
 // Table is every advisory lock on a server at one instant, as Read
 // reads it.
@@ -257,17 +253,27 @@ func (rd *Reader) Read(ctx context.Context, q Querier) (Table, error) {
 			t.Taken = w.ts.Time
 			ownDB = w.oid.Uint32
 		case 1:
+			if !w.t1.is("advisory") {
+				o := Other{LockType: w.t1.str(), Relation: w.t3.str(), Tuple: tupleOf(w), PID: w.pid.Int32, Mode: w.t2.str(), Granted: w.flag.Bool}
+				o.Object = objectOf(o.LockType, w)
+				if !o.Granted {
+					o.WaitStart = w.ts.Time // zero (fixed below) until the server records it
+				}
+				others = append(others, o)
+				objs = append(objs, object{lockType: o.LockType, database: w.oid.Uint32, relation: w.relation.Uint32, tuple: o.Tuple, object: o.Object})
+				continue
+			}
 			key, ok := keyFromLockRow(w.classid.Uint32, w.objid.Uint32, w.objsubid.Int16)
 			if !ok {
 				continue
 			}
 			locks = append(locks, lockRow{
-				pid: w.pid.Int32, db: w.oid.Uint32, key: key, share: w.share.Bool, granted: w.granted.Bool,
+				pid: w.pid.Int32, db: w.oid.Uint32, key: key, share: w.t2.is("ShareLock"), granted: w.flag.Bool,
 				wait: w.ts.Time.UnixNano(), hasWait: w.ts.Valid,
 			})
 			locks[len(locks)-1].pack()
 		case 2:
-			b := &Backend{User: w.t1.String, Application: w.t2.String, ClientAddr: w.t3.String, State: w.t4.String, Query: w.t5.String}
+			b := &Backend{User: w.t1.str(), Application: w.t2.str(), ClientAddr: w.t3.str(), State: w.t4.str(), Query: w.t5.str()}
 			if w.ts.Valid {
 				b.QueryStart = w.ts.Time
 			}
@@ -280,22 +286,14 @@ func (rd *Reader) Read(ctx context.Context, q Querier) (Table, error) {
 			backends[w.pid.Int32] = b
 			if w.oid.Valid {
 				t.Connections++
-				if w.share.Bool {
+				if w.flag.Bool {
 					t.Alive = append(t.Alive, w.pid.Int32)
 				}
 			}
 		case 3:
-			dbs[w.oid.Uint32] = w.t1.String
-		case 4:
-			o := Other{LockType: w.t1.String, Relation: w.t2.String, Tuple: w.t3.String, Object: w.t4.String,
-				PID: w.pid.Int32, Mode: w.t5.String, Granted: w.granted.Bool}
-			if !o.Granted {
-				o.WaitStart = w.ts.Time // zero (fixed below) until the server records it
-			}
-			others = append(others, o)
-			objs = append(objs, object{lockType: o.LockType, database: w.oid.Uint32, relation: w.classid.Uint32, tuple: o.Tuple, object: o.Object})
+			dbs[w.oid.Uint32] = w.t1.str()
 		case 5:
-			t.Killed, _ = strconv.ParseInt(w.t3.String, 10, 64)
+			t.Killed, _ = strconv.ParseInt(w.t3.str(), 10, 64)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -335,13 +333,26 @@ func (rd *Reader) Read(ctx context.Context, q Querier) (Table, error) {
 	}
 	blockers(others, objs)
 	t.Others, t.Backends = others, backends
+	var (
+		b      *Backend // the last row's backend and database name: neighbours mostly share them
+		db     string
+		pid    int32
+		dbOID  uint32
+		looked bool
+	)
 	for i := range locks {
 		r := &locks[i]
-		b := backends[r.pid]
-		if b == nil {
-			b = none
+		if !looked || r.pid != pid {
+			if b = backends[r.pid]; b == nil {
+				b = none
+			}
+			pid = r.pid
 		}
-		t.Rows[i] = Row{Key: r.key, Database: dbs[r.db], PID: r.pid, Share: r.share, Granted: r.granted, Backend: b}
+		if !looked || r.db != dbOID {
+			db, dbOID = dbs[r.db], r.db
+		}
+		looked = true
+		t.Rows[i] = Row{Key: r.key, Database: db, PID: r.pid, Share: r.share, Granted: r.granted, Backend: b}
 		if !r.granted {
 			t.Rows[i].WaitStart = time.Unix(0, r.wait)
 		}
@@ -401,7 +412,11 @@ func compareRows(a, b lockRow) int {
 func pruneBackends(backends map[int32]*Backend, locks []lockRow, others []Other) {
 	used := make(map[int32]bool, len(backends))
 	for i := range locks {
-		used[locks[i].pid] = true
+		// A backend's rows are mostly neighbours: one write for a run of
+		// them, not one per lock.
+		if i == 0 || locks[i].pid != locks[i-1].pid {
+			used[locks[i].pid] = true
+		}
 	}
 	for i := range others {
 		used[others[i].PID] = true

@@ -4,48 +4,71 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// wireRow is one row of SQL: kind, pid, oid, classid, objid,
-// objsubid, share, granted, ts, ts2, t1…t5, ts3.
+// wireRow is one row of SQL: kind, pid, oid, classid, objid, objsubid,
+// flag, ts, ts2, ts3, t1…t5, relation, page, tuple, xid.
 type wireRow struct {
-	kind                int32
+	kind                int32 // 1 for a pg_locks row, which the server sends with a null kind
 	pid                 pgtype.Int4
 	oid, classid, objid pgtype.Uint32
 	objsubid            pgtype.Int2
-	share, granted      pgtype.Bool
+	flag                pgtype.Bool
 	ts, ts2, ts3        pgtype.Timestamptz
-	t1, t2, t3, t4, t5  pgtype.Text
+	t1, t2, t3, t4, t5  rawText
+	relation, xid       pgtype.Uint32
+	page                pgtype.Int4
+	tuple               pgtype.Int2
 }
+
+// rawText is a text column's bytes, only valid until the next row: a lock
+// row's locktype and mode are compared, not copied into strings, so the
+// 10,000 rows of a busy server allocate none.
+type rawText struct {
+	b     []byte
+	valid bool
+}
+
+// str is the text as a string ("" for null).
+func (t rawText) str() string { return string(t.b) }
+
+// is reports whether the text is s.
+func (t rawText) is(s string) bool { return t.valid && string(t.b) == s }
 
 // wireTypes are the column types of SQL, in order.
 var wireTypes = [...]uint32{
 	pgtype.Int4OID, pgtype.Int4OID, pgtype.OIDOID, pgtype.OIDOID, pgtype.OIDOID, pgtype.Int2OID,
-	pgtype.BoolOID, pgtype.BoolOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID,
-	pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TimestamptzOID,
+	pgtype.BoolOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID,
+	pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID,
+	pgtype.OIDOID, pgtype.Int4OID, pgtype.Int2OID, pgtype.XIDOID,
 }
 
 // scanner reads SQL's rows into one wireRow. When the server sends
 // them with the expected types and every column but the text ones in the
 // binary format (pgx's default protocol), it decodes the bytes itself: pgx's Scan runs a scan plan per
-// column, 16 per row, and at 10,000 locks that was most of Read' own
+// column, 19 per row, and at 10,000 locks that was most of Read' own
 // CPU, which a loaded machine multiplies. Otherwise (a text-format
 // protocol, as a pooler may impose) it leaves the row to Scan.
 type scanner struct {
 	r      wireRow
-	dest   []any // one slice for every row: a variadic slice per Scan would be an allocation per lock
+	kind   pgtype.Int4
+	text   [5]pgtype.Text // where Scan puts the text columns
+	dest   []any          // one slice for every row: a variadic slice per Scan would be an allocation per lock
 	binary bool
 }
 
 func newScanner(rows pgx.Rows) *scanner {
 	s := &scanner{}
 	r := &s.r
-	s.dest = []any{&r.kind, &r.pid, &r.oid, &r.classid, &r.objid, &r.objsubid, &r.share, &r.granted,
-		&r.ts, &r.ts2, &r.t1, &r.t2, &r.t3, &r.t4, &r.t5, &r.ts3}
+	s.dest = []any{&s.kind, &r.pid, &r.oid, &r.classid, &r.objid, &r.objsubid, &r.flag,
+		&r.ts, &r.ts2, &r.ts3, &s.text[0], &s.text[1], &s.text[2], &s.text[3], &s.text[4],
+		&r.relation, &r.page, &r.tuple, &r.xid}
 	fds := rows.FieldDescriptions()
 	s.binary = len(fds) == len(wireTypes)
 	for i := 0; s.binary && i < len(fds); i++ {
@@ -57,28 +80,43 @@ func newScanner(rows pgx.Rows) *scanner {
 
 // scan reads the current row into s.r.
 func (s *scanner) scan(rows pgx.Rows) error {
+	r := &s.r
 	if !s.binary {
-		return rows.Scan(s.dest...)
+		if err := rows.Scan(s.dest...); err != nil {
+			return err
+		}
+		r.kind = 1
+		if s.kind.Valid {
+			r.kind = s.kind.Int32
+		}
+		for i, t := range [...]*rawText{&r.t1, &r.t2, &r.t3, &r.t4, &r.t5} {
+			*t = rawText{b: []byte(s.text[i].String), valid: s.text[i].Valid}
+		}
+		return nil
 	}
 	v := rows.RawValues()
 	if len(v) != len(wireTypes) {
 		return fmt.Errorf("pglocks: a row of %d values, want %d", len(v), len(wireTypes))
 	}
-	r := &s.r
 	var kind pgtype.Int4
 	ok := decodeInt4(v[0], &kind) && decodeInt4(v[1], &r.pid) &&
 		decodeUint32(v[2], &r.oid) && decodeUint32(v[3], &r.classid) && decodeUint32(v[4], &r.objid) &&
-		decodeInt2(v[5], &r.objsubid) && decodeBool(v[6], &r.share) && decodeBool(v[7], &r.granted) &&
-		decodeTime(v[8], &r.ts) && decodeTime(v[9], &r.ts2)
-	if !ok || !decodeTime(v[15], &r.ts3) {
+		decodeInt2(v[5], &r.objsubid) && decodeBool(v[6], &r.flag) &&
+		decodeTime(v[7], &r.ts) && decodeTime(v[8], &r.ts2) && decodeTime(v[9], &r.ts3) &&
+		decodeUint32(v[15], &r.relation) && decodeInt4(v[16], &r.page) && decodeInt2(v[17], &r.tuple) &&
+		decodeUint32(v[18], &r.xid)
+	if !ok {
 		return fmt.Errorf("pglocks: a malformed row")
 	}
-	r.kind = kind.Int32
-	decodeText(v[10], &r.t1)
-	decodeText(v[11], &r.t2)
-	decodeText(v[12], &r.t3)
-	decodeText(v[13], &r.t4)
-	decodeText(v[14], &r.t5)
+	r.kind = 1
+	if kind.Valid {
+		r.kind = kind.Int32
+	}
+	r.t1 = rawText{b: v[10], valid: v[10] != nil}
+	r.t2 = rawText{b: v[11], valid: v[11] != nil}
+	r.t3 = rawText{b: v[12], valid: v[12] != nil}
+	r.t4 = rawText{b: v[13], valid: v[13] != nil}
+	r.t5 = rawText{b: v[14], valid: v[14] != nil}
 	return nil
 }
 
@@ -151,10 +189,43 @@ func decodeTime(b []byte, d *pgtype.Timestamptz) bool {
 	return true
 }
 
-func decodeText(b []byte, d *pgtype.Text) {
-	if b == nil {
-		*d = pgtype.Text{}
-		return
+// tupleOf is a tuple lock's "(page,tuple)"; "" for a row without a tuple.
+func tupleOf(w *wireRow) string {
+	if !w.tuple.Valid || !w.page.Valid {
+		return ""
 	}
-	*d = pgtype.Text{String: string(b), Valid: true}
+	return "(" + strconv.Itoa(int(w.page.Int32)) + "," + strconv.Itoa(int(w.tuple.Int16)) + ")"
+}
+
+// objectOf is what identifies a lock of lockType besides its database,
+// relation and tuple: a transaction id, a virtual xid, a page; for the rarer
+// types (object, frozenid, spectoken, userlock), the locktag's fields that
+// are set, joined by ':' as concat_ws joins them.
+func objectOf(lockType string, w *wireRow) string {
+	switch lockType {
+	case "transactionid":
+		if w.xid.Valid {
+			return strconv.FormatUint(uint64(w.xid.Uint32), 10)
+		}
+		return ""
+	case "virtualxid":
+		return w.t4.str()
+	case "page":
+		if w.page.Valid {
+			return "page " + strconv.Itoa(int(w.page.Int32))
+		}
+		return ""
+	case "relation", "tuple", "extend":
+		return ""
+	}
+	var parts []string
+	for _, f := range [...]pgtype.Uint32{w.xid, w.classid, w.objid} {
+		if f.Valid {
+			parts = append(parts, strconv.FormatUint(uint64(f.Uint32), 10))
+		}
+	}
+	if w.objsubid.Valid {
+		parts = append(parts, strconv.Itoa(int(w.objsubid.Int16)))
+	}
+	return strings.Join(parts, ":")
 }

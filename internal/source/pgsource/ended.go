@@ -69,9 +69,13 @@ func (m *Monitor) ended(snap *model.Snapshot, alive []int32, killed int64) {
 	}
 	m.oursMu.Unlock()
 	locked := make(map[int32]string, len(st.locked))
+	var last *model.Lock // the last row written: a run of one backend's rows in one database is one write
 	for i := range snap.Locks {
 		if l := &snap.Locks[i]; l.PID != 0 && l.Kind.PG() {
-			locked[l.PID] = cmp.Or(l.Database, "-")
+			if last == nil || l.PID != last.PID || l.Database != last.Database {
+				locked[l.PID] = cmp.Or(l.Database, "-")
+			}
+			last = l
 		}
 	}
 	st.polled, st.alive, st.locked, st.killed = true, now, locked, killed

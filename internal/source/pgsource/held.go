@@ -43,8 +43,17 @@ func bound(locks []model.Lock, blocked func(w *model.Lock, pid int32) bool) {
 		}
 	}
 	var holds map[holdKey][]int
+	var lastPID int32
+	var lastNamed bool // whether a waiter names lastPID: one lookup per run of a backend's rows
 	for i := range locks {
-		if l := &locks[i]; l.Granted && l.PID != 0 && pids[l.PID] && ids[l.EntityID] {
+		l := &locks[i]
+		if pids == nil || !l.Granted || l.PID == 0 {
+			continue
+		}
+		if l.PID != lastPID {
+			lastPID, lastNamed = l.PID, pids[l.PID]
+		}
+		if lastNamed && ids[l.EntityID] {
 			if holds == nil {
 				holds = map[holdKey][]int{}
 			}

@@ -148,21 +148,31 @@ func (n *keyNamer) name(group []pglocks.Row) string {
 	case isUnscoped:
 		return unscoped
 	case candidates:
-		n.apps = append(n.apps[:0], r.Backend.Application)
-		for i := 1; i < len(group); i++ {
-			if a := group[i].Backend.Application; !slices.Contains(n.apps, a) {
-				n.apps = append(n.apps, a)
-			}
+		app := r.Backend.Application
+		one := true // one application among the group's sessions
+		for i := 1; one && i < len(group); i++ {
+			one = group[i].Backend.Application == app
 		}
-		if !k.IsPair() || len(n.apps) > 1 {
+		if !k.IsPair() || !one {
+			n.apps = append(n.apps[:0], app)
+			for i := 1; i < len(group); i++ {
+				if a := group[i].Backend.Application; !slices.Contains(n.apps, a) {
+					n.apps = append(n.apps, a)
+				}
+			}
 			return n.reg.Namespace(k.IsPair(), k.Space(), k.Int64(), registry.Scope{Database: r.Database, Applications: n.apps})
 		}
-		sc := scoped{r.Database, n.apps[0], k.Space()}
-		if n.hasLast && sc == n.last {
+		// Compared before anything is written: a key of the same space,
+		// database and application as the last costs no write (each would
+		// be a write barrier while the collector runs, as it often does at
+		// 10,000 locks a poll).
+		if n.hasLast && n.last.space == k.Space() && n.last.app == app && n.last.db == r.Database {
 			return n.lastNS
 		}
+		sc := scoped{r.Database, app, k.Space()}
 		ns, ok := n.bySpace[sc]
 		if !ok {
+			n.apps = append(n.apps[:0], app)
 			ns = n.reg.Namespace(true, k.Space(), k.Int64(), registry.Scope{Database: r.Database, Applications: n.apps})
 			if n.bySpace == nil {
 				n.bySpace = map[scoped]string{}

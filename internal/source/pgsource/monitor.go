@@ -65,15 +65,16 @@ type Monitor struct {
 	// polling is a one-slot gate: polls run one at a time, and one waiting
 	// for its turn gives up when its context ends. It guards the fields
 	// below.
-	polling   chan struct{}
-	reader    pglocks.Reader // keeps the last poll's rows and their order
-	firstSeen map[grantID]*grantSeen
-	seenWaits map[grantID][]int32 // each wait's blockers when first seen
-	keyNames  interner            // the names in firstSeen's and seenWaits' keys
-	polls     uint64              // polls tracked
-	lastTaken time.Time
-	sessions  sessionState // who held or waited, to tell who ended (ended.go)
-	oursMu    sync.Mutex   // guards sessions.ours, which Terminate writes
+	polling chan struct{}
+	reader  pglocks.Reader // keeps the last poll's rows and their order
+	// grants are the last poll's grants, in its order, with when each was
+	// first seen; spareGrants is where the next poll lists its own.
+	grants, spareGrants []grantSeen
+	seenWaits           map[grantID][]int32 // each wait's blockers when first seen
+	keyNames            interner            // the names in grants' and seenWaits' keys
+	lastTaken           time.Time
+	sessions            sessionState // who held or waited, to tell who ended (ended.go)
+	oursMu              sync.Mutex   // guards sessions.ours, which Terminate writes
 }
 
 // Connect opens the monitor's connection to dsn ("" means the PG*
@@ -96,7 +97,7 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Monitor, error) {
 		st = defaultStatementTimeout
 	}
 	m := &Monitor{pool: pool, pollTimeout: st + pollGrace, polling: make(chan struct{}, 1), reg: cmp.Or(opts.Registry, registry.Builtin()),
-		firstSeen: map[grantID]*grantSeen{}, seenWaits: map[grantID][]int32{},
+		seenWaits: map[grantID][]int32{},
 		// The connection is read-only: no fencing sequence to create or draw from.
 		probeLocks: lockcore.New(pool, lockcore.SharedPool(), lockcore.ApplicationName(""),
 			lockcore.Wait(ProbeTimeout), lockcore.NoFencing())}

@@ -33,7 +33,7 @@ func decoded(taken time.Time) model.Snapshot {
 // the query nor its decoding.
 func BenchmarkTrack(b *testing.B) {
 	t0 := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
-	m := &Monitor{firstSeen: map[grantID]*grantSeen{}, seenWaits: map[grantID][]int32{}}
+	m := &Monitor{seenWaits: map[grantID][]int32{}}
 	first := decoded(t0)
 	m.track(&first)
 	next := decoded(t0.Add(time.Second))

@@ -13,7 +13,7 @@ import (
 // waits it saw stay old, and the interner shrinks to what is in use.
 func TestTrackRenumbersNames(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
-	m := &Monitor{firstSeen: map[grantID]*grantSeen{}, seenWaits: map[grantID][]int32{}}
+	m := &Monitor{seenWaits: map[grantID][]int32{}}
 	snap := func(at time.Time) model.Snapshot {
 		s := model.Snapshot{Taken: at, Locks: []model.Lock{
 			{Kind: model.KindAdvisory, PID: 10, Database: "db", Namespace: "AGENT", EntityID: 7, Pair: true, Mode: model.ModeExclusive, Granted: true},
