@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/locktop/locktop/internal/source/redislocks"
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
@@ -20,11 +22,16 @@ import (
 // of the test's own (so an outage hurts no other test).
 func newTurns(t *testing.T, opts workers.TurnOptions) (*world, *workers.Turns) {
 	t.Helper()
+	return newTurnsOn(t, redistest.ClientOf(t, redistest.Private(t)), opts)
+}
+
+// newTurnsOn is newTurns on rdb, for a test that also touches the keys.
+func newTurnsOn(t *testing.T, rdb *redis.Client, opts workers.TurnOptions) (*world, *workers.Turns) {
+	t.Helper()
 	w := newWorld(t, 1)
 	if err := workers.EnsureConversations(context.Background(), w.env.DB, 4); err != nil {
 		t.Fatal(err)
 	}
-	rdb := redistest.ClientOf(t, redistest.Private(t))
 	tu := workers.NewTurns(w.env, rdb, opts)
 	t.Cleanup(tu.Close)
 	return w, tu
@@ -121,16 +128,31 @@ func TestTurnRaces(t *testing.T) {
 // the stale turn's commit must be refused by the fence; its release then
 // deletes nothing. With the fence check off, the checks must catch the
 // stale commit.
+//
+// The stale turn's hold is made to expire while it is paused (its TTL cut
+// to 1ms, as a lapse would end it), not by a short TTL for every turn: a
+// 300ms TTL also had to cover the next turn's whole run, which a loaded
+// box can stretch past it.
 func TestTurnOutlivesItsHold(t *testing.T) {
 	for _, fencing := range []bool{true, false} {
 		t.Run(map[bool]string{true: "fenced", false: "fence check off"}[fencing], func(t *testing.T) {
-			w, tu := newTurns(t, workers.TurnOptions{Pods: 2, TTL: 300 * time.Millisecond, Wait: 10 * time.Second})
+			rdb := redistest.ClientOf(t, redistest.Private(t))
+			w, tu := newTurnsOn(t, rdb, workers.TurnOptions{Pods: 2, TTL: time.Minute, Wait: 10 * time.Second})
 			tu.SetFencing(fencing)
 			ctx := context.Background()
 			b := w.hooks.hold(t, workers.PointTurnRead, 1)
 			first := goErr(func() error { return tu.Deliver(ctx, 1, tu.NewMessage()) })
 			b.wait(t)
-			// The second waits for the hold, and gets it when it expires.
+			// The hold is Prefix+key (redislock): it expires, its turn paused.
+			hold := tu.Options().Prefix + workers.ConversationKey(1)
+			if ok, err := rdb.PExpire(ctx, hold, time.Millisecond).Result(); !ok || err != nil {
+				t.Fatalf("expiring the paused turn's hold %s: %v, %v", hold, ok, err)
+			}
+			pgtest.Eventually(t, "the paused turn's hold expires", func() bool {
+				n, err := rdb.Exists(ctx, hold).Result()
+				return err == nil && n == 0
+			})
+			// The second finds the conversation free and takes it.
 			if err := tu.Deliver(ctx, 1, tu.NewMessage()); err != nil {
 				t.Fatal(err)
 			}

@@ -186,6 +186,29 @@ FROM crash_renewal.dal_locks WHERE token = $2`, lease.Microseconds(), l.token).S
 		_ = y.Finish(ctxT(t))
 	})
 
+	// Metadata a holder was told is set must survive a crash too: the
+	// holder goes on holding (its grant and renewals are durable), and a
+	// crash that took the update back would show monitors an older context
+	// than the holder last gave, with nobody told. Checked as it returns, no crash needed: its commit
+	// must already be flushed (nothing else writes: no heartbeats).
+	t.Run("metadata", func(t *testing.T) {
+		p := pool(t)
+		l, err := open(t, p, Options{Schema: "crash_metadata", Heartbeat: -1}).Acquire(ctxT(t), Map("m1"), Write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.SetMetadata(ctxT(t), map[string]any{"step": 2}); err != nil {
+			t.Fatal(err)
+		}
+		var flushed bool
+		if err := p.QueryRow(ctxT(t), `SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()`).Scan(&flushed); err != nil {
+			t.Fatal(err)
+		}
+		if !flushed {
+			t.Error("SetMetadata returned before its commit was flushed to the WAL")
+		}
+	})
+
 	// A version WriteAtomic reported committed must stay the committed one
 	// after a crash: the write deletes the version it superseded, so a
 	// crash that took the commit back would leave the manifest naming a

@@ -243,6 +243,15 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 		defer cancel()
 	}
 	bo := newBackoff(m.opts)
+	// mayGrant: the next request may be granted. A waiter's retry is sent
+	// on a timer or a wake-up, while the resource may still be held; were
+	// its process killed with it in flight, PostgreSQL would run it all
+	// the same, perhaps after the release, and hand the lock to a process
+	// that is gone (nobody renews it: it lapses after its lease and grace).
+	// So a retry only probes, and the grant is asked for in the request
+	// after an answer that showed the resource grantable: a waiter killed
+	// before it saw the resource free is handed nothing.
+	mayGrant := true
 	for {
 		sent := time.Now()
 		var v verdict
@@ -251,7 +260,9 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 		if wait {
 			w = &waiterRow{id: q.waiterID, owner: owner, mode: mode, ttl: m.opts.waiterTTL()}
 		}
-		res, err := m.st.acquire(actx, lockID, fastFor(g, w, hasWaiter), func(s *state) (*change, error) {
+		f := fastFor(g, w, hasWaiter)
+		f.probe = !mayGrant
+		res, err := m.st.acquire(actx, lockID, f, func(s *state) (*change, error) {
 			v = decide(s, q)
 			ch := &change{purge: deadWaiters(s)}
 			switch {
@@ -303,6 +314,9 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 		// holder: on the backoff, until the wait ends. The attempt was
 		// rolled back, so its waiter row may not exist yet.
 		hasWaiter = hasWaiter || !busy
+		if mayGrant = res.grantable; mayGrant {
+			continue // ask for it now
+		}
 		if v.byWaiter {
 			m.st.hub().wakeNext(lockID, t)
 		}

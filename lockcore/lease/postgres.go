@@ -245,11 +245,15 @@ func (p *pgStore) acquireOnce(ctx context.Context, lockID string, f *fastAcquire
 	if f.waiter != nil {
 		waiterID = f.waiter.id
 	}
-	b.Queue(p.q(pgFastGrant), lockID, g.token, g.mode.String(), g.owner, g.lease.Microseconds(), g.grace.Milliseconds(),
-		f.conflicting, f.precedence, waiterID)
+	if !f.probe {
+		b.Queue(p.q(pgFastGrant), lockID, g.token, g.mode.String(), g.owner, g.lease.Microseconds(), g.grace.Milliseconds(),
+			f.conflicting, f.precedence, waiterID)
+	}
 	if w := f.waiter; w != nil {
 		if f.hasWaiter {
-			b.Queue(p.q(pgUnwaitIfGranted), w.id, g.token)
+			if !f.probe { // a probe grants nothing
+				b.Queue(p.q(pgUnwaitIfGranted), w.id, g.token)
+			}
 			b.Queue(p.q(pgPurgeDead), lockID)
 		}
 		b.Queue(p.q(pgWaitIfRefused), w.id, lockID, w.mode.String(), w.owner, w.ttl.Microseconds(), g.token)
@@ -261,7 +265,7 @@ func (p *pgStore) acquireOnce(ctx context.Context, lockID string, f *fastAcquire
 	if err == nil {
 		err = readState(br, st)
 	}
-	if err == nil {
+	if err == nil && !f.probe {
 		err = br.QueryRow().Scan(&res.fence, &res.leaseExpires, &res.grantedAt, nil)
 		res.granted = err == nil
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -279,7 +283,12 @@ func (p *pgStore) acquireOnce(ctx context.Context, lockID string, f *fastAcquire
 	if err != nil {
 		return nil, err
 	}
-	if ch.grant != nil { // a stale holder in the way: take it over, deciding afresh
+	switch {
+	case ch.grant != nil && f.probe && len(ch.victims) == 0:
+		res.grantable = true
+	case ch.grant != nil: // a stale holder in the way: take it over, deciding afresh
+		// The attempt commits only what this process decided on the state
+		// it read: a process that died meanwhile commits nothing.
 		return p.attempt(ctx, lockID, plan)
 	}
 	return res, nil

@@ -92,8 +92,8 @@ var pgDDL = []string{
 const pgLastTable = "dal_manifest"
 
 // pgDurable ends the RETURNING list of every statement that grants (a new
-// grant, an upgrade), renews a lease, recovers a stale holder or ends a
-// job: when, and only when, it does, its transaction then commits with synchronous_commit on,
+// grant, an upgrade), renews a lease, recovers a stale holder, sets a
+// grant's metadata or ends a job: when, and only when, it does, its transaction then commits with synchronous_commit on,
 // whatever the server's or the role's setting, and the server answers
 // after that commit. A fence must be
 // durable before its grant is reported: on a server that commits
@@ -185,7 +185,9 @@ SELECT pg_notify($2, d.lock_id) FROM d WHERE d.mode = 'write'`
 WHERE token = ANY($1) AND lease_expires > now() RETURNING token, ` + pgDurable
 	pgRenewJobs = `UPDATE {s}.dal_jobs SET lease_expires = now() + $2 * interval '1 microsecond', heartbeat_ts = now()
 WHERE id = ANY($1) AND lease_expires > now() RETURNING id, ` + pgDurable
-	pgSetMetadata = `UPDATE {s}.dal_locks SET metadata = $2::jsonb WHERE token = $1`
+	// pgSetMetadata is durable (pgDurable): the holder goes on holding
+	// after a crash, and must not find the context it set taken back.
+	pgSetMetadata = `UPDATE {s}.dal_locks SET metadata = $2::jsonb WHERE token = $1 RETURNING ` + pgDurable
 
 	pgEnqueue = `INSERT INTO {s}.dal_jobs AS j (id, owner, project, map, kind, process, state, seq, queued_at, lease_expires, heartbeat_ts)
 VALUES ($1, $2, $3, $4, $5, $6, 'queued', nextval('{s}.dal_jobs_seq'), now(), now() + $7 * interval '1 microsecond', now())

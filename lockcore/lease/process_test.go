@@ -112,10 +112,7 @@ func holdForJob(w helperWhere) error {
 // when the test ends, if it has not been already.
 func startHelper(t *testing.T, w helperWhere) *exec.Cmd {
 	t.Helper()
-	spec, _ := json.Marshal(w)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
-	cmd.Stderr = os.Stderr
+	cmd := helperCmd(t, w)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -123,10 +120,6 @@ func startHelper(t *testing.T, w helperWhere) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
 	said := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -141,6 +134,23 @@ func startHelper(t *testing.T, w helperWhere) *exec.Cmd {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the helper process did not hold within 30s")
 	}
+	return cmd
+}
+
+// helperCmd returns the test binary as a helper process doing w, not
+// started. It is killed (SIGKILL) when the test ends, if it still runs.
+func helperCmd(t *testing.T, w helperWhere) *exec.Cmd {
+	t.Helper()
+	spec, _ := json.Marshal(w)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	t.Cleanup(func() {
+		if cmd.Process != nil && cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
 	return cmd
 }
 

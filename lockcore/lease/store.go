@@ -101,6 +101,12 @@ type fastAcquire struct {
 	precedence  bool       // writers waiting hold this request back
 	waiter      *waiterRow // written (or refreshed) if not granted
 	hasWaiter   bool       // waiter's row exists: delete it if granted
+	// probe: grant nothing, only keep the waiter row and read the state
+	// (applied.grantable). A waiter's retry is a probe unless the answer
+	// to its last request showed the resource grantable: a retry sent
+	// while the resource was held may run after the release, when its
+	// process, killed meanwhile, can no longer use a grant (see Acquire).
+	probe bool
 }
 
 // fastFor describes the fast path of a new grant; the rules come from
@@ -124,7 +130,10 @@ type waiterRow struct {
 
 // applied is what an attempt wrote.
 type applied struct {
-	granted      bool
+	granted bool
+	// grantable: a probe found the resource free for the request (no stale
+	// holder to take over): the waiter asks again at once, for the grant.
+	grantable    bool
 	fence        int64
 	leaseExpires time.Time
 	grantedAt    time.Time

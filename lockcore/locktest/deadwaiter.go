@@ -51,6 +51,9 @@ func deadWaiter(t *testing.T, st Store, bound time.Duration) []string {
 	}
 	_ = cmd.Wait()
 	killed = true
+	// Its pid names it among the holders the suite lists if the lock is
+	// left held (an owner id carries its process's pid).
+	t.Logf("the waiter process, pid %d, was killed", cmd.Process.Pid)
 	if err := h.Release(ctxT(t)); err != nil {
 		t.Fatalf("release: %v", err)
 	}
@@ -60,7 +63,8 @@ func deadWaiter(t *testing.T, st Store, bound time.Duration) []string {
 		t.Fatalf("a dead waiter kept the lock for over %v (the bound is %v): %v",
 			time.Since(start).Round(time.Millisecond), bound, err)
 	}
-	t.Logf("a live waiter got the lock %v after the release (the bound is %v)", time.Since(start).Round(time.Millisecond), bound)
+	t.Logf("a live waiter (owner %s) got the lock %v after the release (the bound is %v), fence %d",
+		got.Owner(), time.Since(start).Round(time.Millisecond), bound, got.Fence())
 	if err := got.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}

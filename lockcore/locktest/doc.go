@@ -33,7 +33,9 @@
 //     every earlier one (and above those of the grants the crashed party
 //     made, where it is a process of its own);
 //   - no leaks: after every test, a fresh holder can take every lock used,
-//     and no goroutine is left.
+//     and no goroutine is left. A lock left held is reported with its
+//     holders (owner, fence, when granted, lease and heartbeat) when the
+//     store can list them (a Describer, as the lease kinds' stores are).
 //
 // The dead-waiter case runs the waiter in another process (Store.Waiter):
 // the test binary run again, which its TestMain must send to the waiter's

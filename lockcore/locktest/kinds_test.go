@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/locktop/locktop/internal/leasedb"
 	"github.com/locktop/locktop/internal/source/leasesource"
 	"github.com/locktop/locktop/internal/source/redislocks"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
@@ -221,7 +222,8 @@ type leaseStoreT struct {
 	open   func(t *testing.T) *lease.Manager
 	del    func(t *testing.T, lockID string) // deletes the grant rows of lockID
 	source *leasesource.Source               // the monitor's view of the tables
-	child  childSpec                         // where a waiter process finds the tables
+	list   func(ctx context.Context) (*leasedb.Listing, error)
+	child  childSpec // where a waiter process finds the tables
 }
 
 func (s leaseStoreT) Locker(t *testing.T) locktest.Locker { return leaseL{s.open(t)} }
@@ -247,6 +249,30 @@ func (s leaseStoreT) Waiting(t *testing.T, n string) int {
 	}
 	return waiting
 }
+
+// Describe lists the grants of the map named n: owner (host:pid:…),
+// mode, fence, when granted, lease and heartbeat, by the database's clock.
+func (s leaseStoreT) Describe(t *testing.T, n string) string {
+	l, err := s.list(ctxT(t))
+	if err != nil {
+		return "listing the grants: " + err.Error()
+	}
+	out := ""
+	for _, e := range l.Entries {
+		if e.LockID == res(n).String() && e.Granted {
+			out += fmt.Sprintf("  owner %s, %s, fence %d, granted %s, lease until %s (%v left), heartbeat %s (%v ago), stale %v\n",
+				e.Owner, e.Mode, e.Fence, e.Since.Format(stamp), e.LeaseExpires.Format(stamp), e.LeaseLeft,
+				e.Heartbeat.Format(stamp), e.HeartbeatAge, e.Stale)
+		}
+	}
+	if out == "" {
+		out = "  no grant (the database's clock: " + l.Now.Format(stamp) + ")\n"
+	}
+	return out
+}
+
+// stamp formats the database's times to the microsecond.
+const stamp = "15:04:05.000000"
 
 // Lose deletes the grant's row.
 func (s leaseStoreT) Lose(t *testing.T, n string) { s.del(t, res(n).String()) }
@@ -275,6 +301,7 @@ func leasePostgresStore(t *testing.T) locktest.Store {
 			}
 		},
 		source: leasesource.Postgres("lease", pool, schema, false),
+		list:   func(ctx context.Context) (*leasedb.Listing, error) { return leasedb.ReadPostgres(ctx, pool, schema) },
 		child:  childSpec{Kind: "lease-postgres", Where: pgtest.DSN(t), Schema: schema},
 	}
 }
@@ -306,6 +333,7 @@ func leaseSQLiteStore(t *testing.T) locktest.Store {
 			}
 		},
 		source: leasesource.SQLite("lease-sqlite", path),
+		list:   func(ctx context.Context) (*leasedb.Listing, error) { return leasedb.ReadSQLiteFile(ctx, path) },
 		child:  childSpec{Kind: "lease-sqlite", Where: path},
 	}
 }

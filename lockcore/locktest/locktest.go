@@ -44,6 +44,15 @@ type Store interface {
 	Waiting(t *testing.T, name string) int
 }
 
+// Describer is a store that can say who holds a lock: what the suite
+// prints when a case leaves a lock held, so that a failure seen once (in
+// CI) names the holder, when it was granted and until when, and the
+// process it belongs to.
+type Describer interface {
+	// Describe returns the holders of name, one a line, or why it cannot.
+	Describe(t *testing.T, name string) string
+}
+
 // CrashStore is one test's store of a kind that the test may crash.
 type CrashStore interface {
 	Lockers
@@ -87,7 +96,7 @@ func Run(t *testing.T, kind Kind) {
 				for _, n := range names {
 					h, err := fresh.TryAcquire(ctxT(t), n)
 					if err != nil {
-						t.Errorf("after the case, %s is still held: %v", n, err)
+						t.Errorf("after the case, %s is still held: %v%s", n, err, describe(t, st, n))
 						continue
 					}
 					if err := h.Release(ctxT(t)); err != nil {
@@ -114,6 +123,16 @@ func Run(t *testing.T, kind Kind) {
 			}
 		})
 	}
+}
+
+// describe is what st says of the holders of n, on lines of their own,
+// if it can say.
+func describe(t *testing.T, st Lockers, n string) string {
+	d, ok := st.(Describer)
+	if !ok {
+		return ""
+	}
+	return "\nheld by:\n" + d.Describe(t, n)
 }
 
 // testCase opens the store it needs and runs on it, returning the store

@@ -3,10 +3,12 @@ package redislock
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -78,5 +80,39 @@ func TestForceReleaseRetriedAfterLostReply(t *testing.T) {
 	}
 	if recs, _ := admin.Audit(ctx); len(recs) != 1 || recs[0].VictimFence != k.Fence() {
 		t.Errorf("audit: %+v, want one record of the first holder", recs)
+	}
+}
+
+// A force release announced between a grant and its watch (With between
+// its Acquire and its run, stretched on a loaded box) still ends the hold
+// once watched, instead of at the next extend a third of the TTL later:
+// TestCluster's victim of a force release missed it that way.
+func TestForceReleaseBeforeWatch(t *testing.T) {
+	victim := newLocker(t, Options{Owner: "victim", TTL: time.Minute})
+	admin := newLocker(t, Options{Prefix: victim.prefix, Owner: "admin"})
+	ctx := context.Background()
+	within(t, "the victim's listener subscribes", victim.listen(), 10*time.Second)
+	defer victim.unlisten()
+	notices := make(chan struct{}, 2)
+	beforeNotice.set(func() { notices <- struct{}{} })
+	t.Cleanup(beforeNotice.clear)
+
+	k, err := victim.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := admin.ForceRelease(ctx, "k", "test"); !ok || err != nil {
+		t.Fatalf("ForceRelease = %v, %v", ok, err)
+	}
+	within(t, "the force notice arrives", notices, 10*time.Second)
+	// Notices are handled in order: once a second one arrives, the force
+	// notice has been dispatched, to no watched hold.
+	if err := redistest.Client(t).Publish(ctx, victim.channel, "marker").Err(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the marker arrives", notices, 10*time.Second)
+
+	if cause := context.Cause(k.Context()); !errors.Is(cause, ErrLost) {
+		t.Errorf("a hold watched after its force release was announced: cause %v, want ErrLost", cause)
 	}
 }

@@ -219,6 +219,9 @@ func (l *Locker) dispatch(payload string) {
 	case len(f) == 2 && f[0] == "r":
 		l.mu.Lock()
 		k := l.holds[f[1]]
+		if k == nil {
+			l.revoked.add(f[1], time.Now())
+		}
 		l.mu.Unlock()
 		if k != nil {
 			k.lose("it was force-released")
@@ -255,4 +258,31 @@ func (l *Locker) pokeWaiters() {
 		default:
 		}
 	}
+}
+
+// revokedFor is how long a revocation notice that found no watched hold is
+// kept for a watch that may still begin (With's run right after its grant,
+// or a later Context call). A watch that begins later still learns of the
+// force release at its first extend, as before.
+var revokedFor = 10 * time.Minute
+
+// revocations are the tokens that revocation notices named while no
+// watched hold had them, with when each came. Force releases are rare: the
+// set stays small, and each add drops the entries past revokedFor.
+type revocations map[string]time.Time
+
+func (r revocations) add(token string, now time.Time) {
+	for t, at := range r {
+		if now.Sub(at) > revokedFor {
+			delete(r, t)
+		}
+	}
+	r[token] = now
+}
+
+// take reports whether a notice revoked token, and forgets it.
+func (r revocations) take(token string) bool {
+	_, ok := r[token]
+	delete(r, token)
+	return ok
 }

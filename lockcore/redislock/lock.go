@@ -99,8 +99,8 @@ func (k *Lock) takenUp(ctx context.Context) error {
 // passes elsewhere.
 func (k *Lock) watch() context.Context {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if k.ctx != nil {
+		defer k.mu.Unlock()
 		return k.ctx
 	}
 	base := k.base
@@ -108,15 +108,26 @@ func (k *Lock) watch() context.Context {
 		base = context.Background()
 	}
 	k.ctx, k.cancel = context.WithCancelCause(base)
+	ctx := k.ctx
 	if k.cause != nil {
 		k.cancel(k.cause)
-		return k.ctx
+		k.mu.Unlock()
+		return ctx
 	}
 	k.timer = time.AfterFunc(time.Until(k.deadline), func() { k.lose("its TTL passed") })
 	k.l.mu.Lock()
-	k.l.holds[k.token] = k
+	// A force release announced before the watch began (between the grant
+	// and With's run, say) found no hold to end: it ends this one now.
+	revoked := k.l.revoked.take(k.token)
+	if !revoked {
+		k.l.holds[k.token] = k
+	}
 	k.l.mu.Unlock()
-	return k.ctx
+	k.mu.Unlock()
+	if revoked {
+		k.lose("it was force-released before it was watched")
+	}
+	return ctx
 }
 
 // end marks the lock ended with cause; it reports false if it already was.

@@ -37,6 +37,7 @@ type Locker struct {
 	mu      sync.Mutex
 	waiters map[string]chan notice // token -> its waiting Acquire: a hand-over, or poll now
 	holds   map[string]*Lock       // token -> held Lock, for revocation notices
+	revoked revocations            // revocation notices that found no watched hold (yet)
 	lis     *listener
 	users   int         // callers that want the listener now
 	linger  *time.Timer // stops an unused listener
@@ -54,7 +55,7 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 		// space-separated, so a prefix with a space must not split it.
 		channel: strings.Join(strings.Fields(opts.Prefix), "_") + "notice:" + rand.Text()[:16],
 		m:       newMetrics(opts.Registerer),
-		waiters: map[string]chan notice{}, holds: map[string]*Lock{},
+		waiters: map[string]chan notice{}, holds: map[string]*Lock{}, revoked: revocations{},
 	}
 }
 

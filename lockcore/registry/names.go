@@ -97,7 +97,12 @@ const OtherPattern = "other"
 // own: "sesslock:{tenant}:{agent}:{customer}:{channel}" for a session key
 // under "sesslock:"; OtherPattern when it fits none.
 func RedisPattern(prefix, key string) string {
-	for _, e := range Of(RedisKey) {
+	// By index, not Of: monitors name every key of a listing (1,000 a poll).
+	for i := range entries {
+		e := &entries[i]
+		if e.Kind != RedisKey {
+			continue
+		}
 		if m, ok := Match(RedisKey, e.Prefix()+key); ok && m.Name == e.Name {
 			return prefix + strings.TrimPrefix(e.Pattern, e.Prefix())
 		}

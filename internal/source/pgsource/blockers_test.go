@@ -94,21 +94,22 @@ func TestInspectBlockersMatchServer(t *testing.T) {
 	t.Parallel()
 	mon := pgtest.Conn(t)
 	ctx := context.Background()
-	if _, err := mon.Exec(ctx, `CREATE TABLE rb_a (id int); CREATE TABLE rb_b (id int);
-		CREATE TABLE rb_rows (id int PRIMARY KEY, v int); INSERT INTO rb_rows SELECT g, 0 FROM generate_series(1, 2) g`); err != nil {
+	rb := table("rb")
+	if _, err := mon.Exec(ctx, fmt.Sprintf(`CREATE TABLE %[1]s_a (id int); CREATE TABLE %[1]s_b (id int);
+		CREATE TABLE %[1]s_rows (id int PRIMARY KEY, v int); INSERT INTO %[1]s_rows SELECT g, 0 FROM generate_series(1, 2) g`, rb)); err != nil {
 		t.Fatal(err)
 	}
 	modes := []string{"ACCESS SHARE", "ROW SHARE", "ROW EXCLUSIVE", "SHARE UPDATE EXCLUSIVE", "SHARE", "SHARE ROW EXCLUSIVE", "EXCLUSIVE", "ACCESS EXCLUSIVE"}
 	ops := []func(r *rand.Rand) string{
 		func(r *rand.Rand) string {
-			return fmt.Sprintf("LOCK TABLE rb_%c IN %s MODE", 'a'+rune(r.IntN(2)), modes[r.IntN(len(modes))])
+			return fmt.Sprintf("LOCK TABLE %s_%c IN %s MODE", rb, 'a'+rune(r.IntN(2)), modes[r.IntN(len(modes))])
 		},
 		func(r *rand.Rand) string {
 			strength := []string{"FOR UPDATE", "FOR NO KEY UPDATE", "FOR SHARE", "FOR KEY SHARE"}[r.IntN(4)]
-			return fmt.Sprintf("SELECT * FROM rb_rows WHERE id = %d %s", 1+r.IntN(2), strength)
+			return fmt.Sprintf("SELECT * FROM %s_rows WHERE id = %d %s", rb, 1+r.IntN(2), strength)
 		},
 		func(r *rand.Rand) string {
-			return fmt.Sprintf("UPDATE rb_rows SET v = v + 1 WHERE id = %d", 1+r.IntN(2))
+			return fmt.Sprintf("UPDATE %s_rows SET v = v + 1 WHERE id = %d", rb, 1+r.IntN(2))
 		},
 		func(r *rand.Rand) string {
 			fn := []string{"pg_advisory_xact_lock", "pg_advisory_xact_lock_shared"}[r.IntN(2)]

@@ -135,7 +135,7 @@ func tlsServer(t *testing.T) string {
 			}
 			_, _ = c.Write([]byte{'S'})
 			s := tls.Server(c, conf)
-			_ = s.SetDeadline(time.Now().Add(10 * time.Second))
+			_ = s.SetDeadline(time.Now().Add(30 * time.Second))
 			_ = s.Handshake()
 			s.Close()
 		}
@@ -145,14 +145,19 @@ func tlsServer(t *testing.T) string {
 
 // A certificate the client does not trust, or a server that will not speak
 // TLS when the DSN requires it, is a TLS failure, not "cannot reach".
+//
+// Both fail within a few milliseconds when healthy, but the connect budget
+// also bounds the whole Connect (pool, TCP, handshake under -race): a
+// starved CPU has taken 2.4s of it, and a budget that ran out would be
+// reported as a timeout, not a TLS failure. Hence 30s, never waited out.
 func TestConnectTLSFailures(t *testing.T) {
 	relay := tcpRelay(t, pgtest.DSN(t))
 	untrusted := tlsServer(t)
 	for _, tc := range []struct {
 		name, dsn, want string
 	}{
-		{"untrusted certificate", "postgres://u:pw@" + untrusted + "/db?sslmode=verify-full&connect_timeout=5", "certificate"},
-		{"TLS refused", "postgres://postgres@" + relay + "/postgres?sslmode=require&connect_timeout=5", "TLS"},
+		{"untrusted certificate", "postgres://u:pw@" + untrusted + "/db?sslmode=verify-full&connect_timeout=30", "certificate"},
+		{"TLS refused", "postgres://postgres@" + relay + "/postgres?sslmode=require&connect_timeout=30", "TLS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ce := connectErr(t, tc.dsn)

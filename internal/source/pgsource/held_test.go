@@ -20,7 +20,8 @@ import (
 func TestHeldTimeOfDDLPileUp(t *testing.T) {
 	mon := pgtest.Conn(t)
 	ctx := context.Background()
-	if _, err := mon.Exec(ctx, `CREATE TABLE orders_pile (id int)`); err != nil {
+	orders := table("orders_pile")
+	if _, err := mon.Exec(ctx, "CREATE TABLE "+orders+" (id int)"); err != nil {
 		t.Fatal(err)
 	}
 	rep := pgtest.Conn(t)
@@ -33,7 +34,7 @@ func TestHeldTimeOfDDLPileUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var txStart time.Time
-	if err := tx.QueryRow(ctx, "SELECT now() FROM (SELECT count(*) FROM orders_pile) c").Scan(&txStart); err != nil {
+	if err := tx.QueryRow(ctx, "SELECT now() FROM (SELECT count(*) FROM "+orders+") c").Scan(&txStart); err != nil {
 		t.Fatal(err)
 	}
 	// The long report, still running while the queue builds behind it.
@@ -41,7 +42,7 @@ func TestHeldTimeOfDDLPileUp(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if _, err := tx.Exec(rctx, "SELECT count(*), pg_sleep(600) FROM orders_pile"); rctx.Err() == nil {
+		if _, err := tx.Exec(rctx, "SELECT count(*), pg_sleep(600) FROM "+orders); rctx.Err() == nil {
 			t.Errorf("the report ended early: %v", err)
 		}
 	}()
@@ -54,10 +55,10 @@ func TestHeldTimeOfDDLPileUp(t *testing.T) {
 		return state == "active"
 	})
 
-	const label = "public.orders_pile"
-	alter := blocked(t, mon, model.KindRelation, label, "migration", "ALTER TABLE orders_pile ADD COLUMN note text")
+	label := "public." + orders
+	alter := blocked(t, mon, model.KindRelation, label, "migration", "ALTER TABLE "+orders+" ADD COLUMN note text")
 	for _, app := range []string{"select-1", "select-2", "select-3"} {
-		blocked(t, mon, model.KindRelation, label, app, "SELECT * FROM orders_pile")
+		blocked(t, mon, model.KindRelation, label, app, "SELECT * FROM "+orders)
 	}
 	// Let the ALTER wait long enough that a bound counted from the poll
 	// would read visibly less.

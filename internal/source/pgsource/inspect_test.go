@@ -3,6 +3,7 @@ package pgsource_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,10 @@ import (
 var nextID atomic.Int32
 
 func freshAgent() lockcore.Key { return lockcore.Pair(registry.SpaceAgent, 7000+nextID.Add(1)) }
+
+// table returns base made unique in the test binary's database, which every
+// test shares: a -count=N rerun does not meet the tables of the runs before.
+func table(base string) string { return base + "_" + strconv.Itoa(int(nextID.Add(1))) }
 
 // locks returns a lock Service on a pool of its own.
 func locks(t *testing.T, maxConns int32) *lockcore.Service {

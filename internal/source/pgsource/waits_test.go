@@ -80,34 +80,35 @@ func blocked(t *testing.T, mon *pgx.Conn, kind model.Kind, label, app, sql strin
 func TestInspectRowLockWaits(t *testing.T) {
 	mon := pgtest.Conn(t)
 	ctx := context.Background()
-	if _, err := mon.Exec(ctx, `CREATE TABLE turns_rows (id int PRIMARY KEY, v int);
-		INSERT INTO turns_rows SELECT g, 0 FROM generate_series(1, 5) g`); err != nil {
+	rows := table("turns_rows")
+	if _, err := mon.Exec(ctx, "CREATE TABLE "+rows+" (id int PRIMARY KEY, v int); INSERT INTO "+rows+" SELECT g, 0 FROM generate_series(1, 5) g"); err != nil {
 		t.Fatal(err)
 	}
 	db := currentDB(t, mon)
 	var ctid string
-	if err := mon.QueryRow(ctx, "SELECT ctid::text FROM turns_rows WHERE id = 3").Scan(&ctid); err != nil {
+	if err := mon.QueryRow(ctx, "SELECT ctid::text FROM "+rows+" WHERE id = 3").Scan(&ctid); err != nil {
 		t.Fatal(err)
 	}
-	label := "public.turns_rows row " + ctid
-	holder := begin(t, "SELECT * FROM turns_rows WHERE id = 3 FOR UPDATE")
-	w1 := blocked(t, mon, model.KindRow, label, "waiter-1", "SELECT * FROM turns_rows WHERE id = 3 FOR UPDATE")
-	w2 := blocked(t, mon, model.KindRow, label, "waiter-2", "SELECT * FROM turns_rows WHERE id = 3 FOR UPDATE")
+	label := "public." + rows + " row " + ctid
+	forUpdate := "SELECT * FROM " + rows + " WHERE id = 3 FOR UPDATE"
+	holder := begin(t, forUpdate)
+	w1 := blocked(t, mon, model.KindRow, label, "waiter-1", forUpdate)
+	w2 := blocked(t, mon, model.KindRow, label, "waiter-2", forUpdate)
 
 	snap, err := pgsource.Inspect(ctx, mon)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := rowsOfLabel(snap, model.KindRow, label)
-	if len(rows) != 3 {
-		t.Fatalf("rows of %s: %+v", label, rows)
+	got := rowsOfLabel(snap, model.KindRow, label)
+	if len(got) != 3 {
+		t.Fatalf("rows of %s: %+v", label, got)
 	}
-	h := rows[0]
-	if !h.Granted || h.PID != holder || h.Database != db || h.Relation != "public.turns_rows" || h.Row != ctid || h.QueuePos != 0 {
+	h := got[0]
+	if !h.Granted || h.PID != holder || h.Database != db || h.Relation != "public."+rows || h.Row != ctid || h.QueuePos != 0 {
 		t.Errorf("holder row %+v, want pid %d holding", h, holder)
 	}
 	for i, want := range []int32{w1, w2} {
-		w := rows[i+1]
+		w := got[i+1]
 		if w.Granted || w.PID != want || w.QueuePos != i+1 || !slices.Equal(w.BlockedBy, []int32{holder}) ||
 			w.WaitStart.IsZero() || w.Waited(snap.Taken) < 0 || w.Mode == "" || w.ApplicationName != "waiter-"+string(rune('1'+i)) {
 			t.Errorf("waiter %d row %+v; want pid %d, #%d, blocked by [%d]", i+1, w, want, i+1, holder)
@@ -127,16 +128,17 @@ func TestInspectRowLockWaits(t *testing.T) {
 func TestInspectRelationLockWait(t *testing.T) {
 	mon := pgtest.Conn(t)
 	ctx := context.Background()
-	if _, err := mon.Exec(ctx, `CREATE TABLE turns_rel (id int)`); err != nil {
+	rel := table("turns_rel")
+	if _, err := mon.Exec(ctx, "CREATE TABLE "+rel+" (id int)"); err != nil {
 		t.Fatal(err)
 	}
-	holder := begin(t, "SELECT * FROM turns_rel")
-	w := blocked(t, mon, model.KindRelation, "public.turns_rel", "locker", "BEGIN; LOCK TABLE turns_rel IN ACCESS EXCLUSIVE MODE; COMMIT")
+	holder := begin(t, "SELECT * FROM "+rel)
+	w := blocked(t, mon, model.KindRelation, "public."+rel, "locker", "BEGIN; LOCK TABLE "+rel+" IN ACCESS EXCLUSIVE MODE; COMMIT")
 	snap, err := pgsource.Inspect(ctx, mon)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := rowsOfLabel(snap, model.KindRelation, "public.turns_rel")
+	rows := rowsOfLabel(snap, model.KindRelation, "public."+rel)
 	if len(rows) != 2 {
 		t.Fatalf("rows: %+v", rows)
 	}

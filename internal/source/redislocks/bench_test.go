@@ -3,8 +3,11 @@ package redislocks
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/testenv/redistest"
 	"github.com/locktop/locktop/lockcore/redislock"
@@ -38,6 +41,7 @@ func BenchmarkInspect(b *testing.B) {
 		}
 	}
 	b.Run("inspect", func(b *testing.B) {
+		defer serverCPU(b, rdb)()
 		for b.Loop() {
 			if t, err := Read(ctx, rdb, prefix, 0); err != nil || len(t.Locks) != 1000 {
 				b.Fatalf("%d locks, %v", len(t.Locks), err)
@@ -45,6 +49,7 @@ func BenchmarkInspect(b *testing.B) {
 		}
 	})
 	b.Run("bare-read", func(b *testing.B) {
+		defer serverCPU(b, rdb)()
 		for b.Loop() {
 			var cursor uint64
 			for {
@@ -101,6 +106,7 @@ func BenchmarkInspect(b *testing.B) {
 		}
 	})
 	b.Run("bare-scan", func(b *testing.B) {
+		defer serverCPU(b, rdb)()
 		for b.Loop() {
 			var cursor uint64
 			for {
@@ -115,4 +121,33 @@ func BenchmarkInspect(b *testing.B) {
 			}
 		}
 	})
+}
+
+// serverCPU reports the CPU Redis spent per op (its used_cpu_user and
+// used_cpu_sys, from INFO cpu) over the benchmark; call the function it
+// returns at the end.
+func serverCPU(b *testing.B, rdb *redis.Client) func() {
+	ctx := context.Background()
+	used := func() float64 {
+		info, err := rdb.Info(ctx, "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var s float64
+		for _, l := range strings.Split(info, "\r\n") {
+			for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+				if v, ok := strings.CutPrefix(l, f); ok {
+					x, _ := strconv.ParseFloat(v, 64)
+					s += x
+				}
+			}
+		}
+		return s
+	}
+	before := used()
+	return func() {
+		if b.N > 0 {
+			b.ReportMetric((used()-before)*1e6/float64(b.N), "server-µs/op")
+		}
+	}
 }

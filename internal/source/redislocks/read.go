@@ -145,9 +145,14 @@ func Read(ctx context.Context, rdb redis.UniversalClient, prefix string, limit i
 // and for each key of this page, by what it is:
 //   - a hold (prefix + key): HMGET of p (the token's first 6 characters),
 //     f, o, s and e (the expiry redislock keeps beside every PEXPIRE). A
-//     pipeline reads holds with no per-key script: Redis spends about three
-//     times the CPU on a command run from Lua as on one in a pipeline (issue
-//     26), and the hold's fields are all a monitor needs, none a capability.
+//     pipeline reads holds with no per-key script: Redis spends more CPU on
+//     a command run from Lua than on one in a pipeline, and the hold's
+//     fields are all a monitor needs, none a capability. Measured again for
+//     issue 26 (BenchmarkInspect, 1,000 holds): a read-only script per page
+//     (#!lua flags=no-writes,allow-cross-slot-keys) that ran SCAN itself
+//     and answered one flat array, parsed raw, cut the client's allocations
+//     from 21,000 to 93 a read, but Redis spent 14–20 ms of CPU a read
+//     against the pipeline's 8, and a read took 50–77 ms against 29–41.
 //   - a waiters' queue ({tag} prefix q: key): queueScript, which cuts the
 //     tokens (whole ones are capabilities) to 6 characters in Redis.
 //
@@ -278,6 +283,7 @@ func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string,
 		return pipe
 	}
 	nowms := now.UnixMilli()
+	p.holds = slices.Grow(p.holds, len(reads))
 	for _, r := range reads {
 		if r.queue != nil {
 			q, err := r.queue.Slice()
@@ -365,7 +371,11 @@ func queueKeys(k, prefix string) (key, w string, ok bool) {
 func merge(pages []nodePages, prefix string, limit int) (Table, error) {
 	var t Table
 	var errs []error
-	answered := 0
+	answered, n := 0, 0
+	for i := range pages {
+		n += len(pages[i].holds) + len(pages[i].unread)
+	}
+	t.Locks = make([]Info, 0, n)
 	for i := range pages {
 		p := &pages[i]
 		if p.err != nil {

@@ -181,3 +181,25 @@ func TestReadOlderHold(t *testing.T) {
 		t.Errorf("string key read as %+v", s)
 	}
 }
+
+// BareRead, the baseline of Read's cost, reads the holds Read lists: the
+// same commands, sent bare.
+func TestBareReadReadsWhatReadLists(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	l := locker(t, rdb, redislock.Options{Prefix: prefix})
+	for i := range 3 {
+		if _, err := l.TryAcquire(ctx, fmt.Sprintf("k%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rdb.Set(ctx, prefix+"plain", "x", time.Minute)
+	tbl, err := Read(ctx, rdb, prefix, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := BareRead(ctx, rdb, prefix); err != nil || n != len(tbl.Locks)+len(tbl.Strings) {
+		t.Errorf("BareRead = %d keys, %v; Read listed %d locks and %d strings", n, err, len(tbl.Locks), len(tbl.Strings))
+	}
+}
