@@ -216,11 +216,23 @@ func (l *Locker) dispatch(payload string) {
 			}
 			ch <- n
 		}
-	case len(f) == 2 && f[0] == "r":
+	case (len(f) == 2 || len(f) == 3) && f[0] == "r":
+		// "r token fence": the grant of token with that fence was
+		// force-released. A waiter keeps its token across its polls, so
+		// the token may hold the key again by now (a hand-over it did not
+		// take, then its poll's own grant): only the named grant ends. A
+		// notice without a fence (an older Locker's script) ends any.
+		var fence int64
+		if len(f) == 3 {
+			fence, _ = strconv.ParseInt(f[2], 10, 64)
+		}
 		l.mu.Lock()
 		k := l.holds[f[1]]
+		if k != nil && !revokes(fence, k.fence) {
+			k = nil
+		}
 		if k == nil {
-			l.revoked.add(f[1], time.Now())
+			l.revoked.add(f[1], fence, time.Now())
 		}
 		l.mu.Unlock()
 		if k != nil {
@@ -266,23 +278,37 @@ func (l *Locker) pokeWaiters() {
 // force release at its first extend, as before.
 var revokedFor = 10 * time.Minute
 
-// revocations are the tokens that revocation notices named while no
-// watched hold had them, with when each came. Force releases are rare: the
-// set stays small, and each add drops the entries past revokedFor.
-type revocations map[string]time.Time
+// revocations are the grants that revocation notices named while no
+// watched hold had them, by token: the fence named (0: any) and when the
+// notice came. Force releases are rare: the set stays small, and each add
+// drops the entries past revokedFor.
+type revocations map[string]revocation
 
-func (r revocations) add(token string, now time.Time) {
-	for t, at := range r {
-		if now.Sub(at) > revokedFor {
+type revocation struct {
+	fence int64
+	at    time.Time
+}
+
+func (r revocations) add(token string, fence int64, now time.Time) {
+	for t, v := range r {
+		if now.Sub(v.at) > revokedFor {
 			delete(r, t)
 		}
 	}
-	r[token] = now
+	r[token] = revocation{fence: fence, at: now}
 }
 
-// take reports whether a notice revoked token, and forgets it.
-func (r revocations) take(token string) bool {
-	_, ok := r[token]
+// take reports whether a notice revoked the grant of token with fence, and
+// forgets it.
+func (r revocations) take(token string, fence int64) bool {
+	v, ok := r[token]
+	if !ok || !revokes(v.fence, fence) {
+		return false
+	}
 	delete(r, token)
-	return ok
+	return true
 }
+
+// revokes reports whether a notice naming fence n (0: none) ends the grant
+// with fence.
+func revokes(n, fence int64) bool { return n == 0 || n == fence }

@@ -118,7 +118,7 @@ func (k *Lock) watch() context.Context {
 	k.l.mu.Lock()
 	// A force release announced before the watch began (between the grant
 	// and With's run, say) found no hold to end: it ends this one now.
-	revoked := k.l.revoked.take(k.token)
+	revoked := k.l.revoked.take(k.token, k.fence)
 	if !revoked {
 		k.l.holds[k.token] = k
 	}
