@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -171,4 +172,38 @@ func heldLock(ctx context.Context) *Lock {
 		}
 	}
 	return nil
+}
+
+// A grant resumed by its token in the process that holds it (a workflow's
+// step 2 while step 1 still watches) has two watched Locks: the force
+// release announced to the Locker ends both (the second watch used to
+// replace the first, which learnt of it only at its next extend).
+func TestForceReleaseEndsEveryLockOfTheGrant(t *testing.T) {
+	l := newLocker(t, Options{Owner: "p", TTL: time.Minute})
+	admin := newLocker(t, Options{Prefix: l.prefix, Owner: "admin"})
+	ctx := context.Background()
+	within(t, "the listener subscribes", l.listen(), 10*time.Second)
+	defer l.unlisten()
+	k1, err := l.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := l.Resume(ctx, "k", k1.Token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := k1.Context(), k2.Context()
+	if ok, err := admin.ForceRelease(ctx, "k", "test"); !ok || err != nil {
+		t.Fatalf("ForceRelease = %v, %v", ok, err)
+	}
+	for i, c := range []context.Context{c1, c2} {
+		select {
+		case <-c.Done():
+			if !errors.Is(context.Cause(c), ErrLost) {
+				t.Errorf("lock %d: cause %v", i+1, context.Cause(c))
+			}
+		case <-time.After(3 * time.Second):
+			t.Errorf("lock %d of the same grant was not told of its force release", i+1)
+		}
+	}
 }

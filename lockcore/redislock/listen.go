@@ -226,16 +226,18 @@ func (l *Locker) dispatch(payload string) {
 		if len(f) == 3 {
 			fence, _ = strconv.ParseInt(f[2], 10, 64)
 		}
+		var ended []*Lock
 		l.mu.Lock()
-		k := l.holds[f[1]]
-		if k != nil && !revokes(fence, k.fence) {
-			k = nil
+		for _, k := range l.holds[f[1]] {
+			if revokes(fence, k.fence) {
+				ended = append(ended, k)
+			}
 		}
-		if k == nil {
+		if ended == nil {
 			l.revoked.add(f[1], fence, time.Now())
 		}
 		l.mu.Unlock()
-		if k != nil {
+		for _, k := range ended {
 			k.lose("it was force-released")
 		}
 	}
@@ -245,9 +247,9 @@ func (l *Locker) dispatch(payload string) {
 // declares lost those that are not.
 func (l *Locker) checkHolds(ctx context.Context) {
 	l.mu.Lock()
-	holds := make([]*Lock, 0, len(l.holds))
-	for _, k := range l.holds {
-		holds = append(holds, k)
+	var holds []*Lock
+	for _, ks := range l.holds {
+		holds = append(holds, ks...)
 	}
 	l.mu.Unlock()
 	for _, k := range holds {
