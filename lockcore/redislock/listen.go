@@ -282,32 +282,44 @@ var revokedFor = 10 * time.Minute
 
 // revocations are the grants that revocation notices named while no
 // watched hold had them, by token: the fence named (0: any) and when the
-// notice came. Force releases are rare: the set stays small, and each add
-// drops the entries past revokedFor.
-type revocations map[string]revocation
+// notice came. Force releases are rare, so the set stays small; entries
+// past revokedFor are swept when the set has doubled since the last sweep,
+// so that a burst of them (thousands of force releases of holds this
+// process never watched) costs each add O(1), not a scan of the set, in
+// the goroutine that also delivers hand-overs.
+type revocations struct {
+	m     map[string]revocation
+	sweep int // the size at which the next add sweeps
+}
 
 type revocation struct {
 	fence int64
 	at    time.Time
 }
 
-func (r revocations) add(token string, fence int64, now time.Time) {
-	for t, v := range r {
-		if now.Sub(v.at) > revokedFor {
-			delete(r, t)
-		}
+func (r *revocations) add(token string, fence int64, now time.Time) {
+	if r.m == nil {
+		r.m = map[string]revocation{}
 	}
-	r[token] = revocation{fence: fence, at: now}
+	if len(r.m) >= r.sweep {
+		for t, v := range r.m {
+			if now.Sub(v.at) > revokedFor {
+				delete(r.m, t)
+			}
+		}
+		r.sweep = max(2*len(r.m), 64)
+	}
+	r.m[token] = revocation{fence: fence, at: now}
 }
 
 // take reports whether a notice revoked the grant of token with fence, and
 // forgets it.
-func (r revocations) take(token string, fence int64) bool {
-	v, ok := r[token]
+func (r *revocations) take(token string, fence int64) bool {
+	v, ok := r.m[token]
 	if !ok || !revokes(v.fence, fence) {
 		return false
 	}
-	delete(r, token)
+	delete(r.m, token)
 	return true
 }
 
