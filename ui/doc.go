@@ -36,10 +36,11 @@
 // Locks come from Options.Source (the server) and Options.Sources (more
 // sources: a Redis, a lease table), each on its own loop: a re-armed
 // tea.Tick, a poll in a command, the poll's SnapshotMsg (carrying which
-// source answered) arming the next tick. Exactly one tick or one poll is
-// outstanding per source, so pausing stops every loop outright (an idle
-// dashboard costs nothing) and changing the interval never starts a second
-// one. A failed poll shows a banner for that source only, over its last
+// source answered) arming the next tick, due on a grid of the interval
+// that all the loops share, so their ticks wake the process once. Exactly
+// one tick or one poll is outstanding per source, so pausing stops every
+// loop outright (an idle dashboard costs nothing) and changing the
+// interval never starts a second one. A failed poll shows a banner for that source only, over its last
 // good locks, and that source alone retries after 1, 2, 4 … 30 seconds; the
 // others keep updating. Every source's locks share the one table.
 //

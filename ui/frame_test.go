@@ -1,9 +1,13 @@
 package ui
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/locktop/locktop/internal/source"
+	"github.com/locktop/locktop/model"
 )
 
 // A tick only starts a poll, so the View after it is the frame already
@@ -28,5 +32,43 @@ func TestTickReusesTheFrame(t *testing.T) {
 	h.send(h.tick())
 	if got := h.m.View().Content; strings.Contains(got, "behind the model's back") {
 		t.Fatalf("the View after the status expired still shows it:\n%s", got)
+	}
+}
+
+// Another source's answer that shows nothing new (no locks before or now,
+// the same health) keeps the frame already built, as a tick does; one
+// with locks, parts that did not answer, or a failure builds it again.
+func TestBareAnswerReusesTheFrame(t *testing.T) {
+	lease := &fakeLockSource{name: "lease", results: []SnapshotMsg{{Snapshot: model.Snapshot{Taken: t0}}}}
+	h := newHarness(t, Options{Interval: time.Second, Sources: []source.Source{lease}})
+	h.start(120, 30)
+	first := h.m.View().Content
+	hidden := func() bool { return !strings.Contains(h.m.View().Content, "behind the model's back") }
+	h.m.footer.say("behind the model's back", false, t0)
+	h.send(SnapshotMsg{Source: 1, Snapshot: model.Snapshot{Taken: t0.Add(time.Second), Latency: time.Millisecond}})
+	if got := h.m.View().Content; got != first {
+		t.Fatalf("the View after a bare answer was built again:\n%s", got)
+	}
+	if got := h.m.merged.Sources[1].Taken; !got.Equal(t0.Add(time.Second)) {
+		t.Errorf("the bare answer's time is not kept: %v", got)
+	}
+	for name, s := range map[string]model.Snapshot{
+		"locks":   redisLocks(),
+		"partial": {Taken: t0, Partial: []string{"10.0.0.2:7000: connection refused"}},
+	} {
+		h.send(SnapshotMsg{Source: 1, Snapshot: model.Snapshot{Taken: t0}}) // bare again
+		_ = h.m.View()
+		h.m.footer.say("behind the model's back", false, t0)
+		h.send(SnapshotMsg{Source: 1, Snapshot: s})
+		if hidden() {
+			t.Errorf("the View after an answer with %s was not built again", name)
+		}
+	}
+	h.send(SnapshotMsg{Source: 1, Snapshot: model.Snapshot{Taken: t0}})
+	_ = h.m.View()
+	h.m.footer.say("behind the model's back", false, t0)
+	h.send(SnapshotMsg{Source: 1, Err: errors.New("connection refused")})
+	if hidden() {
+		t.Errorf("the View after a failed answer was not built again")
 	}
 }

@@ -185,7 +185,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.st.Marks = m.opts.NoColor || msg.Profile <= colorprofile.ASCII
 		m.laidW = 0 // the marks change the columns' widths: lay out at once
 	case SnapshotMsg:
-		cmd = m.onSnapshot(msg)
+		cmd, quiet = m.onSnapshot(msg)
 	case tickMsg:
 		cmd = m.poll.onTick(msg)
 		quiet = true // the screen changes when the poll answers
@@ -220,11 +220,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 // onSnapshot takes one source's answer: a banner and a log line when the
-// source fails or comes back, the table when the answer is shown.
-func (m *Model) onSnapshot(msg SnapshotMsg) tea.Cmd {
+// source fails or comes back, the table when the answer is shown. quiet:
+// the answer changed nothing on screen (unchanged).
+func (m *Model) onSnapshot(msg SnapshotMsg) (cmd tea.Cmd, quiet bool) {
 	a, cmd := m.poll.onResult(msg)
 	if msg.Source < 0 || msg.Source >= len(m.poll.feeds) {
-		return cmd
+		return cmd, false
 	}
 	f := m.poll.feeds[msg.Source]
 	switch {
@@ -238,11 +239,49 @@ func (m *Model) onSnapshot(msg SnapshotMsg) tea.Cmd {
 	if a.show {
 		if m.rewound != nil {
 			m.rewound.newer[msg.Source] = msg.Snapshot // shown on the return to live
-			return cmd
+			return cmd, false
+		}
+		if m.unchanged(msg.Source, &msg.Snapshot, a) {
+			m.keep(msg.Source, msg.Snapshot)
+			return cmd, true
 		}
 		m.apply(msg.Source, msg.Snapshot)
 	}
-	return cmd
+	return cmd, false
+}
+
+// unchanged reports whether source i's answer s shows nothing its last
+// shown answer did not: i is not the server (whose poll time and latency
+// the header shows), both answers are bare (no locks, so no held time
+// ages; no audit, nothing ended), with the same connections, parts and
+// truncation, and the source answers as it did. Such an answer (a Redis
+// without session mutexes, the watched database's lease tables absent or
+// empty) changes no cell of the screen, so it is kept without merging,
+// laying out or drawing the frame again: at rest, every other frame was
+// one (issue 26).
+func (m *Model) unchanged(i int, s *model.Snapshot, a arrival) bool {
+	if i == 0 || !m.hasSnap[i] || a.lost != "" || a.back > 0 {
+		return false
+	}
+	p := &m.snaps[i]
+	return bare(p) && bare(s) && p.Connections == s.Connections && p.NewWaits == s.NewWaits &&
+		p.Truncated == s.Truncated && slices.Equal(p.Partial, s.Partial)
+}
+
+// bare: a snapshot with no locks, no audit and nothing ended.
+func bare(s *model.Snapshot) bool {
+	return len(s.Locks) == 0 && len(s.Audit) == 0 && len(s.Ended) == 0
+}
+
+// keep takes source i's unchanged answer s: its time and latency, in its
+// snapshot and in the merged snapshot's status of it (a new slice: an open
+// details overlay keeps the old snapshot).
+func (m *Model) keep(i int, s model.Snapshot) {
+	m.snaps[i] = s
+	if i < len(m.merged.Sources) {
+		m.merged.Sources = slices.Clone(m.merged.Sources)
+		m.merged.Sources[i].Taken, m.merged.Sources[i].Latency = s.Taken, s.Latency
+	}
 }
 
 // apply puts source i's snapshot on screen: the one table holds every

@@ -162,6 +162,28 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
+// Two sources armed at their own answers, a few milliseconds apart, tick
+// at the same instant; each still polls about every interval.
+func TestOnGridAlignsTheSourcesTicks(t *testing.T) {
+	sec := time.Date(2026, 11, 27, 4, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		now  time.Time
+		d    time.Duration
+		want time.Time
+	}{
+		{sec.Add(2 * time.Millisecond), time.Second, sec.Add(time.Second)},
+		{sec.Add(11 * time.Millisecond), time.Second, sec.Add(time.Second)},
+		{sec.Add(600 * time.Millisecond), time.Second, sec.Add(2 * time.Second)}, // never sooner than d/2
+		{sec.Add(500 * time.Millisecond), time.Second, sec.Add(time.Second)},
+		{sec.Add(30 * time.Millisecond), 200 * time.Millisecond, sec.Add(200 * time.Millisecond)},
+		{sec.Add(3 * time.Millisecond), 0, sec.Add(3 * time.Millisecond)},
+	} {
+		if got := c.now.Add(onGrid(c.now, c.d)); !got.Equal(c.want) {
+			t.Errorf("onGrid(%s, %v) ticks at %s, want %s", c.now.Format("05.000"), c.d, got.Format("05.000"), c.want.Format("05.000"))
+		}
+	}
+}
+
 func TestSelectionFollowsItsRow(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.start(100, 30)
