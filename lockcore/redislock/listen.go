@@ -216,14 +216,28 @@ func (l *Locker) dispatch(payload string) {
 			}
 			ch <- n
 		}
-	case len(f) == 2 && f[0] == "r":
+	case (len(f) == 2 || len(f) == 3) && f[0] == "r":
+		// "r token fence": the grant of token with that fence was
+		// force-released. A waiter keeps its token across its polls, so
+		// the token may hold the key again by now (a hand-over it did not
+		// take, then its poll's own grant): only the named grant ends. A
+		// notice without a fence (an older Locker's script) ends any.
+		var fence int64
+		if len(f) == 3 {
+			fence, _ = strconv.ParseInt(f[2], 10, 64)
+		}
+		var ended []*Lock
 		l.mu.Lock()
-		k := l.holds[f[1]]
-		if k == nil {
-			l.revoked.add(f[1], time.Now())
+		for _, k := range l.holds[f[1]] {
+			if revokes(fence, k.fence) {
+				ended = append(ended, k)
+			}
+		}
+		if ended == nil {
+			l.revoked.add(f[1], fence, time.Now())
 		}
 		l.mu.Unlock()
-		if k != nil {
+		for _, k := range ended {
 			k.lose("it was force-released")
 		}
 	}
@@ -233,9 +247,9 @@ func (l *Locker) dispatch(payload string) {
 // declares lost those that are not.
 func (l *Locker) checkHolds(ctx context.Context) {
 	l.mu.Lock()
-	holds := make([]*Lock, 0, len(l.holds))
-	for _, k := range l.holds {
-		holds = append(holds, k)
+	var holds []*Lock
+	for _, ks := range l.holds {
+		holds = append(holds, ks...)
 	}
 	l.mu.Unlock()
 	for _, k := range holds {
@@ -266,23 +280,49 @@ func (l *Locker) pokeWaiters() {
 // force release at its first extend, as before.
 var revokedFor = 10 * time.Minute
 
-// revocations are the tokens that revocation notices named while no
-// watched hold had them, with when each came. Force releases are rare: the
-// set stays small, and each add drops the entries past revokedFor.
-type revocations map[string]time.Time
+// revocations are the grants that revocation notices named while no
+// watched hold had them, by token: the fence named (0: any) and when the
+// notice came. Force releases are rare, so the set stays small; entries
+// past revokedFor are swept when the set has doubled since the last sweep,
+// so that a burst of them (thousands of force releases of holds this
+// process never watched) costs each add O(1), not a scan of the set, in
+// the goroutine that also delivers hand-overs.
+type revocations struct {
+	m     map[string]revocation
+	sweep int // the size at which the next add sweeps
+}
 
-func (r revocations) add(token string, now time.Time) {
-	for t, at := range r {
-		if now.Sub(at) > revokedFor {
-			delete(r, t)
-		}
+type revocation struct {
+	fence int64
+	at    time.Time
+}
+
+func (r *revocations) add(token string, fence int64, now time.Time) {
+	if r.m == nil {
+		r.m = map[string]revocation{}
 	}
-	r[token] = now
+	if len(r.m) >= r.sweep {
+		for t, v := range r.m {
+			if now.Sub(v.at) > revokedFor {
+				delete(r.m, t)
+			}
+		}
+		r.sweep = max(2*len(r.m), 64)
+	}
+	r.m[token] = revocation{fence: fence, at: now}
 }
 
-// take reports whether a notice revoked token, and forgets it.
-func (r revocations) take(token string) bool {
-	_, ok := r[token]
-	delete(r, token)
-	return ok
+// take reports whether a notice revoked the grant of token with fence, and
+// forgets it.
+func (r *revocations) take(token string, fence int64) bool {
+	v, ok := r.m[token]
+	if !ok || !revokes(v.fence, fence) {
+		return false
+	}
+	delete(r.m, token)
+	return true
 }
+
+// revokes reports whether a notice naming fence n (0: none) ends the grant
+// with fence.
+func revokes(n, fence int64) bool { return n == 0 || n == fence }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -118,9 +119,9 @@ func (k *Lock) watch() context.Context {
 	k.l.mu.Lock()
 	// A force release announced before the watch began (between the grant
 	// and With's run, say) found no hold to end: it ends this one now.
-	revoked := k.l.revoked.take(k.token)
+	revoked := k.l.revoked.take(k.token, k.fence)
 	if !revoked {
-		k.l.holds[k.token] = k
+		k.l.holds[k.token] = append(k.l.holds[k.token], k)
 	}
 	k.l.mu.Unlock()
 	k.mu.Unlock()
@@ -151,7 +152,9 @@ func (k *Lock) end(cause error, announce func()) bool {
 	if watched {
 		k.cancel(cause)
 		k.l.mu.Lock()
-		if k.l.holds[k.token] == k {
+		if ks := slices.DeleteFunc(k.l.holds[k.token], func(h *Lock) bool { return h == k }); len(ks) > 0 {
+			k.l.holds[k.token] = ks
+		} else {
 			delete(k.l.holds, k.token)
 		}
 		k.l.mu.Unlock()

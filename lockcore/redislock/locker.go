@@ -36,7 +36,7 @@ type Locker struct {
 
 	mu      sync.Mutex
 	waiters map[string]chan notice // token -> its waiting Acquire: a hand-over, or poll now
-	holds   map[string]*Lock       // token -> held Lock, for revocation notices
+	holds   map[string][]*Lock     // token -> its watched Locks (one, or more if resumed here), for revocation notices
 	revoked revocations            // revocation notices that found no watched hold (yet)
 	lis     *listener
 	users   int         // callers that want the listener now
@@ -55,7 +55,7 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 		// space-separated, so a prefix with a space must not split it.
 		channel: strings.Join(strings.Fields(opts.Prefix), "_") + "notice:" + rand.Text()[:16],
 		m:       newMetrics(opts.Registerer),
-		waiters: map[string]chan notice{}, holds: map[string]*Lock{}, revoked: revocations{},
+		waiters: map[string]chan notice{}, holds: map[string][]*Lock{}, revoked: revocations{},
 	}
 }
 

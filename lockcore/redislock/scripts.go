@@ -176,7 +176,7 @@ return 0
 `)
 
 // forceScript: KEYS[5] the call's record (keyset.forced); no ARGV. Deletes
-// the hold whoever has it, tells the victim's Locker, hands the key to the
+// the hold whoever has it, tells the victim's Locker ("r token fence"), hands the key to the
 // longest waiter, and returns the victim's {token prefix, fence, owner}, or
 // nil when the key was free. The answer is kept a minute under the call's
 // record, and a second run of the call (go-redis retries a command whose
@@ -194,7 +194,7 @@ if not v[1] then
   redis.call('SET', KEYS[5], '', 'PX', 60000)
   return false
 end
-if v[4] then redis.call('PUBLISH', v[4], 'r ' .. v[1]) end
+if v[4] then redis.call('PUBLISH', v[4], 'r ' .. v[1] .. ' ' .. (v[2] or '0')) end
 free()
 local r = {string.sub(v[1], 1, 6), v[2] or '0', v[3] or ''}
 redis.call('SET', KEYS[5], r[1] .. ' ' .. r[2] .. ' ' .. r[3], 'PX', 60000)
