@@ -27,6 +27,14 @@ type wireRow struct {
 	tuple               pgtype.Int2
 }
 
+// kindOf is a row's kind: the server sends a pg_locks row's as null.
+func kindOf(k pgtype.Int4) int32 {
+	if !k.Valid {
+		return 1
+	}
+	return k.Int32
+}
+
 // rawText is a text column's bytes, only valid until the next row: a lock
 // row's locktype and mode are compared, not copied into strings, so the
 // 10,000 rows of a busy server allocate none.
@@ -85,10 +93,7 @@ func (s *scanner) scan(rows pgx.Rows) error {
 		if err := rows.Scan(s.dest...); err != nil {
 			return err
 		}
-		r.kind = 1
-		if s.kind.Valid {
-			r.kind = s.kind.Int32
-		}
+		r.kind = kindOf(s.kind)
 		for i, t := range [...]*rawText{&r.t1, &r.t2, &r.t3, &r.t4, &r.t5} {
 			*t = rawText{b: []byte(s.text[i].String), valid: s.text[i].Valid}
 		}
@@ -108,10 +113,7 @@ func (s *scanner) scan(rows pgx.Rows) error {
 	if !ok {
 		return fmt.Errorf("pglocks: a malformed row")
 	}
-	r.kind = 1
-	if kind.Valid {
-		r.kind = kind.Int32
-	}
+	r.kind = kindOf(kind)
 	r.t1 = rawText{b: v[10], valid: v[10] != nil}
 	r.t2 = rawText{b: v[11], valid: v[11] != nil}
 	r.t3 = rawText{b: v[12], valid: v[12] != nil}
