@@ -2,10 +2,11 @@ package ui
 
 import (
 	"errors"
-	"github.com/charmbracelet/x/ansi"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/locktop/locktop/model"
 )
