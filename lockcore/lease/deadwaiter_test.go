@@ -2,7 +2,11 @@ package lease
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
@@ -86,4 +90,81 @@ func TestDeadWaiterInFlight(t *testing.T) {
 	if err := l.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDeadWaiterInFlightSQLite: on SQLite, a waiter process killed in the
+// middle of a retry, its write transaction open, is handed nothing and
+// holds nothing: once its holder releases, a writer gets the resource at
+// once (no grant for the dead process, and its transaction no longer
+// holds the file: SQLite rolls it back, the file locks die with the
+// process), and its waiter row holds back readers only until it lapses.
+// The kill lands while a probe of the file's write lock (BEGIN IMMEDIATE
+// without a busy timeout) finds it taken, which only the waiter's retries
+// take then (the holder's heartbeat is rarer than the test); each of the
+// rounds kills a new waiter.
+func TestDeadWaiterInFlightSQLite(t *testing.T) {
+	e := sqliteEnv(t)
+	r := Map("dead-in-flight")
+	m := e.open(Options{Owner: "holder", Lease: 30 * time.Second, Heartbeat: 10 * time.Second})
+	probe, err := sql.Open("sqlite", "file:"+e.where.Path+"?_pragma=busy_timeout(0)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	probe.SetMaxOpenConns(1)
+	midRetry := func() bool {
+		tx, err := probe.BeginTx(ctxT(t), nil)
+		if err == nil {
+			_ = tx.Rollback()
+			return false
+		}
+		if !errors.Is(busy(err), ErrBusy) {
+			t.Fatal(err)
+		}
+		return true
+	}
+	for round := range 3 {
+		h := acquire(t, ctxT(t), m, r, Write)
+		w := e.where
+		// A short lease: the waiter retries every 50ms at most.
+		w.Task, w.Owner, w.Resource, w.Lease = "hold", "dead-waiter", r.String(), 500*time.Millisecond
+		cmd := helperCmd(t, w)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pgtest.Eventually(t, "the helper waits", func() bool {
+			infos, err := m.Locks(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.ContainsFunc(infos, func(i Info) bool { return !i.Granted && i.Owner == "dead-waiter" })
+		})
+		pgtest.Eventually(t, "the helper's retry holds the file's write lock", midRetry)
+		if err := cmd.Process.Kill(); err != nil { // SIGKILL, its transaction open
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		release(t, h)
+		l, err := m.TryAcquire(ctxT(t), r, Write)
+		if err != nil {
+			t.Fatalf("round %d: TryAcquire after the waiter was killed mid-retry: %v", round, err)
+		}
+		for _, in := range holding(t, m, r) {
+			if in.Owner == "dead-waiter" {
+				t.Fatalf("round %d: the dead waiter holds %s: %+v", round, r, in)
+			}
+		}
+		release(t, l)
+	}
+	pgtest.Eventually(t, "the dead writers' rows lapse and a reader gets in", func() bool {
+		l, err := m.TryAcquire(ctxT(t), r, Read)
+		if errors.Is(err, ErrLocked) {
+			return false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		release(t, l)
+		return true
+	})
 }

@@ -286,7 +286,9 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 		if err != nil && !busy {
 			// The commit may have happened as the call failed: remove what
 			// this attempt may have left, as lockcore does after a failed
-			// advisory acquire (PostgreSQL bug #17686).
+			// advisory acquire (PostgreSQL bug #17686). The store returns
+			// only once the request can commit nothing more, also one in
+			// flight when the wait ended: the cleanup is final.
 			m.tidy(lockID, token, q.waiterID, hasWaiter || wait)
 			if t != nil {
 				m.st.hub().leave(lockID, t, false)
@@ -339,7 +341,9 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 }
 
 // tidy removes what a failed or abandoned acquire may have left: its grant
-// (if the commit happened as the call failed) and its waiter row.
+// (if the commit happened as the call failed) and its waiter row. It runs
+// after the store call returned, when the request can no longer commit
+// (see store.acquire).
 func (m *Manager) tidy(lockID, token, waiterID string, hasWaiter bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()

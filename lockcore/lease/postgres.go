@@ -275,7 +275,7 @@ func (p *pgStore) acquireOnce(ctx context.Context, lockID string, f *fastAcquire
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	conn.Release()
+	p.putBack(conn, err)
 	if err != nil || res.granted {
 		return res, err
 	}
@@ -296,14 +296,15 @@ func (p *pgStore) acquireOnce(ctx context.Context, lockID string, f *fastAcquire
 
 // attempt is two round trips: BEGIN, the resource's row lock and its state
 // in one pipelined batch; then the writes and COMMIT in another.
-func (p *pgStore) attemptOnce(ctx context.Context, lockID string, plan func(*state) (*change, error)) (*applied, error) {
+func (p *pgStore) attemptOnce(ctx context.Context, lockID string, plan func(*state) (*change, error)) (_ *applied, err error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// A connection left inside a transaction (an error half-way) is
-	// destroyed by Release, which aborts the transaction on the server.
-	defer conn.Release()
+	// destroyed by Release, which aborts the transaction on the server;
+	// one whose request was abandoned is settled first (putBack).
+	defer func() { p.putBack(conn, err) }()
 
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")

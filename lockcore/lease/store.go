@@ -21,6 +21,12 @@ type store interface {
 	// store may first try the common cases (a grant without recovery; a
 	// waiter's row written or refreshed) as fast says, and fall back to
 	// attempt with plan only when a stale holder might be taken over.
+	//
+	// When attempt or acquire fails, what it sent can commit nothing more:
+	// whatever it committed is there for the cleanup (Manager.tidy) to
+	// see. PostgreSQL ends the backend of a request pgx gave up on and
+	// waits for it (pgStore.settle); SQLite's transaction has ended when
+	// the call returns.
 	acquire(ctx context.Context, lockID string, fast *fastAcquire, plan func(*state) (*change, error)) (*applied, error)
 	// release deletes the grant token and wakes the resource's waiters. It
 	// reports whether the row was there.
