@@ -23,8 +23,8 @@ var lingerFor = 30 * time.Second
 var healthEvery = 3 * time.Second
 
 // listener receives the notices sent to a Locker's channel: "g token fence
-// ttl" (a release handed the key to this waiter) and "r token" (this hold
-// was force-released). One connection per Locker, whatever the number of
+// claim" (a release handed the key to this waiter) and "r token fence" (this
+// grant was force-released). One connection per Locker, whatever the number of
 // keys and waiters; plain pub/sub reaches a subscriber on any node of a
 // cluster.
 type listener struct {
