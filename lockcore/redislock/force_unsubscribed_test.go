@@ -42,7 +42,12 @@ func TestForceReleaseWhileUnsubscribed(t *testing.T) {
 			admin := newLocker(t, Options{Prefix: victim.prefix, Owner: "admin"})
 			ctx := context.Background()
 			checked := make(chan struct{}, 4)
-			holdsChecked.set(func() { checked <- struct{}{} })
+			holdsChecked.set(func() {
+				select {
+				case checked <- struct{}{}:
+				default: // never block a listener
+				}
+			})
 			t.Cleanup(holdsChecked.clear)
 
 			if tc.resub {
