@@ -25,6 +25,9 @@ var (
 	// confirmed (and polled after) is about to wait for a notice or its
 	// next poll: a release from then on is seen as a notice.
 	awaiting hook[func()]
+	// holdsChecked runs once the check of the watched holds that a
+	// confirmed subscription starts has ended.
+	holdsChecked hook[func()]
 )
 
 // hook holds a function of type F, or none.

@@ -23,8 +23,8 @@ var lingerFor = 30 * time.Second
 var healthEvery = 3 * time.Second
 
 // listener receives the notices sent to a Locker's channel: "g token fence
-// ttl" (a release handed the key to this waiter) and "r token" (this hold
-// was force-released). One connection per Locker, whatever the number of
+// claim" (a release handed the key to this waiter) and "r token fence" (this
+// grant was force-released). One connection per Locker, whatever the number of
 // keys and waiters; plain pub/sub reaches a subscriber on any node of a
 // cluster.
 type listener struct {
@@ -73,7 +73,7 @@ func (l *Locker) unlisten() {
 			l.mu.Unlock()
 			return
 		}
-		l.lis, l.linger = nil, nil
+		l.lis, l.linger, l.epoch = nil, nil, 0
 		l.mu.Unlock()
 		lis.stop()
 	})
@@ -178,15 +178,33 @@ func (l *Locker) receive(lis *listener) {
 			if m.Kind != "subscribe" {
 				continue
 			}
+			// Notices published before this subscription (the first, or
+			// one after a dropped connection) reached nobody: the holds
+			// watched now are checked in Redis, and a hold watched later
+			// checks itself unless granted under this subscription.
+			l.mu.Lock()
+			current := l.lis == lis
+			var holds []*Lock
+			if current {
+				l.epochs++
+				l.epoch = l.epochs
+				holds = l.watched()
+			}
+			l.mu.Unlock()
 			if first {
 				first = false
 				close(lis.ready)
 			} else {
 				l.pokeWaiters()
 			}
-			// Also at the first subscription: Redis may have gone away
-			// between a grant and the listener's start.
-			lis.check.Go(func() { l.checkHolds(lis.quit) })
+			if current {
+				lis.check.Go(func() {
+					l.checkHolds(lis.quit, holds)
+					if f := holdsChecked.get(); f != nil {
+						f()
+					}
+				})
+			}
 		case *redis.Message:
 			if f := beforeNotice.get(); f != nil {
 				f()
@@ -243,21 +261,45 @@ func (l *Locker) dispatch(payload string) {
 	}
 }
 
-// checkHolds asks Redis whether each watched hold is still there, and
-// declares lost those that are not.
-func (l *Locker) checkHolds(ctx context.Context) {
+// subscription returns the epoch of the listener's subscription up now, or
+// 0.
+func (l *Locker) subscription() uint64 {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epoch
+}
+
+// watched returns the watched holds; l.mu is held.
+func (l *Locker) watched() []*Lock {
 	var holds []*Lock
 	for _, ks := range l.holds {
 		holds = append(holds, ks...)
 	}
-	l.mu.Unlock()
-	for _, k := range holds {
-		cctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-		_, _, err := check(cctx, l.rdb, k.ks, k.token)
-		cancel()
-		if errors.Is(err, ErrNotHeld) {
-			k.gone("Redis no longer has it (a restart or a failover)")
+	return holds
+}
+
+// checkHolds asks Redis, in one round trip (a pipeline: the holds may be
+// in different slots of a cluster), whether each hold's token still holds
+// its key, and declares lost those whose token does not: force-released,
+// or lost to a restart or a failover, while no notice could reach this
+// Locker. A hold whose check gets no answer is left to its next extend.
+func (l *Locker) checkHolds(ctx context.Context, holds []*Lock) {
+	if len(holds) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	cmds := make([]*redis.StringCmd, len(holds))
+	_, _ = l.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+		for i, k := range holds {
+			cmds[i] = p.HGet(cctx, k.ks.hold, "t")
+		}
+		return nil
+	})
+	for i, k := range holds {
+		tok, err := cmds[i].Result()
+		if errors.Is(err, redis.Nil) || (err == nil && tok != k.token) {
+			k.gone("Redis no longer has it (force-released, or lost to a restart or a failover, while no notice could reach this Locker)")
 		}
 	}
 }

@@ -21,6 +21,7 @@ type Lock struct {
 	token string
 	fence int64
 	owner string
+	epoch uint64          // the Locker's subscription (0: none) when the grant's request was sent
 	base  context.Context // what the lock's context derives from: the acquire's values, with the held set
 	// takeup, when not nil, is closed once a hand-over's claim has been
 	// taken up to the grant's TTL (or found gone, or run out): Extend
@@ -116,17 +117,33 @@ func (k *Lock) watch() context.Context {
 		return ctx
 	}
 	k.timer = time.AfterFunc(time.Until(k.deadline), func() { k.lose("its TTL passed") })
-	k.l.mu.Lock()
+	l := k.l
+	l.mu.Lock()
 	// A force release announced before the watch began (between the grant
 	// and With's run, say) found no hold to end: it ends this one now.
-	revoked := k.l.revoked.take(k.token, k.fence)
+	revoked := l.revoked.take(k.token, k.fence)
+	var lis *listener
 	if !revoked {
-		k.l.holds[k.token] = append(k.l.holds[k.token], k)
+		l.holds[k.token] = append(l.holds[k.token], k)
+		// A notice published since the grant while no subscription was up
+		// reached nobody. Once watched, the hold is checked at the next
+		// subscription; if one is up now that was not at the grant, its
+		// check may have run already: check this hold now.
+		if l.epoch != 0 && l.epoch != k.epoch {
+			lis = l.lis
+			lis.check.Add(1) // before the unlock: a stop waits for it
+		}
 	}
-	k.l.mu.Unlock()
+	l.mu.Unlock()
 	k.mu.Unlock()
 	if revoked {
 		k.lose("it was force-released before it was watched")
+	}
+	if lis != nil {
+		go func() {
+			defer lis.check.Done()
+			l.checkHolds(lis.quit, []*Lock{k})
+		}()
 	}
 	return ctx
 }

@@ -41,6 +41,15 @@ type Locker struct {
 	lis     *listener
 	users   int         // callers that want the listener now
 	linger  *time.Timer // stops an unused listener
+	// epoch is the listener's latest confirmed subscription (0: no
+	// listener, or none confirmed yet); every confirmation, the first or
+	// one after a dropped connection, gets a new number. A hold granted
+	// and watched under the same epoch was told of every notice about it
+	// (a dropped connection is followed by a new epoch, whose check covers
+	// the holds watched by then); any other hold may have missed one, and
+	// is checked in Redis (Lock.watch).
+	epoch  uint64
+	epochs uint64 // the last epoch handed out
 }
 
 // New returns a Locker on rdb (a *redis.Client, *redis.ClusterClient, ...;
@@ -166,6 +175,7 @@ type attempt struct {
 	holder  string // the holder's owner, as last seen
 	seen    bool   // Redis answered at least once
 	sent    time.Time
+	epoch   uint64 // the Locker's subscription when the last try was sent
 	// asked and heldFence are the last try that found another token
 	// holding the key: when it was sent, and the holder's fence. A
 	// hand-over notice with a higher fence was granted after that try ran,
@@ -182,7 +192,7 @@ type result struct {
 }
 
 func (a *attempt) try(mode string) (result, error) {
-	a.sent = time.Now()
+	a.sent, a.epoch = time.Now(), a.l.subscription()
 	v, err := acquireScript.Run(a.wctx, a.l.rdb, a.ks.all(), a.tok, ms(a.cfg.ttl), a.owner, a.l.channel, mode, ms(waiterTTL)).Slice()
 	if err != nil {
 		return result{}, err
@@ -296,7 +306,7 @@ func (a *attempt) handedOver(n notice) *Lock {
 // than base.
 func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock {
 	l := a.l
-	k := &Lock{l: l, key: a.key, ks: a.ks, token: a.tok, fence: fence, owner: a.owner}
+	k := &Lock{l: l, key: a.key, ks: a.ks, token: a.tok, fence: fence, owner: a.owner, epoch: a.epoch}
 	a.entry.Hold = k
 	k.base = lockcore.Push(context.WithoutCancel(a.ctx), a.entry)
 	k.start(base, ttl)
@@ -390,7 +400,7 @@ func refused(err error) bool {
 // the token no longer owns the key.
 func (l *Locker) Resume(ctx context.Context, key, token string) (*Lock, error) {
 	ks := keysFor(l.prefix, key)
-	sent := time.Now()
+	sent, epoch := time.Now(), l.subscription()
 	fence, left, err := check(ctx, l.rdb, ks, token)
 	if errors.Is(err, ErrNotHeld) {
 		l.observeFailure(ReasonNotHeld)
@@ -400,7 +410,7 @@ func (l *Locker) Resume(ctx context.Context, key, token string) (*Lock, error) {
 		l.observeFailure(ReasonRedisError)
 		return nil, l.redisError(key, err)
 	}
-	k := &Lock{l: l, key: key, ks: ks, token: token, fence: fence, owner: l.owner}
+	k := &Lock{l: l, key: key, ks: ks, token: token, fence: fence, owner: l.owner, epoch: epoch}
 	k.start(sent, left)
 	return k, nil
 }
@@ -459,7 +469,7 @@ func (l *Locker) Healthy(ctx context.Context) error {
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	lis := l.lis
-	l.lis = nil
+	l.lis, l.epoch = nil, 0
 	if l.linger != nil {
 		l.linger.Stop()
 		l.linger = nil

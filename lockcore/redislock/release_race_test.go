@@ -20,7 +20,7 @@ func TestCheckDuringReleaseIsNotLoss(t *testing.T) {
 	}
 	k.Context() // watched, as With's body makes it
 	t.Cleanup(afterReleaseScript.clear)
-	afterReleaseScript.set(func() { l.checkHolds(ctx) })
+	afterReleaseScript.set(func() { l.checkHolds(ctx, []*Lock{k}) })
 	if err := k.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}

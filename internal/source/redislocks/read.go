@@ -154,7 +154,14 @@ func Read(ctx context.Context, rdb redis.UniversalClient, prefix string, limit i
 //     from 21,000 to 93 a read, but Redis spent 14–20 ms of CPU a read
 //     against the pipeline's 8, and a read took 50–77 ms against 29–41.
 //   - a waiters' queue ({tag} prefix q: key): queueScript, which cuts the
-//     tokens (whole ones are capabilities) to 6 characters in Redis.
+//     tokens (whole ones are capabilities) to 6 characters in Redis. It is
+//     sent by its SHA1 (EVALSHA), not whole (EVAL, 400 bytes a queue);
+//     a node that does not have it cached (never run there, restarted,
+//     a replica promoted by a failover, SCRIPT FLUSH, or evicted: Redis
+//     7.4 keeps only the last 500 scripts loaded by EVAL) answers NOSCRIPT,
+//     and that queue is read with EVAL in the second pipeline, which
+//     caches it. Read talks to each node of a cluster with its own client,
+//     so a node's cache is the one asked.
 //
 // What the HMGET cannot answer is read in a second pipeline, rare: a plain
 // string key (WRONGTYPE: GETRANGE 0 5 and PTTL) and a hold written by a
@@ -206,6 +213,7 @@ type read struct {
 	lock  string // the lock's key, without the prefix
 	hold  *redis.SliceCmd
 	queue *redis.Cmd
+	w     string // the queue's registrations key
 }
 
 // inspectNode reads one node page by page until the scan ends, limit
@@ -232,7 +240,7 @@ func inspectNode(ctx context.Context, c *redis.Client, prefix string, limit int)
 			if key, ok := strings.CutPrefix(k, prefix); ok {
 				reads = append(reads, read{key: k, lock: key, hold: pipe.HMGet(ctx, k, "p", "f", "o", "s", "e")})
 			} else if key, w, ok := queueKeys(k, prefix); ok {
-				reads = append(reads, read{key: k, lock: key, queue: queueScript.Eval(ctx, pipe, []string{k, w}, MaxWaiters)})
+				reads = append(reads, read{key: k, lock: key, w: w, queue: queueScript.EvalSha(ctx, pipe, []string{k, w}, MaxWaiters)})
 			}
 		}
 		_, _ = pipe.Exec(ctx) // each command's error is its own
@@ -262,7 +270,8 @@ func inspectNode(ctx context.Context, c *redis.Client, prefix string, limit int)
 }
 
 // collect adds one page's reads to p, reading in a second pipeline what
-// the first could not: plain strings, and holds written without p or e.
+// the first could not: plain strings, holds written without p or e, and
+// queues whose node did not have queueScript cached.
 func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string, reads []read, now time.Time) error {
 	type plain struct {
 		key  string
@@ -275,6 +284,7 @@ func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string,
 	}
 	var strs []plain
 	var olds []old
+	var queues []read // read again with EVAL
 	var pipe redis.Pipeliner
 	later := func() redis.Pipeliner {
 		if pipe == nil {
@@ -286,14 +296,12 @@ func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string,
 	p.holds = slices.Grow(p.holds, len(reads))
 	for _, r := range reads {
 		if r.queue != nil {
-			q, err := r.queue.Slice()
-			if err != nil {
-				continue // not a queue after all (WRONGTYPE), or unreadable: the hold says why
+			if redis.HasErrorPrefix(r.queue.Err(), "NOSCRIPT") {
+				r.queue = queueScript.Eval(ctx, later(), []string{r.key, r.w}, MaxWaiters)
+				queues = append(queues, r)
+				continue
 			}
-			for i := 0; i+2 < len(q); i += 3 {
-				score, _ := strconv.ParseFloat(str(q[i+1]), 64)
-				p.queues[r.lock] = append(p.queues[r.lock], queued{tok: str(q[i]), score: score, reg: str(q[i+2])})
-			}
+			p.queue(r)
 			continue
 		}
 		v, err := r.hold.Result()
@@ -317,7 +325,7 @@ func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string,
 	if pipe == nil {
 		return nil
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && len(strs)+len(olds) > 0 {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && len(strs)+len(olds)+len(queues) > 0 {
 		if _, ok := err.(redis.Error); !ok {
 			return err // the connection, not a key
 		}
@@ -330,6 +338,9 @@ func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string,
 		ttl, _ := s.pttl.Result()
 		p.strs = append(p.strs, StringKey{Key: strings.TrimPrefix(s.key, prefix), Token: v, TTL: max(ttl, 0)})
 	}
+	for _, r := range queues {
+		p.queue(r)
+	}
 	for _, o := range olds {
 		h, err := o.hold.Slice()
 		if err != nil || len(h) < 5 {
@@ -339,6 +350,18 @@ func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string,
 		p.holds = append(p.holds, hold(prefix, strings.TrimPrefix(o.key, prefix), str(h[0]), str(h[1]), str(h[2]), str(h[3]), pttl))
 	}
 	return nil
+}
+
+// queue adds the waiters a queue's read answered.
+func (p *nodePages) queue(r read) {
+	q, err := r.queue.Slice()
+	if err != nil {
+		return // not a queue after all (WRONGTYPE), or unreadable: the hold says why
+	}
+	for i := 0; i+2 < len(q); i += 3 {
+		score, _ := strconv.ParseFloat(str(q[i+1]), 64)
+		p.queues[r.lock] = append(p.queues[r.lock], queued{tok: str(q[i]), score: score, reg: str(q[i+2])})
+	}
 }
 
 // hold is one held lock as read: ttl in ms.

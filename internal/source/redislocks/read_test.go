@@ -3,6 +3,8 @@ package redislocks
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -201,5 +203,114 @@ func TestBareReadReadsWhatReadLists(t *testing.T) {
 	}
 	if n, err := BareRead(ctx, rdb, prefix); err != nil || n != len(tbl.Locks)+len(tbl.Strings) {
 		t.Errorf("BareRead = %d keys, %v; Read listed %d locks and %d strings", n, err, len(tbl.Locks), len(tbl.Strings))
+	}
+}
+
+// names counts the commands a client sends by name, in pipelines too.
+type names struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *names) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *names) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		s.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (s *names) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		s.add(cmds...)
+		return next(ctx, cmds)
+	}
+}
+func (s *names) add(cmds ...redis.Cmder) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range cmds {
+		s.n[c.Name()]++
+	}
+}
+
+// take returns the counts of the named commands and starts again.
+func (s *names) take(name ...string) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int, len(name))
+	for i, n := range name {
+		out[i] = s.n[n]
+	}
+	s.n = map[string]int{}
+	return out
+}
+
+// A waiters' queue is read by the script's SHA1 (EVALSHA), not the whole
+// script each time; a node without it cached (here after SCRIPT FLUSH, as
+// after a restart or a failover) answers NOSCRIPT, and Read reads that
+// queue with EVAL in its second round trip, listing its waiters all the
+// same. So does BareRead, its baseline.
+func TestReadQueueBySHA(t *testing.T) {
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	l := locker(t, redistest.Client(t), redislock.Options{Prefix: prefix, Owner: "holder"})
+	k, err := l.Acquire(ctx, "k", lockcore.TTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := locker(t, redistest.Client(t), redislock.Options{Prefix: prefix, Owner: "waiter"})
+	done := make(chan error, 1)
+	go func() {
+		k, err := w.Acquire(ctx, "k", lockcore.Wait(30*time.Second))
+		if err == nil {
+			err = k.Release(ctx)
+		}
+		done <- err
+	}()
+	rdb := redis.NewClient(redistest.Client(t).Options())
+	defer rdb.Close()
+	s := &names{n: map[string]int{}}
+	rdb.AddHook(s)
+	waiters := func() int {
+		tbl, err := Read(ctx, rdb, prefix, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tbl.Locks) != 1 {
+			return 0
+		}
+		return len(tbl.Locks[0].Waiters)
+	}
+	pgtest.Eventually(t, "k has a waiter", func() bool { return waiters() == 1 })
+
+	for _, flush := range []bool{true, false} {
+		if flush {
+			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.take()
+		if n := waiters(); n != 1 {
+			t.Errorf("flushed %v: Read listed %d waiters, want 1", flush, n)
+		}
+		want := []int{1, 0}
+		if flush {
+			want = []int{1, 1}
+		}
+		if got := s.take("evalsha", "eval"); !slices.Equal(got, want) {
+			t.Errorf("flushed %v: Read sent %d EVALSHA and %d EVAL, want %v", flush, got[0], got[1], want)
+		}
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := BareRead(ctx, rdb, prefix); err != nil || n != 1 {
+		t.Errorf("BareRead after SCRIPT FLUSH = %d keys, %v; want the hold", n, err)
+	}
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
