@@ -248,7 +248,7 @@ func TestPoolExhaustionTimesOut(t *testing.T) {
 			t.Errorf("TryWith on an exhausted pool = %v, %v; want false, ErrTimeout", acquired, err)
 		}
 		return nil
-	})
+	}, lockcore.Wait(30*time.Second)) // the outer lock's own connect may be slow on a loaded box
 	if err != nil {
 		t.Fatal(err)
 	}
