@@ -16,7 +16,7 @@ func TestMergeWaiterAliveInItsLastMillisecond(t *testing.T) {
 	p := nodePages{
 		addr:  "r:6379",
 		taken: dl.Add(500 * time.Microsecond),
-		holds: []Info{{Key: "k"}},
+		holds: [][]Info{{{Key: "k"}}},
 		queues: map[string][]queued{"k": {
 			{tok: "LAST", reg: reg(dl)},                        // its last millisecond
 			{tok: "GONE", reg: reg(dl.Add(-time.Millisecond))}, // passed

@@ -193,7 +193,8 @@ return {string.sub(h[1], 1, 6), h[2], h[3], h[4], redis.call('PTTL', KEYS[1])}
 type nodePages struct {
 	addr      string
 	taken     time.Time
-	holds     []Info
+	holds     [][]Info // a slice per page, of its size: never copied to grow
+	nholds    int      // the holds in them
 	strs      []StringKey
 	queues    map[string][]queued // by lock key
 	unread    []string            // full keys
@@ -262,7 +263,7 @@ func inspectNode(ctx context.Context, c *redis.Client, prefix string, limit int)
 			p.err = err
 			return p
 		}
-		if len(p.holds)+len(p.strs)+len(p.unread) >= limit {
+		if p.nholds+len(p.strs)+len(p.unread) >= limit {
 			p.truncated = true
 			return p
 		}
@@ -293,7 +294,11 @@ func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string,
 		return pipe
 	}
 	nowms := now.UnixMilli()
-	p.holds = slices.Grow(p.holds, len(reads))
+	holds := make([]Info, 0, len(reads))
+	defer func() {
+		p.holds = append(p.holds, holds)
+		p.nholds += len(holds)
+	}()
 	for _, r := range reads {
 		if r.queue != nil {
 			if redis.HasErrorPrefix(r.queue.Err(), "NOSCRIPT") {
@@ -320,7 +325,7 @@ func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string,
 			continue
 		}
 		exp, _ := strconv.ParseInt(str(v[4]), 10, 64)
-		p.holds = append(p.holds, hold(prefix, r.lock, str(v[0]), str(v[1]), str(v[2]), str(v[3]), exp-nowms))
+		holds = append(holds, hold(prefix, r.lock, str(v[0]), str(v[1]), str(v[2]), str(v[3]), exp-nowms))
 	}
 	if pipe == nil {
 		return nil
@@ -347,7 +352,7 @@ func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string,
 			continue // gone since the SCAN
 		}
 		pttl, _ := h[4].(int64)
-		p.holds = append(p.holds, hold(prefix, strings.TrimPrefix(o.key, prefix), str(h[0]), str(h[1]), str(h[2]), str(h[3]), pttl))
+		holds = append(holds, hold(prefix, strings.TrimPrefix(o.key, prefix), str(h[0]), str(h[1]), str(h[2]), str(h[3]), pttl))
 	}
 	return nil
 }
@@ -390,15 +395,18 @@ func queueKeys(k, prefix string) (key, w string, ok bool) {
 }
 
 // merge joins the nodes' pages into one table: every answering node's
-// locks with their waiters, by key, cut at limit.
+// locks with their waiters, by key, cut at limit. Each lock is copied once,
+// from its page into its place in the table (an Info is large: building
+// the table unsorted, then sorted, copied 1,000 of them twice a read).
 func merge(pages []nodePages, prefix string, limit int) (Table, error) {
 	var t Table
 	var errs []error
-	answered, n := 0, 0
+	answered := 0
+	n := 0
 	for i := range pages {
-		n += len(pages[i].holds) + len(pages[i].unread)
+		n += pages[i].nholds + len(pages[i].unread)
 	}
-	t.Locks = make([]Info, 0, n)
+	refs := make([]lockRef, 0, n)
 	for i := range pages {
 		p := &pages[i]
 		if p.err != nil {
@@ -412,43 +420,42 @@ func merge(pages []nodePages, prefix string, limit int) (Table, error) {
 			t.Taken = p.taken
 		}
 		t.Truncated = t.Truncated || p.truncated
-		for j := range p.holds {
-			in := p.holds[j]
-			q := p.queues[in.Key]
-			if len(q) > MaxWaiters {
-				q, in.MoreWaiters = q[:MaxWaiters], true
-			}
-			for _, w := range q {
-				deadline, _, owner, ok := parseRegistration(w.reg)
-				// Alive while deadline >= the clock in whole ms, as the
-				// scripts' head() judges it.
-				if !ok || (!p.taken.IsZero() && deadline.Before(p.taken.Truncate(time.Millisecond))) {
-					continue
-				}
-				in.Waiters = append(in.Waiters, Waiter{Owner: owner, Token: w.tok, Since: time.UnixMicro(int64(w.score))})
-			}
-			t.Locks = append(t.Locks, in)
-		}
-		for _, k := range p.unread {
-			key := strings.TrimPrefix(k, prefix)
-			t.Locks = append(t.Locks, Info{Key: key, Pattern: registry.RedisPattern(prefix, key), Unread: true})
-		}
 		if len(p.unread) > 0 {
+			unread := make([]Info, len(p.unread))
+			for j, k := range p.unread {
+				key := strings.TrimPrefix(k, prefix)
+				unread[j] = Info{Key: key, Pattern: registry.RedisPattern(prefix, key), Unread: true}
+			}
+			p.holds = append(p.holds, unread)
+			p.nholds += len(unread)
 			t.Down = append(t.Down, NodeError{Addr: p.addr, Listed: true, Err: errors.New(p.why)})
+		}
+		for _, holds := range p.holds {
+			for j := range holds {
+				refs = append(refs, lockRef{in: &holds[j], p: p})
+			}
 		}
 		t.Strings = append(t.Strings, p.strs...)
 	}
 	if answered == 0 && len(errs) > 0 {
 		return Table{}, fmt.Errorf("redislocks: %w", errors.Join(errs...))
 	}
+	slices.SortFunc(refs, func(a, b lockRef) int { return cmp.Compare(a.in.Key, b.in.Key) })
 	// SCAN may return a key twice.
-	t.Locks = sortByKey(t.Locks)
-	t.Locks = slices.CompactFunc(t.Locks, func(a, b Info) bool { return a.Key == b.Key })
+	refs = slices.CompactFunc(refs, func(a, b lockRef) bool { return a.in.Key == b.in.Key })
+	if len(refs) > limit {
+		refs, t.Truncated = refs[:limit], true
+	}
+	t.Locks = make([]Info, len(refs))
+	for i, r := range refs {
+		in := &t.Locks[i]
+		*in = *r.in
+		if !in.Unread {
+			r.p.waiters(in)
+		}
+	}
 	slices.SortFunc(t.Strings, func(a, b StringKey) int { return cmp.Compare(a.Key, b.Key) })
 	t.Strings = slices.CompactFunc(t.Strings, func(a, b StringKey) bool { return a.Key == b.Key })
-	if len(t.Locks) > limit {
-		t.Locks, t.Truncated = t.Locks[:limit], true
-	}
 	if room := limit - len(t.Locks); len(t.Strings) > room {
 		t.Strings, t.Truncated = t.Strings[:room], true
 	}
@@ -456,19 +463,27 @@ func merge(pages []nodePages, prefix string, limit int) (Table, error) {
 	return t, nil
 }
 
-// sortByKey sorts locks by key through their indexes: an Info is large,
-// and swapping 1,000 of them was a tenth of Read's CPU (issue 26).
-func sortByKey(locks []Info) []Info {
-	idx := make([]int32, len(locks))
-	for i := range idx {
-		idx[i] = int32(i)
+// lockRef is a hold in merge's pages, and its page.
+type lockRef struct {
+	in *Info
+	p  *nodePages
+}
+
+// waiters sets in's live waiters from p's queue of its key.
+func (p *nodePages) waiters(in *Info) {
+	q := p.queues[in.Key]
+	if len(q) > MaxWaiters {
+		q, in.MoreWaiters = q[:MaxWaiters], true
 	}
-	slices.SortFunc(idx, func(a, b int32) int { return cmp.Compare(locks[a].Key, locks[b].Key) })
-	out := make([]Info, len(locks))
-	for i, j := range idx {
-		out[i] = locks[j]
+	for _, w := range q {
+		deadline, _, owner, ok := parseRegistration(w.reg)
+		// Alive while deadline >= the clock in whole ms, as the
+		// scripts' head() judges it.
+		if !ok || (!p.taken.IsZero() && deadline.Before(p.taken.Truncate(time.Millisecond))) {
+			continue
+		}
+		in.Waiters = append(in.Waiters, Waiter{Owner: owner, Token: w.tok, Since: time.UnixMicro(int64(w.score))})
 	}
-	return out
 }
 
 func str(x any) string { s, _ := x.(string); return s }

@@ -2,9 +2,14 @@ package redissource_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/source/redislocks"
 	"github.com/locktop/locktop/internal/source/redissource"
@@ -16,7 +21,10 @@ import (
 // "one pane" step): the source's Poll of 1,000 held session mutexes beside
 // its bare read (redislocks.BareRead: the same commands, decoded by go-redis
 // and dropped) and beside a bare SCAN loop of the prefix. Compare them in
-// one run (-count 5); profile poll with -cpuprofile.
+// one run (-count 5); profile poll with -cpuprofile. Each reports the CPU
+// this process spent per op (client-µs/op: go-redis, decoding, the
+// source's own work and the GC, less noisy than the wall time on a shared
+// machine) and Redis's (server-µs/op).
 func BenchmarkPoll(b *testing.B) {
 	ctx := context.Background()
 	rdb := redistest.Client(b)
@@ -30,6 +38,7 @@ func BenchmarkPoll(b *testing.B) {
 	}
 	src := redissource.New(redistest.Client(b), redissource.Options{Prefix: prefix})
 	b.Run("poll", func(b *testing.B) {
+		defer cpu(b, rdb)()
 		for b.Loop() {
 			if snap, err := src.Poll(ctx); err != nil || len(snap.Locks) != 1000 {
 				b.Fatalf("%d locks, %v", len(snap.Locks), err)
@@ -37,24 +46,90 @@ func BenchmarkPoll(b *testing.B) {
 		}
 	})
 	b.Run("bare-read", func(b *testing.B) {
+		defer cpu(b, rdb)()
 		for b.Loop() {
 			if n, err := redislocks.BareRead(ctx, rdb, prefix); err != nil || n != 1000 {
 				b.Fatalf("%d holds, %v", n, err)
 			}
 		}
 	})
+	bareScan := func(b *testing.B) {
+		var cursor uint64
+		for {
+			_, next, err := rdb.Scan(ctx, cursor, prefix+"*", 1000).Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+	}
 	b.Run("bare-scan", func(b *testing.B) {
+		defer cpu(b, rdb)()
 		for b.Loop() {
-			var cursor uint64
-			for {
-				_, next, err := rdb.Scan(ctx, cursor, prefix+"*", 1000).Result()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if cursor = next; cursor == 0 {
-					break
+			bareScan(b)
+		}
+	})
+	// Side by side: each iteration runs the three, so a machine busy with
+	// other work slows them alike; the medians and their ratios are reported.
+	b.Run("ratio", func(b *testing.B) {
+		var poll, bare, scan []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			if snap, err := src.Poll(ctx); err != nil || len(snap.Locks) != 1000 {
+				b.Fatalf("%d locks, %v", len(snap.Locks), err)
+			}
+			t1 := time.Now()
+			if n, err := redislocks.BareRead(ctx, rdb, prefix); err != nil || n != 1000 {
+				b.Fatalf("%d holds, %v", n, err)
+			}
+			t2 := time.Now()
+			bareScan(b)
+			poll, bare, scan = append(poll, t1.Sub(t0)), append(bare, t2.Sub(t1)), append(scan, time.Since(t2))
+		}
+		med := func(d []time.Duration) float64 { slices.Sort(d); return float64(d[len(d)/2]) }
+		b.ReportMetric(med(poll)/1e6, "poll-ms")
+		b.ReportMetric(med(bare)/1e6, "bare-read-ms")
+		b.ReportMetric(med(scan)/1e6, "bare-scan-ms")
+		b.ReportMetric(med(poll)/med(bare), "x-bare-read")
+		b.ReportMetric(med(poll)/med(scan), "x-bare-scan")
+	})
+}
+
+// cpu reports the CPU this process (client-µs/op: getrusage) and Redis
+// (server-µs/op: INFO cpu's used_cpu_user and used_cpu_sys) spent per op
+// over the benchmark; call the function it returns at the end.
+func cpu(b *testing.B, rdb *redis.Client) func() {
+	ctx := context.Background()
+	server := func() float64 {
+		info, err := rdb.Info(ctx, "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var s float64
+		for _, l := range strings.Split(info, "\r\n") {
+			for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+				if v, ok := strings.CutPrefix(l, f); ok {
+					x, _ := strconv.ParseFloat(v, 64)
+					s += x
 				}
 			}
 		}
-	})
+		return s * 1e6
+	}
+	client := func() float64 {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
+	}
+	c0, s0 := client(), server()
+	return func() {
+		if b.N > 0 {
+			b.ReportMetric((client()-c0)/float64(b.N), "client-µs/op")
+			b.ReportMetric((server()-s0)/float64(b.N), "server-µs/op")
+		}
+	}
 }
