@@ -10,7 +10,7 @@ import (
 // points to one model.Backend, whose application has the owner id taken
 // out (the id is the row's Owner, and the APPLICATION column stays
 // readable). 10,000 locks of 50 sessions carry 50 values, not 10,000 copies
-// of nine fields (issue 26).
+// of eight fields (issue 26).
 type backends struct {
 	// The last backend converted: a backend's rows are mostly neighbours.
 	last  *pglocks.Backend
