@@ -70,20 +70,19 @@ type Lock struct {
 	Kind Kind
 	// Backend that holds or waits (PostgreSQL kinds). Zero for Redis and
 	// lease locks.
-	PID             int32
-	Database        string
-	User            string
-	ApplicationName string
-	ClientAddr      string
-	State           string    // pg_stat_activity.state
-	Query           string    // the backend's current or last statement
-	QueryStart      time.Time // zero when unknown
-	StateChange     time.Time // when State last changed; zero when unknown
-	// XactStart is when the backend's current transaction began
-	// (pg_stat_activity.xact_start); zero outside a transaction or when
-	// unknown. A lock the transaction took is held at most since then (a
-	// session-level advisory lock can be older).
-	XactStart time.Time
+	PID      int32
+	Database string
+	// Backend is what pg_stat_activity shows of the session behind the
+	// row; nil for Redis and lease locks. The rows of one session in a
+	// poll share one value (10,000 locks of 50 sessions carry 50 of them,
+	// not 10,000 copies of eight fields: issue 26), so it is never written
+	// through a row (OwnBackend gives a row one of its own to write). Read
+	// it through Session, which is never nil: its fields are promoted, but
+	// l.Query on a row without a Backend is a nil dereference. It is
+	// embedded so that a Lock's JSON (a recording's) keeps its fields
+	// among the Lock's own, in their old place; a row without one leaves
+	// them out.
+	*Backend
 
 	// Mode as the source spells it: ExclusiveLock or ShareLock (advisory),
 	// any pg_locks mode (other PostgreSQL kinds), "exclusive" (Redis),
@@ -175,6 +174,42 @@ type Lock struct {
 	// the one unnamed target, and then left out of the JSON, so that
 	// recordings of one server read and write as before.
 	Server string `json:",omitempty"`
+}
+
+// Backend is what pg_stat_activity shows of a PostgreSQL session.
+type Backend struct {
+	User            string
+	ApplicationName string
+	ClientAddr      string
+	State           string    // pg_stat_activity.state
+	Query           string    // the backend's current or last statement
+	QueryStart      time.Time // zero when unknown
+	StateChange     time.Time // when State last changed; zero when unknown
+	// XactStart is when the backend's current transaction began
+	// (pg_stat_activity.xact_start); zero outside a transaction or when
+	// unknown. A lock the transaction took is held at most since then (a
+	// session-level advisory lock can be older).
+	XactStart time.Time
+}
+
+// noBackend is the Session of a row without a Backend.
+var noBackend Backend
+
+// Session returns the row's Backend, or an empty one for a row without
+// (a Redis or lease lock): never nil, and never to be written (it is shared).
+func (l *Lock) Session() *Backend {
+	if l.Backend == nil {
+		return &noBackend
+	}
+	return l.Backend
+}
+
+// OwnBackend gives l a Backend of its own, a copy of the one it has (which
+// other rows may share) or a new one, and returns it, to write.
+func (l *Lock) OwnBackend() *Backend {
+	b := *l.Session()
+	l.Backend = &b
+	return l.Backend
 }
 
 // KeyID identifies a lock key across rows: two rows with equal KeyIDs are

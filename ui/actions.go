@@ -147,7 +147,7 @@ func (m *Model) askTerminate() tea.Cmd {
 	}
 	pid, term, ctx := sel.PID, m.opts.Terminate, m.ctx
 	m.open(&confirm{st: m.st, keys: &m.keys,
-		question: "Terminate backend " + strconv.Itoa(int(pid)) + " (" + orDash(Sanitize(sel.ApplicationName)) +
+		question: "Terminate backend " + strconv.Itoa(int(pid)) + " (" + orDash(Sanitize(sel.Session().ApplicationName)) +
 			", " + what + " " + sel.KeyLabel() + ")?\nIts session ends and every lock it holds is released.",
 		yes: func() tea.Cmd {
 			m.log.Warn("terminating backend", "pid", pid)

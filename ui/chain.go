@@ -76,7 +76,7 @@ func blockingChain(snap *model.Snapshot, sel *model.Lock) []string {
 			more = " and " + strconv.Itoa(n) + " more"
 		}
 		if h := holder(cur.KeyID(), next); h != nil {
-			desc := "└ held by " + strconv.Itoa(int(next)) + more + " · " + orDash(Sanitize(h.ApplicationName)) + " · " + orDash(h.State)
+			desc := "└ held by " + strconv.Itoa(int(next)) + more + " · " + orDash(Sanitize(h.Session().ApplicationName)) + " · " + orDash(h.Session().State)
 			if !h.HeldSince.IsZero() {
 				desc += " · held ≥" + fmtDur(h.Held(snap.Now(h)))
 			}

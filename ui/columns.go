@@ -375,7 +375,7 @@ func (t *lockTable) columns(brief, kind bool) []column {
 			return Sanitize(l.Holder()), plain
 		}},
 		column{title: "APPLICATION", min: 8, max: 32, flex: 1, elide: true, optional: true, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return Sanitize(l.ApplicationName), plain
+			return Sanitize(l.Session().ApplicationName), plain
 		}},
 		column{title: "MODE", min: 4, max: 24, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
 			if brief {
@@ -410,10 +410,10 @@ func (t *lockTable) extraColumns() []column {
 	p := &t.paints
 	return []column{
 		{title: "USER", min: 4, max: 16, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return Sanitize(l.User), paint{}
+			return Sanitize(l.Session().User), paint{}
 		}},
 		{title: "QUERY", min: 12, max: 1 << 16, cell: func(t *lockTable, r tableRow, l *model.Lock) (string, paint) {
-			return Sanitize(l.Query), p.dim
+			return Sanitize(l.Session().Query), p.dim
 		}},
 	}
 }

@@ -16,17 +16,17 @@ import (
 func manyDatabases() model.Snapshot {
 	return model.Snapshot{Taken: t0, Connections: 12, Partial: []string{`database db3: relations not named: permission denied for database "db3"`}, Locks: []model.Lock{
 		held(lock("AGENT", 7, 4242, "locktop.lock", true), 12*time.Second),
-		{Kind: model.KindRow, PID: 30831, Database: "db2", ApplicationName: "orders", LockType: "transactionid", Relation: "public.orders",
-			RelationOID: 16390, Row: "(0,1)", Mode: "ExclusiveLock", Granted: true, State: "idle in transaction", HeldSince: t0.Add(-time.Minute)},
-		{Kind: model.KindRow, PID: 30840, Database: "db2", ApplicationName: "orders", LockType: "transactionid", Relation: "public.orders",
+		{Kind: model.KindRow, PID: 30831, Database: "db2", LockType: "transactionid", Relation: "public.orders",
+			RelationOID: 16390, Row: "(0,1)", Mode: "ExclusiveLock", Granted: true, Backend: &model.Backend{ApplicationName: "orders", State: "idle in transaction"}, HeldSince: t0.Add(-time.Minute)},
+		{Kind: model.KindRow, PID: 30840, Database: "db2", Backend: &model.Backend{ApplicationName: "orders"}, LockType: "transactionid", Relation: "public.orders",
 			RelationOID: 16390, Row: "(0,1)", Mode: "ShareLock", QueuePos: 1, WaitStart: t0.Add(-12 * time.Second), BlockedBy: []int32{30831}},
 		{Kind: model.KindRelation, PID: 30831, Database: "db2", LockType: "relation", Relation: "public.orders", RelationOID: 16390,
 			Mode: "RowShareLock", Granted: true, HeldSince: t0.Add(-time.Minute)},
-		{Kind: model.KindRelation, PID: 30841, Database: "db2", ApplicationName: "migrate", LockType: "relation", Relation: "public.orders",
+		{Kind: model.KindRelation, PID: 30841, Database: "db2", Backend: &model.Backend{ApplicationName: "migrate"}, LockType: "relation", Relation: "public.orders",
 			RelationOID: 16390, Mode: "AccessExclusiveLock", QueuePos: 1, WaitStart: t0.Add(-10 * time.Second), BlockedBy: []int32{30831}},
 		{Kind: model.KindRelation, PID: 31000, Database: "db3", LockType: "relation", RelationOID: 16401,
 			Mode: "ShareLock", Granted: true, HeldSince: t0.Add(-time.Minute)},
-		{Kind: model.KindRelation, PID: 31001, Database: "db3", ApplicationName: "migrate", LockType: "relation", RelationOID: 16401,
+		{Kind: model.KindRelation, PID: 31001, Database: "db3", Backend: &model.Backend{ApplicationName: "migrate"}, LockType: "relation", RelationOID: 16401,
 			Mode: "AccessExclusiveLock", QueuePos: 1, WaitStart: t0.Add(-4 * time.Second), BlockedBy: []int32{31000}},
 	}}
 }

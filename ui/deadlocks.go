@@ -105,7 +105,7 @@ func drawDeadlocks(st *Styles, cycles []waitfor.Cycle, w int, canBreak bool) str
 			b.WriteByte('\n')
 			if h := &e.Held; h.Granted {
 				held := "held by " + Sanitize(h.Holder()) + " (" + Sanitize(modeText(h.Mode)) + ")"
-				if app := h.ApplicationName; app != "" {
+				if app := h.Session().ApplicationName; app != "" {
 					held += " · " + Sanitize(app)
 				}
 				b.WriteString("    " + st.Dim.Render(hang(held, w-4, 6)))
@@ -178,7 +178,7 @@ func (m *Model) breakActions(cycles []waitfor.Cycle) []breakAction {
 				if l.PID != 0 && m.opts.Terminate != nil {
 					pid, term := l.PID, m.opts.Terminate
 					add(breakAction{
-						label:    "terminate backend " + strconv.Itoa(int(pid)) + " (" + Sanitize(orDash(l.ApplicationName)) + ")",
+						label:    "terminate backend " + strconv.Itoa(int(pid)) + " (" + Sanitize(orDash(l.Session().ApplicationName)) + ")",
 						question: "Terminate backend " + strconv.Itoa(int(pid)) + "?\nIts session ends and every lock it holds is released; the cycle breaks.",
 						do:       func(ctx context.Context) error { return term(ctx, pid) },
 					})

@@ -46,8 +46,8 @@ func demoSnapshot() model.Snapshot {
 		held(lock("AGENT", 3, 19247, "locktop.lock", true), 34*time.Millisecond),
 		held(lock("AGENT", 109, 19192, "locktop.lock", true), 22*time.Millisecond))
 	for i := range s.Locks {
-		s.Locks[i].Database, s.Locks[i].User = "app", "postgres"
-		s.Locks[i].Query = "SELECT pg_advisory_lock($1::int4, $2::int4)"
+		s.Locks[i].Database, s.Locks[i].OwnBackend().User = "app", "postgres"
+		s.Locks[i].OwnBackend().Query = "SELECT pg_advisory_lock($1::int4, $2::int4)"
 	}
 	return s
 }

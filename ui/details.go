@@ -110,21 +110,21 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, 
 	line("mode", orDash(sel.Mode))
 	kindDetails(line, sel, now, beats)
 	if sel.PID != 0 {
-		backend := "pid " + strconv.Itoa(int(sel.PID)) + " · user " + orDash(sel.User) +
-			" · application " + orDash(sel.ApplicationName)
-		if sel.ClientAddr != "" {
-			backend += " · client " + sel.ClientAddr
+		backend := "pid " + strconv.Itoa(int(sel.PID)) + " · user " + orDash(sel.Session().User) +
+			" · application " + orDash(sel.Session().ApplicationName)
+		if sel.Session().ClientAddr != "" {
+			backend += " · client " + sel.Session().ClientAddr
 		}
 		line("backend", backend)
-		act := orDash(sel.State)
-		if !sel.QueryStart.IsZero() {
-			act += " · statement started " + sel.QueryStart.Format("15:04:05") + " (" +
-				fmtDur(snap.Taken.Sub(sel.QueryStart)) + " before this snapshot)"
+		act := orDash(sel.Session().State)
+		if !sel.Session().QueryStart.IsZero() {
+			act += " · statement started " + sel.Session().QueryStart.Format("15:04:05") + " (" +
+				fmtDur(snap.Taken.Sub(sel.Session().QueryStart)) + " before this snapshot)"
 		}
 		line("activity", act)
 
 		section("Query")
-		q := strings.TrimSpace(strings.ReplaceAll(sel.Query, "\t", "    "))
+		q := strings.TrimSpace(strings.ReplaceAll(sel.Session().Query, "\t", "    "))
 		if q == "" {
 			q = "(none visible)"
 		}
@@ -191,7 +191,7 @@ func describeLock(st *Styles, snap *model.Snapshot, sel *model.Lock, db string, 
 		t, _ := lockTime(l, snap.Now(l))
 		row := mark + cell(state, 10) + " " + rcell(elide(Sanitize(l.Holder()), hw, names), hw) + "  " +
 			cell(Sanitize(modeText(l.Mode)), mw) + " " + cell(t, tw) + " "
-		who := l.ApplicationName
+		who := l.Session().ApplicationName
 		if l.PID == 0 && l.Token != "" {
 			who = "token " + l.Token + "…"
 		}

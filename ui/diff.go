@@ -211,8 +211,8 @@ func (r rowIndex) find(l *model.Lock, granted bool) int {
 }
 
 func appLabel(l *model.Lock) string {
-	if l.ApplicationName != "" {
-		return Sanitize(l.ApplicationName)
+	if l.Session().ApplicationName != "" {
+		return Sanitize(l.Session().ApplicationName)
 	}
 	if l.Owner != "" {
 		return l.Owner

@@ -112,7 +112,7 @@ func (f filter) match(l *model.Lock) bool {
 	case "ns":
 		return f.matchKey(l)
 	case "app":
-		return containsFold(l.ApplicationName, f.text)
+		return containsFold(l.Session().ApplicationName, f.text)
 	case "pid":
 		return f.isPID && int64(l.PID) == f.pid
 	case "kind":
@@ -125,7 +125,7 @@ func (f filter) match(l *model.Lock) bool {
 	}
 	return (f.isPID && int64(l.PID) == f.pid) ||
 		f.matchKey(l) ||
-		containsFold(l.ApplicationName, f.text) ||
+		containsFold(l.Session().ApplicationName, f.text) ||
 		containsFold(l.Owner, f.text)
 }
 

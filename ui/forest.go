@@ -138,7 +138,7 @@ func who(snap *model.Snapshot, g *waitfor.Graph, x waitfor.Session) string {
 	s = Sanitize(s)
 	rows := append(slices.Clone(g.Holds(x)), g.Waits(x)...)
 	for _, i := range rows {
-		if app := snap.Locks[i].ApplicationName; app != "" {
+		if app := snap.Locks[i].Session().ApplicationName; app != "" {
 			return s + " " + Sanitize(app)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 func TestHolderShowsTransactionAge(t *testing.T) {
 	now := time.Date(2026, 11, 26, 4, 0, 0, 0, time.UTC)
 	h := model.Lock{Kind: model.KindRelation, PID: 11, Relation: "public.orders", Mode: "AccessShareLock", Granted: true,
-		State: "active", HeldSince: now.Add(-12 * time.Second), XactStart: now.Add(-76 * time.Second)}
+		Backend: &model.Backend{State: "active", XactStart: now.Add(-76 * time.Second)}, HeldSince: now.Add(-12 * time.Second)}
 	if got, _ := lockTime(&h, now); got != "≥12s in tx 1m16s" {
 		t.Errorf("time cell %q, want %q", got, "≥12s in tx 1m16s")
 	}
@@ -22,7 +22,7 @@ func TestHolderShowsTransactionAge(t *testing.T) {
 		t.Errorf("details %q: no transaction age", got)
 	}
 	// Outside a transaction, the bound alone.
-	h.XactStart = time.Time{}
+	h.OwnBackend().XactStart = time.Time{}
 	if got, _ := lockTime(&h, now); got != "≥12s" {
 		t.Errorf("time cell %q, want ≥12s", got)
 	}

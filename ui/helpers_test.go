@@ -71,14 +71,13 @@ func checkFrame(t *testing.T, view string, w, h int) {
 // lock builds a row of the sample snapshot.
 func lock(ns string, id int64, pid int32, app string, granted bool) model.Lock {
 	l := model.Lock{
-		Kind: model.KindAdvisory, PID: pid, Database: "app", User: "app_rw", ApplicationName: app,
-		State: "active", Mode: model.ModeExclusive, Granted: granted, Namespace: ns, EntityID: id, Pair: true,
-		QueryStart: t0.Add(-30 * time.Second),
+		Kind: model.KindAdvisory, PID: pid, Database: "app", Backend: &model.Backend{User: "app_rw", ApplicationName: app, State: "active", QueryStart: t0.Add(-30 * time.Second)},
+		Mode: model.ModeExclusive, Granted: granted, Namespace: ns, EntityID: id, Pair: true,
 	}
 	if granted {
-		l.Query = "SELECT pg_advisory_lock(1, " + itoa(id) + ")"
+		l.OwnBackend().Query = "SELECT pg_advisory_lock(1, " + itoa(id) + ")"
 	} else {
-		l.Query = "SELECT pg_advisory_lock(1, " + itoa(id) + ") /* waiting */"
+		l.OwnBackend().Query = "SELECT pg_advisory_lock(1, " + itoa(id) + ") /* waiting */"
 	}
 	return l
 }
@@ -102,7 +101,8 @@ func waiting(l model.Lock, pos int, d time.Duration, by ...int32) model.Lock {
 // and a key in another database.
 func sample() model.Snapshot {
 	idle := held(lock("AGENT", 9, 4300, "worker.reaper", true), 90*time.Second)
-	idle.State, idle.Query = "idle in transaction", "UPDATE agents SET state = 'stopping'\n  WHERE id = 9"
+	ib := idle.OwnBackend()
+	ib.State, ib.Query = "idle in transaction", "UPDATE agents SET state = 'stopping'\n  WHERE id = 9"
 	fixed := held(lock("IDEMPOTENCY_CLEANUP", 42424242, 4400, "idempotency", true), 12*time.Minute)
 	fixed.Pair = false
 	other := held(lock("AGENT", 7, 4500, "billing", true), 3*time.Second)

@@ -62,10 +62,10 @@ func heldAtLeast(l *model.Lock, now time.Time) string {
 // txAge is the age of a PostgreSQL holder's transaction at now; "" outside
 // a transaction.
 func txAge(l *model.Lock, now time.Time) string {
-	if !l.Kind.PG() || l.XactStart.IsZero() {
+	if !l.Kind.PG() || l.Session().XactStart.IsZero() {
 		return ""
 	}
-	return fmtDur(now.Sub(l.XactStart))
+	return fmtDur(now.Sub(l.Session().XactStart))
 }
 
 // leaseLeft is the time a lease or a TTL has left, or how long ago it
@@ -109,9 +109,9 @@ func lockTime(l *model.Lock, now time.Time) (string, severity) {
 // other state.
 func idleInTx(l *model.Lock) string {
 	switch {
-	case !strings.HasPrefix(l.State, "idle in transaction"):
+	case !strings.HasPrefix(l.Session().State, "idle in transaction"):
 		return ""
-	case strings.Contains(l.State, "aborted"):
+	case strings.Contains(l.Session().State, "aborted"):
 		return "idle in tx, aborted"
 	}
 	return "idle in tx"

@@ -26,19 +26,20 @@ type pileSession struct {
 
 func pileup() model.Snapshot {
 	rel := func(pid int32, app, mode string, granted bool) model.Lock {
-		l := model.Lock{Kind: model.KindRelation, PID: pid, Database: "app", User: "app_rw", ApplicationName: app,
-			State: "active", LockType: "relation", Relation: "public.accounts", Mode: mode, Granted: granted}
+		l := model.Lock{Kind: model.KindRelation, PID: pid, Database: "app", Backend: &model.Backend{User: "app_rw", ApplicationName: app, State: "active"},
+			LockType: "relation", Relation: "public.accounts", Mode: mode, Granted: granted}
 		return l
 	}
 	row := func(pid int32, app, tuple, mode string, granted bool) model.Lock {
-		return model.Lock{Kind: model.KindRow, PID: pid, Database: "app", User: "app_rw", ApplicationName: app,
-			State: "active", LockType: "transactionid", Relation: "public.orders", Row: tuple, Mode: mode, Granted: granted,
-			Query: "SELECT * FROM orders WHERE id = 5 FOR UPDATE"}
+		return model.Lock{Kind: model.KindRow, PID: pid, Database: "app", Backend: &model.Backend{User: "app_rw", ApplicationName: app, State: "active", Query: "SELECT * FROM orders WHERE id = 5 FOR UPDATE"},
+			LockType: "transactionid", Relation: "public.orders", Row: tuple, Mode: mode, Granted: granted,
+		}
 	}
 	long := rel(5301, "report", "AccessShareLock", true)
-	long.State, long.Query = "active", "SELECT count(*), pg_sleep(600) FROM accounts"
+	lb := long.OwnBackend()
+	lb.State, lb.Query = "active", "SELECT count(*), pg_sleep(600) FROM accounts"
 	alter := waiting(rel(5302, "migrate", "AccessExclusiveLock", false), 1, 40*time.Second, 5301)
-	alter.Query = "ALTER TABLE accounts ADD COLUMN note text"
+	alter.OwnBackend().Query = "ALTER TABLE accounts ADD COLUMN note text"
 	locks := []model.Lock{
 		held(lock("AGENT", 7, 4242, "locktop.lock", true), 12*time.Second),
 		waiting(lock("AGENT", 7, 4250, "hook.stop", false), 1, 6*time.Second, 4242),
@@ -47,7 +48,8 @@ func pileup() model.Snapshot {
 		waiting(lock("AGENT", 9, 4301, "hook.stop", false), 1, 200*time.Millisecond, 4300),
 	}
 	b := row(5401, "checkout", "(0,5)", "ExclusiveLock", true)
-	b.State, b.StateChange, b.HeldSince = "idle in transaction", t0.Add(-2*time.Minute), t0.Add(-2*time.Minute)
+	bb := b.OwnBackend()
+	bb.State, bb.StateChange, b.HeldSince = "idle in transaction", t0.Add(-2*time.Minute), t0.Add(-2*time.Minute)
 	locks = append(locks,
 		b,
 		waiting(row(5403, "checkout", "(0,5)", "ShareLock", false), 1, 50*time.Second, 5401),
@@ -58,7 +60,7 @@ func pileup() model.Snapshot {
 	)
 	for i, pid := range []int32{5303, 5304, 5305, 5306} {
 		l := waiting(rel(pid, "api", "AccessShareLock", false), 2+i, time.Duration(35-5*i)*time.Second, 5302)
-		l.Query = "SELECT * FROM accounts WHERE id = " + strconv.Itoa(i+1)
+		l.OwnBackend().Query = "SELECT * FROM accounts WHERE id = " + strconv.Itoa(i+1)
 		locks = append(locks, l)
 	}
 	return model.Snapshot{Taken: t0, Locks: locks, Connections: 30, Latency: 2 * time.Millisecond, Interval: time.Second, NewWaits: 0}

@@ -158,7 +158,7 @@ func TestEventLogKeepsRareEventsLonger(t *testing.T) {
 func TestDetailsWrapWholeWordsAndCoverTheScreen(t *testing.T) {
 	snap := sample()
 	l := held(lock("AGENT", 7, 885, "a-rather-long-application-name.for-wrapping", true), 12*time.Second)
-	l.ClientAddr = "192.168.100.200"
+	l.OwnBackend().ClientAddr = "192.168.100.200"
 	snap.Locks = append([]model.Lock{l}, snap.Locks[1:]...)
 	snap.Locks[1].BlockedBy, snap.Locks[2].BlockedBy = []int32{885}, []int32{885}
 	for _, sz := range [][2]int{{80, 24}, {100, 30}, {120, 36}} {

@@ -259,11 +259,11 @@ func TestServerStringsAreSanitized(t *testing.T) {
 	snap := sample()
 	for i := range snap.Locks {
 		l := &snap.Locks[i]
-		l.User = nasty[i%len(nasty)]
+		l.OwnBackend().User = nasty[i%len(nasty)]
 		l.Database = nasty[(i+1)%len(nasty)]
-		l.ApplicationName = nasty[(i+2)%len(nasty)]
-		l.Query = nasty[(i+3)%len(nasty)]
-		l.State = nasty[(i+4)%len(nasty)]
+		l.OwnBackend().ApplicationName = nasty[(i+2)%len(nasty)]
+		l.OwnBackend().Query = nasty[(i+3)%len(nasty)]
+		l.OwnBackend().State = nasty[(i+4)%len(nasty)]
 	}
 	st := simStatus()
 	st.Scenario = nasty[0]

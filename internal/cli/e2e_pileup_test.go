@@ -141,7 +141,7 @@ func TestDashboardPileupAt80x24(t *testing.T) {
 	}
 	var reportPID string
 	for _, l := range rows {
-		if l.ApplicationName == "report" {
+		if l.Session().ApplicationName == "report" {
 			reportPID = strconv.Itoa(int(l.PID))
 		}
 	}

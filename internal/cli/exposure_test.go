@@ -111,10 +111,10 @@ func TestServeExposure(t *testing.T) {
 		}
 		for _, s := range snaps {
 			for _, l := range s.Locks {
-				if strings.Contains(l.Query, literal) {
-					t.Fatalf("the recording holds the literal: %q", l.Query)
+				if strings.Contains(l.Session().Query, literal) {
+					t.Fatalf("the recording holds the literal: %q", l.Session().Query)
 				}
-				seen = seen || strings.Contains(l.Query, "pg_advisory_lock($1, $2)")
+				seen = seen || strings.Contains(l.Session().Query, "pg_advisory_lock($1, $2)")
 			}
 		}
 	}

@@ -58,10 +58,22 @@ func (m Mode) Snapshot(s *model.Snapshot) {
 	}
 	locks := make([]model.Lock, len(s.Locks))
 	copy(locks, s.Locks)
+	// A session's rows share one model.Backend, which the screen's
+	// snapshot shares too: each gets one new Backend, shared by its rows.
+	applied := map[*model.Backend]*model.Backend{}
 	for i := range locks {
-		if locks[i].Query != "" {
-			locks[i].Query = m.Apply(locks[i].Query)
+		b := locks[i].Backend
+		if b == nil || b.Query == "" {
+			continue
 		}
+		nb, ok := applied[b]
+		if !ok {
+			c := *b
+			c.Query = m.Apply(b.Query)
+			nb = &c
+			applied[b] = nb
+		}
+		locks[i].Backend = nb
 	}
 	s.Locks = locks
 }

@@ -120,7 +120,7 @@ func TestTaskOwnersMakeNoFalseDeadlock(t *testing.T) {
 	}
 	for _, l := range snap.Locks {
 		if l.Kind == model.KindAdvisory && l.EntityID == lockcore.HashKey("task-owner-test").EntityID() && l.Owner != ownerA {
-			t.Errorf("the advisory backend carries owner %q, want the task's %q (application_name %q)", l.Owner, ownerA, l.ApplicationName)
+			t.Errorf("the advisory backend carries owner %q, want the task's %q (application_name %q)", l.Owner, ownerA, l.Session().ApplicationName)
 		}
 	}
 	if cs := waitfor.Build(&snap).Cycles(); len(cs) != 0 {

@@ -16,7 +16,7 @@ import (
 func crossKind() model.Snapshot {
 	adv := func(pid int32, owner string, granted bool, by ...int32) model.Lock {
 		l := model.Lock{Kind: model.KindAdvisory, PID: pid, Owner: owner, Namespace: "AGENT", EntityID: 7, Pair: true,
-			Mode: model.ModeExclusive, Granted: granted, BlockedBy: by, ApplicationName: model.AppWithOwner("sim", owner)}
+			Mode: model.ModeExclusive, Granted: granted, BlockedBy: by, Backend: &model.Backend{ApplicationName: model.AppWithOwner("sim", owner)}}
 		if !granted {
 			l.WaitStart = t0.Add(-2 * time.Second)
 		}

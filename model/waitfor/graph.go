@@ -80,16 +80,23 @@ type Graph struct {
 // is used.
 func Build(s *model.Snapshot) *Graph {
 	n := len(s.Locks)
-	g := &Graph{snap: *s, byPID: make(map[uint64]int32, n), byOwner: map[string]int32{},
-		order: make([]Session, 0, n), waited: make([]time.Duration, 0, n)}
 	// A waiter names its holders by pid: the owner a holder's rows carry
 	// makes it the same node as that owner's Redis and lease locks, unless
 	// the owner has several backends here (which of them is the party
 	// holding its Redis and lease locks is unknown).
 	const several = ^uint64(0)
 	backends := map[string]uint64{}
+	// runs counts the rows that start a run of one session's rows: the
+	// sessions are rarely more (a blocker named by a waiter without a row of
+	// its own), so they are sized by it, not by the rows (10,000 locks of
+	// one session: 0.7 MB a refresh less, issue 26).
+	runs := 0
 	for i := range s.Locks {
-		if l := &s.Locks[i]; l.PID != 0 && l.Owner != "" {
+		l := &s.Locks[i]
+		if i == 0 || l.PID != s.Locks[i-1].PID || l.Source != s.Locks[i-1].Source || l.Owner != s.Locks[i-1].Owner {
+			runs++
+		}
+		if l.PID != 0 && l.Owner != "" {
 			k := pidKey(l.Source, l.PID)
 			if b, ok := backends[l.Owner]; ok && b != k {
 				k = several
@@ -97,6 +104,8 @@ func Build(s *model.Snapshot) *Graph {
 			backends[l.Owner] = k
 		}
 	}
+	g := &Graph{snap: *s, byPID: make(map[uint64]int32, runs), byOwner: map[string]int32{},
+		order: make([]Session, 0, runs), waited: make([]time.Duration, 0, runs)}
 	g.joined = make(map[uint64]string, len(backends))
 	for o, k := range backends {
 		if k != several {

@@ -31,9 +31,8 @@ func newServer(n int) *server {
 func (s *server) holder(id int64, at time.Time) model.Lock {
 	s.pid++
 	return model.Lock{
-		Kind: model.KindAdvisory, PID: s.pid, Database: "app", User: "app", ApplicationName: "locktop.lock",
-		ClientAddr: fmt.Sprintf("10.0.%d.%d", s.pid/256%256, s.pid%256), State: "idle in transaction",
-		Query: "SELECT pg_advisory_lock($1, $2)", QueryStart: at, StateChange: at.Add(300 * time.Microsecond),
+		Kind: model.KindAdvisory, PID: s.pid, Database: "app", Backend: &model.Backend{User: "app", ApplicationName: "locktop.lock",
+			ClientAddr: fmt.Sprintf("10.0.%d.%d", s.pid/256%256, s.pid%256), State: "idle in transaction", Query: "SELECT pg_advisory_lock($1, $2)", QueryStart: at, StateChange: at.Add(300 * time.Microsecond)},
 		Mode: model.ModeExclusive, Granted: true, Namespace: "AGENT", EntityID: id, Pair: true, HeldSince: at.Add(300 * time.Microsecond),
 	}
 }

@@ -29,7 +29,7 @@ func snap(i, n int) model.Snapshot {
 		s.Locks = append(s.Locks, model.Lock{
 			Kind: model.KindAdvisory, PID: int32(1000 + i*n + k), Database: "app", Mode: model.ModeExclusive,
 			Granted: true, Namespace: "AGENT", EntityID: int64(k), Pair: true, HeldSince: at.Add(-time.Duration(k) * time.Millisecond),
-			Query: fmt.Sprintf("SELECT pg_advisory_lock(1, %d) /* step %d */", k, i),
+			Backend: &model.Backend{Query: fmt.Sprintf("SELECT pg_advisory_lock(1, %d) /* step %d */", k, i)},
 		})
 	}
 	return s

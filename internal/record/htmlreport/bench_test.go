@@ -34,15 +34,15 @@ func hour(tb testing.TB) *recording.Recording {
 			period := 5 + i%11
 			turn := sec / period
 			pid := func(turn int) int32 { return int32(10000 + i*7 + turn%50) }
-			l := model.Lock{Kind: model.KindAdvisory, PID: pid(turn), Database: "app", ApplicationName: "worker", Mode: model.ModeExclusive,
+			l := model.Lock{Kind: model.KindAdvisory, PID: pid(turn), Database: "app", Mode: model.ModeExclusive,
 				Granted: true, Namespace: "AGENT", EntityID: int64(i), Pair: true, HeldSince: t0.Add(time.Duration(turn*period) * time.Second),
-				Query: "SELECT pg_advisory_lock(1, $1)"}
+				Backend: &model.Backend{ApplicationName: "worker", Query: "SELECT pg_advisory_lock(1, $1)"}}
 			locks = append(locks, l)
 			if i%10 == 0 && sec%period >= period-3 {
 				next := t0.Add(time.Duration((turn+1)*period-3) * time.Second)
-				locks = append(locks, model.Lock{Kind: model.KindAdvisory, PID: pid(turn + 1), Database: "app", ApplicationName: "worker",
+				locks = append(locks, model.Lock{Kind: model.KindAdvisory, PID: pid(turn + 1), Database: "app", Backend: &model.Backend{ApplicationName: "worker", Query: "SELECT pg_advisory_lock(1, $1)"},
 					Mode: model.ModeExclusive, Namespace: "AGENT", EntityID: int64(i), Pair: true, WaitStart: next, BlockedBy: []int32{l.PID},
-					Query: "SELECT pg_advisory_lock(1, $1)"})
+				})
 			}
 		}
 		if err := w.Write(0, model.Snapshot{Taken: t, Locks: locks}); err != nil {

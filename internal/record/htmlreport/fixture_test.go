@@ -41,7 +41,7 @@ func pileUp(sec int, hostile bool) model.Snapshot {
 	}
 	at := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
 	adv := func(id int64, pid int32, granted bool, since time.Time, behind ...int32) {
-		l := model.Lock{Kind: model.KindAdvisory, PID: pid, Database: "app", ApplicationName: app, Query: query, Mode: model.ModeExclusive,
+		l := model.Lock{Kind: model.KindAdvisory, PID: pid, Database: "app", Backend: &model.Backend{ApplicationName: app, Query: query}, Mode: model.ModeExclusive,
 			Granted: granted, Namespace: "AGENT", EntityID: id, Pair: true, BlockedBy: behind}
 		if granted {
 			l.HeldSince = since
@@ -68,7 +68,7 @@ func pileUp(sec int, hostile bool) model.Snapshot {
 	}
 	lease := func(o string, since, expires time.Time) {
 		s.Locks = append(s.Locks, model.Lock{Kind: model.KindLease, Database: "app", Granted: true, Name: resource,
-			Owner: o, HeldSince: since, Expires: expires, Mode: "write", ApplicationName: app})
+			Owner: o, HeldSince: since, Expires: expires, Mode: "write", Backend: &model.Backend{ApplicationName: app}})
 	}
 	switch {
 	case sec < 8:

@@ -199,7 +199,7 @@ func (bd *builder) add(t time.Time, s model.Snapshot) {
 			if since.IsZero() || since.After(t) {
 				since = t
 			}
-			holds[id] = &Bar{Who: l.Holder(), Application: l.ApplicationName, Query: l.Query, Mode: l.Mode,
+			holds[id] = &Bar{Who: l.Holder(), Application: l.Session().ApplicationName, Query: l.Session().Query, Mode: l.Mode,
 				Start: since, End: t, Outcome: Held, Count: 1}
 			bd.lane(l)
 			continue
@@ -215,7 +215,7 @@ func (bd *builder) add(t time.Time, s model.Snapshot) {
 			b.End = t
 			continue
 		}
-		waits[id] = &Bar{Wait: true, Who: l.Holder(), Application: l.ApplicationName, Query: l.Query, Mode: l.Mode,
+		waits[id] = &Bar{Wait: true, Who: l.Holder(), Application: l.Session().ApplicationName, Query: l.Session().Query, Mode: l.Mode,
 			Start: start, End: t, Outcome: StillWait, Count: 1}
 		bd.lane(l)
 	}

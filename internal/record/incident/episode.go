@@ -247,12 +247,12 @@ func (x *Episodes) add(s model.Snapshot, t time.Time, full bool) {
 		}
 		who := f.names[f.who[j]]
 		if apps[who] == "" {
-			apps[who] = l.ApplicationName
+			apps[who] = l.Session().ApplicationName
 		}
 		hk := holdRef{f.key[j], who, l.HeldSince.UnixNano()}
 		h := holds[hk]
 		if h == nil {
-			h = &Hold{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Holder: string(who), Application: l.ApplicationName, Since: l.HeldSince}
+			h = &Hold{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Holder: string(who), Application: l.Session().ApplicationName, Since: l.HeldSince}
 			if h.Since.IsZero() {
 				h.Since = t
 			}

@@ -119,7 +119,7 @@ func (ep *episodeState) add(f *frame, rows []int32, t time.Time, s *model.Snapsh
 				}
 				g := &s.Locks[gj]
 				if rs.r.Application == "" {
-					rs.r.Application = g.ApplicationName
+					rs.r.Application = g.Session().ApplicationName
 				}
 				if !rs.keys[gk] {
 					rs.keys[gk] = true

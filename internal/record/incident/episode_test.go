@@ -16,7 +16,7 @@ func (f frames) Time(i int) time.Time                 { return f[i].Taken }
 func (f frames) Merged(i int) (model.Snapshot, error) { return f[i], nil }
 
 func hold(pid int32, id int64, since time.Time) model.Lock {
-	return model.Lock{Kind: model.KindAdvisory, PID: pid, Granted: true, Mode: model.ModeExclusive, Namespace: "AGENT", EntityID: id, Pair: true, HeldSince: since, ApplicationName: "app"}
+	return model.Lock{Kind: model.KindAdvisory, PID: pid, Granted: true, Mode: model.ModeExclusive, Namespace: "AGENT", EntityID: id, Pair: true, HeldSince: since, Backend: &model.Backend{ApplicationName: "app"}}
 }
 
 func wait(pid int32, id int64, since time.Time, behind ...int32) model.Lock {

@@ -258,7 +258,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 			waiting[k] = append(waiting[k], id)
 			w := open[id]
 			if w == nil {
-				w = &Wait{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Waiter: l.Holder(), Application: l.ApplicationName, Start: start, Outcome: "waiting"}
+				w = &Wait{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Waiter: l.Holder(), Application: l.Session().ApplicationName, Start: start, Outcome: "waiting"}
 				open[id] = w
 			}
 			w.End = t
@@ -313,7 +313,7 @@ func Build(f Frames, server string, from, to time.Time) (*Report, error) {
 					r.Leases = append(r.Leases, LeaseEvent{At: t, Key: e.Key, Kind: e.Kind, Holder: e.Holder, Event: "recovered", By: l.Holder(), HeldFrom: e.HeldFrom})
 					delete(ranOut, id.key)
 				}
-				h = &holding{b: Blocker{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Holder: l.Holder(), Application: l.ApplicationName}, waiters: map[waitID]bool{}, first: t}
+				h = &holding{b: Blocker{Key: l.ServerKeyLabel(), Kind: string(l.Kind), Holder: l.Holder(), Application: l.Session().ApplicationName}, waiters: map[waitID]bool{}, first: t}
 				if !l.HeldSince.IsZero() {
 					h.first = l.HeldSince
 				}

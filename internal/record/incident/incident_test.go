@@ -25,7 +25,7 @@ func incident(sec int) model.Snapshot {
 	t := t0.Add(time.Duration(sec) * time.Second)
 	s := model.Snapshot{Taken: t, Connections: 12}
 	adv := func(ns string, id int64, pid int32, granted bool, since time.Time, pos int, behind ...int32) {
-		l := model.Lock{Kind: model.KindAdvisory, PID: pid, Database: "app", ApplicationName: "hook", Mode: model.ModeExclusive,
+		l := model.Lock{Kind: model.KindAdvisory, PID: pid, Database: "app", Backend: &model.Backend{ApplicationName: "hook"}, Mode: model.ModeExclusive,
 			Granted: granted, Namespace: ns, EntityID: id, Pair: true, QueuePos: pos, BlockedBy: behind}
 		if granted {
 			l.HeldSince = since

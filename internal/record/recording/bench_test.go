@@ -61,7 +61,9 @@ func BenchmarkWriteQueryText(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			s := newSynth(1000)
 			for i := range s.locks {
-				s.locks[i].Query = fmt.Sprintf("UPDATE jobs SET state = 'running', owner = 'w-%d' WHERE id = %d AND email = 'a@b.c' /* lease */", i%40, i%40)
+				sess := *s.locks[i].Session()
+				sess.Query = fmt.Sprintf("UPDATE jobs SET state = 'running', owner = 'w-%d' WHERE id = %d AND email = 'a@b.c' /* lease */", i%40, i%40)
+				s.locks[i].Backend = &sess
 			}
 			w, err := NewWriter(&countingWriter{}, Header{Sources: []string{"PostgreSQL"}, Start: t0, Interval: time.Second, QueryText: mode})
 			if err != nil {

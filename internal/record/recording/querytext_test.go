@@ -15,11 +15,11 @@ func TestQueryTextInRecording(t *testing.T) {
 	const secret = "a@b.c"
 	snap := model.Snapshot{Taken: t0, Locks: []model.Lock{{
 		Kind: model.KindAdvisory, PID: 7, Mode: model.ModeExclusive, Granted: true,
-		Query: "SELECT * FROM users WHERE email = '" + secret + "'",
+		Backend: &model.Backend{Query: "SELECT * FROM users WHERE email = '" + secret + "'"},
 	}}}
 	for _, tc := range []struct{ mode, want string }{
-		{"", snap.Locks[0].Query},
-		{"full", snap.Locks[0].Query},
+		{"", snap.Locks[0].Session().Query},
+		{"full", snap.Locks[0].Session().Query},
 		{"normalized", "SELECT * FROM users WHERE email = $1"},
 		{"none", ""},
 	} {
@@ -42,10 +42,10 @@ func TestQueryTextInRecording(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if q := got[0].Locks[0].Query; q != tc.want {
+		if q := got[0].Locks[0].Session().Query; q != tc.want {
 			t.Errorf("QueryText %q: recorded query %q, want %q", tc.mode, q, tc.want)
 		}
-		if snap.Locks[0].Query == "" || !strings.Contains(snap.Locks[0].Query, secret) {
+		if snap.Locks[0].Session().Query == "" || !strings.Contains(snap.Locks[0].Session().Query, secret) {
 			t.Fatalf("QueryText %q: Write changed the caller's snapshot", tc.mode)
 		}
 	}

@@ -8,41 +8,71 @@ import (
 	"github.com/locktop/locktop/model"
 )
 
-// sameLock must see a change in every field of model.Lock: one it missed
-// would store a changed lock with its old bytes.
+// sameLock must see a change in every field of model.Lock and of its
+// Backend: one it missed would store a changed lock with its old bytes.
 func TestSameLockSeesEveryField(t *testing.T) {
-	base := model.Lock{Kind: model.KindAdvisory, PID: 7, QueryStart: time.Unix(100, 0), BlockedBy: []int32{1}, BlockedByOwners: []string{"a"}}
+	base := model.Lock{Kind: model.KindAdvisory, PID: 7, Backend: &model.Backend{QueryStart: time.Unix(100, 0)}, BlockedBy: []int32{1}, BlockedByOwners: []string{"a"}}
 	if !sameLock(&base, &base) {
 		t.Fatal("a lock differs from itself")
 	}
+	// other is base with fresh (equal, not shared) slices and Backend.
+	other := func() model.Lock {
+		o := base
+		o.BlockedBy, o.BlockedByOwners = []int32{1}, []string{"a"}
+		b := *base.Backend
+		o.Backend = &b
+		return o
+	}
+	if o := other(); !sameLock(&base, &o) {
+		t.Fatal("a lock differs from its copy")
+	}
 	typ := reflect.TypeOf(base)
 	for i := range typ.NumField() {
-		other := base
-		other.BlockedBy, other.BlockedByOwners = []int32{1}, []string{"a"} // equal, not shared
-		f := reflect.ValueOf(&other).Elem().Field(i)
-		switch v := f.Addr().Interface().(type) {
-		case *time.Time:
-			*v = v.Add(time.Second)
-		case *[]int32:
-			*v = append(*v, 2)
-		case *[]string:
-			*v = append(*v, "b")
-		default:
-			switch f.Kind() {
-			case reflect.String:
-				f.SetString(f.String() + "x")
-			case reflect.Bool:
-				f.SetBool(!f.Bool())
-			case reflect.Int, reflect.Int32, reflect.Int64:
-				f.SetInt(f.Int() + 1)
-			case reflect.Uint32:
-				f.SetUint(f.Uint() + 1)
-			default:
-				t.Fatalf("field %s of kind %s: teach this test to change it", typ.Field(i).Name, f.Kind())
+		if typ.Field(i).Name == "Backend" {
+			o := other()
+			if o.Backend = nil; sameLock(&base, &o) {
+				t.Error("sameLock misses a row without a Backend")
 			}
+			btyp := reflect.TypeOf(*base.Backend)
+			for j := range btyp.NumField() {
+				o := other()
+				change(t, reflect.ValueOf(o.Backend).Elem().Field(j), btyp.Field(j).Name)
+				if sameLock(&base, &o) {
+					t.Errorf("sameLock misses a change of Backend.%s", btyp.Field(j).Name)
+				}
+			}
+			continue
 		}
-		if sameLock(&base, &other) {
+		o := other()
+		change(t, reflect.ValueOf(&o).Elem().Field(i), typ.Field(i).Name)
+		if sameLock(&base, &o) {
 			t.Errorf("sameLock misses a change of %s", typ.Field(i).Name)
+		}
+	}
+}
+
+// change sets the field f (named name) to another value.
+func change(t *testing.T, f reflect.Value, name string) {
+	t.Helper()
+	switch v := f.Addr().Interface().(type) {
+	case *time.Time:
+		*v = v.Add(time.Second)
+	case *[]int32:
+		*v = append(*v, 2)
+	case *[]string:
+		*v = append(*v, "b")
+	default:
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Int, reflect.Int32, reflect.Int64:
+			f.SetInt(f.Int() + 1)
+		case reflect.Uint32:
+			f.SetUint(f.Uint() + 1)
+		default:
+			t.Fatalf("field %s of kind %s: teach this test to change it", name, f.Kind())
 		}
 	}
 }

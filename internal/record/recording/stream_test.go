@@ -62,7 +62,7 @@ func TestOpenKeepsNoFile(t *testing.T) {
 		s := model.Snapshot{Taken: t0.Add(time.Duration(i) * time.Second)}
 		for j := range locks {
 			s.Locks = append(s.Locks, model.Lock{Kind: model.KindAdvisory, PID: int32(1000 + j), Database: "app", Granted: true,
-				Mode: model.ModeExclusive, Namespace: "AGENT", EntityID: int64(j), Pair: true, Query: "SELECT /* " + noise(1000) + " */ " + strconv.Itoa(i)})
+				Mode: model.ModeExclusive, Namespace: "AGENT", EntityID: int64(j), Pair: true, Backend: &model.Backend{Query: "SELECT /* " + noise(1000) + " */ " + strconv.Itoa(i)}})
 		}
 		if err := w.Write(0, s); err != nil {
 			t.Fatal(err)

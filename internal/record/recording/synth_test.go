@@ -29,7 +29,7 @@ func newSynth(n int) *synth {
 		if i%10 == 0 {
 			w := s.holder(int64(i), t0.Add(-time.Second))
 			w.Granted, w.HeldSince, w.QueuePos = false, time.Time{}, 1
-			w.State, w.WaitStart = "active", w.QueryStart
+			w.OwnBackend().State, w.WaitStart = "active", w.Session().QueryStart
 			w.BlockedBy = []int32{s.locks[len(s.locks)-1].PID}
 			s.locks = append(s.locks, w)
 		}
@@ -40,9 +40,8 @@ func newSynth(n int) *synth {
 func (s *synth) holder(id int64, at time.Time) model.Lock {
 	s.pid++
 	return model.Lock{
-		Kind: model.KindAdvisory, PID: s.pid, Database: "app", User: "app", ApplicationName: "locktop.lock",
-		ClientAddr: fmt.Sprintf("10.0.%d.%d", s.pid/256%256, s.pid%256), State: "idle in transaction",
-		Query: "SELECT pg_advisory_lock($1, $2)", QueryStart: at, StateChange: at.Add(300 * time.Microsecond),
+		Kind: model.KindAdvisory, PID: s.pid, Database: "app", Backend: &model.Backend{User: "app", ApplicationName: "locktop.lock", ClientAddr: fmt.Sprintf("10.0.%d.%d", s.pid/256%256, s.pid%256), State: "idle in transaction", Query: "SELECT pg_advisory_lock($1, $2)", QueryStart: at, StateChange: at.Add(300 * time.Microsecond)},
+
 		Mode: model.ModeExclusive, Granted: true, Namespace: "AGENT", EntityID: id, Pair: true,
 		HeldSince: at.Add(300 * time.Microsecond),
 	}

@@ -128,17 +128,17 @@ func newLock(l *model.Lock, taken time.Time) Lock {
 		Namespace:       l.Namespace,
 		EntityID:        l.EntityID,
 		Database:        l.Database,
-		User:            l.User,
-		ApplicationName: l.ApplicationName,
-		ClientAddr:      l.ClientAddr,
-		State:           l.State,
-		Query:           l.Query,
-		QueryStart:      timePtr(l.QueryStart),
+		User:            l.Session().User,
+		ApplicationName: l.Session().ApplicationName,
+		ClientAddr:      l.Session().ClientAddr,
+		State:           l.Session().State,
+		Query:           l.Session().Query,
+		QueryStart:      timePtr(l.Session().QueryStart),
 		Mode:            l.Mode,
 		Granted:         l.Granted,
 		HeldSince:       timePtr(l.HeldSince),
 		Held:            seconds(l.Held(taken)),
-		XactStart:       timePtr(l.XactStart),
+		XactStart:       timePtr(l.Session().XactStart),
 		WaitStart:       timePtr(l.WaitStart),
 		Waited:          seconds(l.Waited(taken)),
 		QueuePosition:   l.QueuePos,
@@ -157,8 +157,8 @@ func newLock(l *model.Lock, taken time.Time) Lock {
 	// last statement is the lock itself, that is the wait plus the hold so
 	// far; for a waiter, its wait. Without a backend, the held or waited time.
 	switch {
-	case !l.QueryStart.IsZero() && !taken.IsZero():
-		out.Duration = seconds(max(taken.Sub(l.QueryStart), 0))
+	case !l.Session().QueryStart.IsZero() && !taken.IsZero():
+		out.Duration = seconds(max(taken.Sub(l.Session().QueryStart), 0))
 	case l.Granted:
 		out.Duration = out.Held
 	default:

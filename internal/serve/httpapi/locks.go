@@ -171,7 +171,7 @@ func newLockDoc(l *model.Lock, now time.Time, source string) LockDoc {
 	out := LockDoc{
 		Kind: string(kind), Key: l.KeyLabel(), Namespace: l.Namespace, Source: source, Server: l.Server,
 		Mode: l.Mode, Granted: l.Granted, QueuePosition: l.QueuePos,
-		HeldSince: timePtr(l.HeldSince), WaitStart: timePtr(l.WaitStart), XactStart: timePtr(l.XactStart),
+		HeldSince: timePtr(l.HeldSince), WaitStart: timePtr(l.WaitStart), XactStart: timePtr(l.Session().XactStart),
 	}
 	if l.Granted {
 		h := l.Holder()
@@ -190,8 +190,8 @@ func newLockDoc(l *model.Lock, now time.Time, source string) LockDoc {
 			pid := l.PID
 			out.PID = &pid
 		}
-		out.Database, out.User, out.ApplicationName, out.ClientAddr = l.Database, l.User, l.ApplicationName, l.ClientAddr
-		out.State, out.Query, out.QueryStart = l.State, l.Query, timePtr(l.QueryStart)
+		out.Database, out.User, out.ApplicationName, out.ClientAddr = l.Database, l.Session().User, l.Session().ApplicationName, l.Session().ClientAddr
+		out.State, out.Query, out.QueryStart = l.Session().State, l.Session().Query, timePtr(l.Session().QueryStart)
 		if kind == model.KindAdvisory {
 			id := l.EntityID
 			out.EntityID = &id

@@ -24,7 +24,7 @@ func everyKind() model.Snapshot {
 		{Kind: model.KindAdvisory, PID: 10, Database: "app", Namespace: "AGENT", EntityID: 7, Pair: true, Mode: model.ModeExclusive, Granted: true, HeldSince: t0.Add(-4 * time.Second)},
 		{Kind: model.KindAdvisory, PID: 11, Database: "app", Namespace: "AGENT", EntityID: 7, Pair: true, Mode: model.ModeExclusive, QueuePos: 1, WaitStart: t0.Add(-time.Second), BlockedBy: []int32{10}},
 		{Kind: model.KindRow, PID: 20, Database: "app", LockType: "transactionid", Relation: "public.turns", Row: "(0,3)", Mode: "ExclusiveLock", Granted: true},
-		{Kind: model.KindRow, PID: 21, Database: "app", LockType: "transactionid", Relation: "public.turns", Row: "(0,3)", Mode: "ShareLock", QueuePos: 1, WaitStart: t0.Add(-13 * time.Minute), BlockedBy: []int32{20}, ApplicationName: "summariser"},
+		{Kind: model.KindRow, PID: 21, Database: "app", LockType: "transactionid", Relation: "public.turns", Row: "(0,3)", Mode: "ShareLock", QueuePos: 1, WaitStart: t0.Add(-13 * time.Minute), BlockedBy: []int32{20}, Backend: &model.Backend{ApplicationName: "summariser"}},
 		{Kind: model.KindRelation, PID: 30, Database: "app", LockType: "relation", Relation: "public.agents", Mode: "AccessShareLock", Granted: true},
 		{Kind: model.KindRelation, PID: 31, Database: "app", LockType: "relation", Relation: "public.agents", Mode: "AccessExclusiveLock", QueuePos: 1, WaitStart: t0.Add(-2 * time.Second), BlockedBy: []int32{30}},
 	}}

@@ -18,7 +18,7 @@ import (
 func TestQueryTextInDocuments(t *testing.T) {
 	const query = "SELECT * FROM users WHERE email = 'a@b.c'"
 	snap := model.Snapshot{Taken: time.Unix(1_800_000_000, 0).UTC(), Locks: []model.Lock{
-		{Kind: model.KindAdvisory, PID: 10, Database: "app", Namespace: "AGENT", EntityID: 7, Pair: true, Mode: model.ModeExclusive, Granted: true, Query: query},
+		{Kind: model.KindAdvisory, PID: 10, Database: "app", Namespace: "AGENT", EntityID: 7, Pair: true, Mode: model.ModeExclusive, Granted: true, Backend: &model.Backend{Query: query}},
 	}}
 	for _, tc := range []struct {
 		mode       querytext.Mode
@@ -41,8 +41,8 @@ func TestQueryTextInDocuments(t *testing.T) {
 			}
 		}
 		srv.Close()
-		if n, _ := latest.Newest(); n.Locks[0].Query != query {
-			t.Fatalf("%v: the kept snapshot's query became %q", tc.mode, n.Locks[0].Query)
+		if n, _ := latest.Newest(); n.Locks[0].Session().Query != query {
+			t.Fatalf("%v: the kept snapshot's query became %q", tc.mode, n.Locks[0].Session().Query)
 		}
 	}
 }

@@ -218,10 +218,15 @@ func Read(ctx context.Context, q Querier) (Table, error) {
 // so their sorted order is reused instead of sorting 10,000 rows again
 // (issue 26: the sort was half of Read's CPU at 10,000 locks). The zero
 // Reader is ready; it is not safe for concurrent use.
+//
+// A Table it returns is the caller's until the next Read: its Rows share
+// one array from read to read (at 10,000 locks, 0.7 MB a poll not
+// allocated, zeroed and collected again).
 type Reader struct {
 	raw    []lockRow // the last read's advisory rows, in the server's order
 	sorted []lockRow // the same rows, sorted
 	spare  []lockRow // where the next read decodes its rows: never raw's array
+	rows   []Row     // the last read's Table.Rows, reused by the next
 }
 
 // Read is the package's Read, reusing what r kept from its last read.
@@ -305,7 +310,10 @@ func (rd *Reader) Read(ctx context.Context, q Querier) (Table, error) {
 
 	// Sort the compact rows, then build the exported rows once, in order.
 	locks = rd.sort(locks, t.Taken.UnixNano())
-	t.Rows = make([]Row, len(locks))
+	if cap(rd.rows) < len(locks) {
+		rd.rows = make([]Row, len(locks))
+	}
+	t.Rows, rd.rows = rd.rows[:len(locks)], rd.rows[:0]
 	none := &Backend{}
 	others, objs = waitedFor(others, objs)
 	// The server sent every session: keep those the rows name.

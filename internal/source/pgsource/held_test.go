@@ -94,11 +94,11 @@ func TestHeldTimeOfDDLPileUp(t *testing.T) {
 		if h.Held(now) < w.Waited(now) {
 			t.Errorf("%s: the holder reads held %v, less than the %v the ALTER it blocks has waited", who, h.Held(now), w.Waited(now))
 		}
-		if !h.XactStart.Equal(txStart) {
-			t.Errorf("%s: the holder's transaction start %v, want %v", who, h.XactStart, txStart)
+		if !h.Session().XactStart.Equal(txStart) {
+			t.Errorf("%s: the holder's transaction start %v, want %v", who, h.Session().XactStart, txStart)
 		}
-		if h.HeldSince.IsZero() || h.HeldSince.Before(h.XactStart) {
-			t.Errorf("%s: held since %v, before its transaction began at %v", who, h.HeldSince, h.XactStart)
+		if h.HeldSince.IsZero() || h.HeldSince.Before(h.Session().XactStart) {
+			t.Errorf("%s: held since %v, before its transaction began at %v", who, h.HeldSince, h.Session().XactStart)
 		}
 	}
 	snap, err := pgsource.Inspect(ctx, mon)

@@ -49,9 +49,9 @@ func build(t *pglocks.Table, reg *registry.Registry) model.Snapshot {
 	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(t.Others))}
 	kn := keyNamer{reg: reg}
 	var (
-		lastB          *pglocks.Backend // rows of one backend share one value: split its application once
-		app, owner, ns string
-		groupEnd       int
+		sessions backends
+		ns       string
+		groupEnd int
 	)
 	for i := range t.Rows {
 		r := &t.Rows[i]
@@ -64,21 +64,16 @@ func build(t *pglocks.Table, reg *registry.Registry) model.Snapshot {
 			ns = kn.name(t.Rows[i:groupEnd])
 		}
 		k, b := r.Key, r.Backend
-		if b != lastB {
-			lastB = b
-			app, owner = appOf(b.Application), ownerOf(b.Application)
-		}
+		mb, owner := sessions.of(b)
 		mode := model.ModeExclusive
 		if r.Share {
 			mode = model.ModeShare
 		}
 		// Field by field into the zeroed row, not a model.Lock literal
-		// copied in: the copy of 560 bytes runs the GC's write barrier over
+		// copied in: the copy of a whole row runs the GC's write barrier over
 		// every pointer slot of the row, most of them empty (issue 26).
 		l := &snap.Locks[i]
-		l.Kind, l.PID, l.Database = model.KindAdvisory, r.PID, r.Database
-		l.User, l.ApplicationName, l.ClientAddr, l.State, l.Query = b.User, app, b.ClientAddr, b.State, b.Query
-		l.QueryStart, l.StateChange, l.XactStart, l.Owner = b.QueryStart, b.StateChange, b.XactStart, owner
+		l.Kind, l.PID, l.Database, l.Backend, l.Owner = model.KindAdvisory, r.PID, r.Database, mb, owner
 		l.Mode, l.Granted, l.Namespace, l.EntityID, l.Pair = mode, r.Granted, ns, k.EntityID(), k.IsPair()
 		if !r.Granted {
 			l.WaitStart = r.WaitStart
@@ -89,7 +84,7 @@ func build(t *pglocks.Table, reg *registry.Registry) model.Snapshot {
 		}
 	}
 	queue(snap.Locks)
-	snap.Locks = others(t, snap.Locks)
+	snap.Locks = others(t, snap.Locks, &sessions)
 	return snap
 }
 
@@ -269,17 +264,4 @@ func queue(locks []model.Lock) {
 // conflict with exclusive ones.
 func conflicts(held, want string) bool {
 	return held == model.ModeExclusive || want == model.ModeExclusive
-}
-
-// ownerOf is the owner id a backend's application_name carries, if any.
-func ownerOf(app string) string {
-	_, owner, _ := model.OwnerFromApp(app)
-	return owner
-}
-
-// appOf is a backend's application_name without the owner id it carries:
-// the id is the row's Owner, and the APPLICATION column stays readable.
-func appOf(app string) string {
-	app, _, _ = model.OwnerFromApp(app)
-	return app
 }

@@ -110,8 +110,8 @@ func TestInspectQueue(t *testing.T) {
 		t.Fatalf("rows for %v: %+v", key, rows)
 	}
 	h := rows[0]
-	if h.ApplicationName != lockcore.DefaultApplicationName || h.Owner != l.Owner() {
-		t.Errorf("holder's application %q (owner %q): want %s, the owner id %q apart", h.ApplicationName, h.Owner, lockcore.DefaultApplicationName, l.Owner())
+	if h.Session().ApplicationName != lockcore.DefaultApplicationName || h.Owner != l.Owner() {
+		t.Errorf("holder's application %q (owner %q): want %s, the owner id %q apart", h.Session().ApplicationName, h.Owner, lockcore.DefaultApplicationName, l.Owner())
 	}
 	if !h.Granted || uint32(h.PID) != l.PID() || h.Namespace != "AGENT" || h.EntityID != int64(key.ID()) ||
 		h.Mode != model.ModeExclusive || h.QueuePos != 0 ||

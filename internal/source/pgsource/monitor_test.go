@@ -55,8 +55,8 @@ func TestPollTracksHeldTimeAndNewWaits(t *testing.T) {
 	r1 := rowsOf(s1, key.String())
 	// The holder's session is idle: it has held the lock at least since it
 	// went idle, already on the first poll.
-	if len(r1) != 1 || r1[0].StateChange.IsZero() || !r1[0].HeldSince.Equal(r1[0].StateChange) ||
-		r1[0].Held(s1.Taken) != s1.Taken.Sub(r1[0].StateChange) || s1.NewWaits != 0 || s1.Latency <= 0 {
+	if len(r1) != 1 || r1[0].Session().StateChange.IsZero() || !r1[0].HeldSince.Equal(r1[0].Session().StateChange) ||
+		r1[0].Held(s1.Taken) != s1.Taken.Sub(r1[0].Session().StateChange) || s1.NewWaits != 0 || s1.Latency <= 0 {
 		t.Fatalf("first poll: %+v (new waits %d)", r1, s1.NewWaits)
 	}
 
@@ -207,7 +207,7 @@ func TestHeldTimeRestartsOnRetake(t *testing.T) {
 			t.Fatal(err)
 		}
 		r = rowsOf(s2, key.String())
-		if len(r) == 1 && r[0].State == "active" {
+		if len(r) == 1 && r[0].Session().State == "active" {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -42,7 +42,7 @@ func TestInspectReadsOwnerFromApplicationName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows := rowsOfKey(snap, db, a); len(rows) != 1 || rows[0].Owner != "pod-3:4711:9f2c" || rows[0].ApplicationName != "worker" {
+	if rows := rowsOfKey(snap, db, a); len(rows) != 1 || rows[0].Owner != "pod-3:4711:9f2c" || rows[0].Session().ApplicationName != "worker" {
 		t.Errorf("owned backend's lock: %+v, want application worker, owner pod-3:4711:9f2c", rows)
 	}
 	if rows := rowsOfKey(snap, db, b); len(rows) != 1 || rows[0].Owner != "" {

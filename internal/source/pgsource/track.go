@@ -142,7 +142,7 @@ func (m *Monitor) track(snap *model.Snapshot) {
 				first, seen, k = prev[j].first, true, j+1
 			}
 		}
-		if seen && l.QueryStart.After(first) {
+		if seen && l.Session().QueryStart.After(first) {
 			first = snap.Taken
 		}
 		next = append(next, grantSeen{id: id, first: first})

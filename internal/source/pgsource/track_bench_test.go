@@ -14,13 +14,13 @@ import (
 func decoded(taken time.Time) model.Snapshot {
 	const held, waiters = 10000, 20
 	s := model.Snapshot{Taken: taken}
+	holder := &model.Backend{User: "postgres", State: "idle", Query: "SELECT count(pg_advisory_lock(1, g)) FROM generate_series(1, $1) g"}
 	for i := range held {
-		s.Locks = append(s.Locks, model.Lock{Kind: model.KindAdvisory, PID: 100, Database: "locktop_test_4242_123456",
-			User: "postgres", State: "idle", Query: "SELECT count(pg_advisory_lock(1, g)) FROM generate_series(1, $1) g",
+		s.Locks = append(s.Locks, model.Lock{Kind: model.KindAdvisory, PID: 100, Database: "locktop_test_4242_123456", Backend: holder,
 			Mode: model.ModeExclusive, Granted: true, Namespace: "AGENT", EntityID: int64(i + 1), Pair: true})
 		if i < waiters {
 			s.Locks = append(s.Locks, model.Lock{Kind: model.KindAdvisory, PID: int32(200 + i), Database: "locktop_test_4242_123456",
-				User: "postgres", State: "active", Query: "SELECT pg_advisory_lock(1, $1)", Mode: model.ModeExclusive,
+				Backend: &model.Backend{User: "postgres", State: "active", Query: "SELECT pg_advisory_lock(1, $1)"}, Mode: model.ModeExclusive,
 				Namespace: "AGENT", EntityID: int64(i + 1), Pair: true, WaitStart: taken.Add(-time.Second)})
 		}
 	}

@@ -59,7 +59,7 @@ type heavyGroup struct {
 // the row. A blocker without a row of its own on the object gets a holder
 // row with no mode. The rows are written into out's room past its length,
 // which must be zero (as make leaves it).
-func others(t *pglocks.Table, out []model.Lock) []model.Lock {
+func others(t *pglocks.Table, out []model.Lock, sessions *backends) []model.Lock {
 	if len(t.Others) == 0 {
 		return out
 	}
@@ -206,10 +206,7 @@ func others(t *pglocks.Table, out []model.Lock) []model.Lock {
 
 	// Each group's rows in queue order (holders first, then waiters by wait
 	// start, then by pid), sorted as pointers and written once into out.
-	var (
-		split appSplit
-		ents  []*pglocks.Other
-	)
+	var ents []*pglocks.Other
 	for _, gi := range order {
 		g := &groups[gi]
 		ents = ents[:0]
@@ -237,7 +234,7 @@ func others(t *pglocks.Table, out []model.Lock) []model.Lock {
 		for _, r := range ents {
 			out = out[:len(out)+1]
 			l := &out[len(out)-1]
-			split.fill(l, r, g)
+			fill(l, r, g, sessions)
 			if !r.Granted {
 				pos++
 				l.QueuePos = pos
@@ -258,23 +255,12 @@ func (g *heavyGroup) has(t *pglocks.Table, pid int32) bool {
 	return false
 }
 
-// appSplit splits a backend's application_name into application and owner
-// once for a run of rows of that backend.
-type appSplit struct {
-	b          *pglocks.Backend
-	app, owner string
-}
-
 // fill writes r, a row of group g, into l, a zero model lock.
-func (s *appSplit) fill(l *model.Lock, r *pglocks.Other, g *heavyGroup) {
+func fill(l *model.Lock, r *pglocks.Other, g *heavyGroup, sessions *backends) {
 	id := &g.id
 	b := r.Backend
-	if b != s.b {
-		s.b, s.app, s.owner = b, appOf(b.Application), ownerOf(b.Application)
-	}
-	l.Kind, l.PID, l.Database = id.Kind, r.PID, id.Database
-	l.User, l.ApplicationName, l.ClientAddr, l.State, l.Query = b.User, s.app, b.ClientAddr, b.State, b.Query
-	l.QueryStart, l.StateChange, l.XactStart, l.Owner = b.QueryStart, b.StateChange, b.XactStart, s.owner
+	mb, owner := sessions.of(b)
+	l.Kind, l.PID, l.Database, l.Backend, l.Owner = id.Kind, r.PID, id.Database, mb, owner
 	l.Mode, l.Granted, l.LockType = r.Mode, r.Granted, r.LockType
 	l.Relation, l.RelationOID, l.Row, l.Object = g.relation, id.RelationOID, id.Row, id.Object
 	if !r.Granted {

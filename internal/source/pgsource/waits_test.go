@@ -110,7 +110,7 @@ func TestInspectRowLockWaits(t *testing.T) {
 	for i, want := range []int32{w1, w2} {
 		w := got[i+1]
 		if w.Granted || w.PID != want || w.QueuePos != i+1 || !slices.Equal(w.BlockedBy, []int32{holder}) ||
-			w.WaitStart.IsZero() || w.Waited(snap.Taken) < 0 || w.Mode == "" || w.ApplicationName != "waiter-"+string(rune('1'+i)) {
+			w.WaitStart.IsZero() || w.Waited(snap.Taken) < 0 || w.Mode == "" || w.Session().ApplicationName != "waiter-"+string(rune('1'+i)) {
 			t.Errorf("waiter %d row %+v; want pid %d, #%d, blocked by [%d]", i+1, w, want, i+1, holder)
 		}
 	}
