@@ -109,14 +109,21 @@ func (p *pgStore) close() error {
 	return nil
 }
 
-// listen starts the goroutine that turns notifications into wake-ups. The
-// first connection is made here, so a Manager that opens is listening.
-func (p *pgStore) listen(ctx context.Context) error {
+// connConfig configures a connection of the store's own, outside the
+// pool, named app (its application_name).
+func (p *pgStore) connConfig(app string) *pgx.ConnConfig {
 	cfg := p.pool.Config().ConnConfig.Copy()
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
-	cfg.RuntimeParams["application_name"] = "locktop.lease.listen"
+	cfg.RuntimeParams["application_name"] = app
+	return cfg
+}
+
+// listen starts the goroutine that turns notifications into wake-ups. The
+// first connection is made here, so a Manager that opens is listening.
+func (p *pgStore) listen(ctx context.Context) error {
+	cfg := p.connConfig("locktop.lease.listen")
 	connect := func(ctx context.Context) (*pgx.Conn, error) {
 		c, err := pgx.ConnectConfig(ctx, cfg)
 		if err != nil {
