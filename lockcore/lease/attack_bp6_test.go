@@ -83,6 +83,13 @@ func abandonCase(t *testing.T, cfg func(*pgxpool.Config), abandon func(pid int32
 		}
 		return n == 0
 	})
+	pgtest.Eventually(t, "no settle connection is left open", func() bool {
+		var n int
+		if err := watch.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'locktop.lease.settle'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
 	infos, err := holder.Locks(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
@@ -154,5 +161,46 @@ func TestAttackAbandonServerUnreachable(t *testing.T) {
 	t.Logf("Acquire: %v after %v", err, took)
 	if took > 2*cleanupTimeout+time.Second {
 		t.Errorf("Acquire returned %v after its context ended, more than settle's and tidy's timeouts", took)
+	}
+}
+
+// Attack: the context ends while the acquire waits for a connection of
+// the pool (none free: the test holds the pool's one): nothing was sent,
+// nothing is left, the held connection is untouched.
+func TestAttackCancelQueuedOnPool(t *testing.T) {
+	e := postgresEnv(t)
+	holder := e.open(Options{Owner: "holder"})
+	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	w, err := OpenPostgres(ctxT(t), pool, testOptions(Options{Owner: "queued", Schema: e.where.Schema}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	r := Map("queued")
+	busy, err := pool.Acquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Acquire(ctx, r, Write)
+		done <- err
+	}()
+	pgtest.Eventually(t, "the acquire waits for the pool", func() bool { return pool.Stat().EmptyAcquireWaitTime() > 0 || pool.Stat().EmptyAcquireCount() > 0 })
+	start := time.Now()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire: %v, want context.Canceled", err)
+	}
+	// Held; but tidy queues for the pool too: Acquire returns
+	// cleanupTimeout after its context ended while the pool stays busy.
+	t.Logf("Acquire returned %v after its context ended", time.Since(start))
+	if err := busy.Ping(ctxT(t)); err != nil {
+		t.Fatalf("the held connection: %v", err)
+	}
+	busy.Release()
+	if len(holding(t, holder, r)) > 0 || waiting(t, holder, r, Write) {
+		t.Fatal("left behind")
 	}
 }

@@ -18,8 +18,11 @@ import (
 // opts.Schema (default "locktop_lease"), creating the schema and its tables
 // if they are missing. Release wake-ups travel by LISTEN/NOTIFY on a
 // connection of the Manager's own, opened with pool's configuration (so
-// the pool needs no spare connection for it). The pool stays the caller's:
-// Close does not close it.
+// the pool needs no spare connection for it); an acquire abandoned with a
+// request in flight opens another such connection for a few round trips,
+// to end that request's backend. Both are made from
+// pool.Config().ConnConfig: the pool's BeforeConnect and AfterConnect do
+// not run for them. The pool stays the caller's: Close does not close it.
 //
 // Every statement on the lock path uses the server's clock (now()), never
 // the client's. Like any session feature, LISTEN needs a real session: do
