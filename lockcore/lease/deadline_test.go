@@ -141,58 +141,68 @@ func TestAbandonedRequestLeavesNothing(t *testing.T) {
 // the lock as it was: Upgradeable in the table as in the Lock, readers
 // admitted. Before the upgrade's backend was ended first, the upgrade
 // committed after Upgrade had returned: a write grant in the table, of a
-// newer fence, whose holder believes it reads.
+// newer fence, whose holder believes it reads; in a pool of one, until
+// the backend was ended on a connection outside the pool, too.
 func TestAbandonedUpgradeLeavesNothing(t *testing.T) {
-	e := postgresEnv(t)
-	other := e.open(Options{Owner: "reader"})
-	pool := pgtest.Pool(t, dropCancels("lease-abandoner"))
-	m, err := OpenPostgres(ctxT(t), pool, testOptions(Options{Owner: "upgrader", Schema: e.where.Schema}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	r := Map("abandoned-upgrade")
-	l := acquire(t, ctxT(t), m, r, Upgradeable)
-	defer release(t, l)
-	tx, err := pgtest.Conn(t).Begin(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctxT(t), "SELECT 1 FROM "+e.where.Schema+".dal_locks WHERE lock_id = $1 FOR SHARE", r.String()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- l.Upgrade(ctx) }()
-	watch := pgtest.Conn(t)
-	var pid int32
-	pgtest.Eventually(t, "the upgrade waits for the grant's row", func() bool {
-		return watch.QueryRow(ctxT(t), `SELECT pid FROM pg_stat_activity
-			WHERE application_name = 'lease-abandoner' AND wait_event_type = 'Lock'`).Scan(&pid) == nil
-	})
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Upgrade: %v, want context.Canceled", err)
-	}
-	if err := tx.Rollback(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	pgtest.Eventually(t, "the abandoned upgrade's backend ends", func() bool {
-		var n int
-		if err := watch.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n == 0
-	})
-	for _, in := range holding(t, other, r) {
-		if in.Mode != l.Mode() || in.Fence != l.Fence() {
-			t.Fatalf("the table says %s (fence %d), the Lock %s (fence %d)", in.Mode, in.Fence, l.Mode(), l.Fence())
-		}
-	}
-	if tryFails(t, other, r, Read) {
-		t.Fatal("a reader is refused beside an Upgradeable holder whose upgrade was abandoned")
+	for _, maxConns := range []int32{0, 1} {
+		t.Run(map[int32]string{0: "pool", 1: "pool of one"}[maxConns], func(t *testing.T) {
+			e := postgresEnv(t)
+			other := e.open(Options{Owner: "reader"})
+			pool := pgtest.Pool(t, func(c *pgxpool.Config) {
+				dropCancels("lease-abandoner")(c)
+				if maxConns > 0 {
+					c.MaxConns = maxConns
+				}
+			})
+			m, err := OpenPostgres(ctxT(t), pool, testOptions(Options{Owner: "upgrader", Schema: e.where.Schema}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Close() })
+			r := Map("abandoned-upgrade")
+			l := acquire(t, ctxT(t), m, r, Upgradeable)
+			defer release(t, l)
+			tx, err := pgtest.Conn(t).Begin(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.Background())
+			if _, err := tx.Exec(ctxT(t), "SELECT 1 FROM "+e.where.Schema+".dal_locks WHERE lock_id = $1 FOR SHARE", r.String()); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(ctxT(t))
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- l.Upgrade(ctx) }()
+			watch := pgtest.Conn(t)
+			var pid int32
+			pgtest.Eventually(t, "the upgrade waits for the grant's row", func() bool {
+				return watch.QueryRow(ctxT(t), `SELECT pid FROM pg_stat_activity
+					WHERE application_name = 'lease-abandoner' AND wait_event_type = 'Lock'`).Scan(&pid) == nil
+			})
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Upgrade: %v, want context.Canceled", err)
+			}
+			if err := tx.Rollback(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			pgtest.Eventually(t, "the abandoned upgrade's backend ends", func() bool {
+				var n int
+				if err := watch.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n == 0
+			})
+			for _, in := range holding(t, other, r) {
+				if in.Mode != l.Mode() || in.Fence != l.Fence() {
+					t.Fatalf("the table says %s (fence %d), the Lock %s (fence %d)", in.Mode, in.Fence, l.Mode(), l.Fence())
+				}
+			}
+			if tryFails(t, other, r, Read) {
+				t.Fatal("a reader is refused beside an Upgradeable holder whose upgrade was abandoned")
+			}
+		})
 	}
 }
 
