@@ -33,21 +33,36 @@ import (
 // connection keeps the pool's one place until its backend has ended, so
 // the backend is ended on a connection outside the pool; through the pool
 // the acquire waited 5s for a connection, gave up, cleaned up after 5s
-// more (10s past its context) and the grant committed after it.
+// more (10s past its context) and the grant committed after it. "grant,
+// no connection more": the server refuses a connection beyond the pool's
+// (max_connections, a role's limit; here the dial fails), and the backend
+// is ended through an idle connection of the pool.
 func TestAbandonedRequestLeavesNothing(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		held     bool
 		maxConns int32
-	}{{"grant", false, 0}, {"probe", true, 0}, {"grant, pool of one", false, 1}} {
+		refuse   bool
+	}{{"grant", false, 0, false}, {"probe", true, 0, false}, {"grant, pool of one", false, 1, false}, {"grant, no connection more", false, 0, true}} {
 		held := c.held
 		t.Run(c.name, func(t *testing.T) {
 			e := postgresEnv(t)
 			holder := e.open(Options{Owner: "holder"})
+			var refuse atomic.Bool
 			pool := pgtest.Pool(t, func(pc *pgxpool.Config) {
 				dropCancels("lease-abandoner")(pc)
 				if c.maxConns > 0 {
 					pc.MaxConns = c.maxConns
+				}
+				if c.refuse {
+					pc.MinConns = 2
+					dial := pc.ConnConfig.DialFunc
+					pc.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+						if refuse.Load() {
+							return nil, errors.New("test: no connection more")
+						}
+						return dial(ctx, network, addr)
+					}
 				}
 			})
 			w, err := OpenPostgres(ctxT(t), pool, testOptions(Options{Owner: "abandoner", Schema: e.where.Schema}))
@@ -96,10 +111,15 @@ func TestAbandonedRequestLeavesNothing(t *testing.T) {
 				return watch.QueryRow(ctxT(t), `SELECT pid FROM pg_stat_activity
 					WHERE application_name = 'lease-abandoner' AND wait_event_type = 'Lock'`).Scan(&pid) == nil
 			})
+			if c.refuse {
+				pgtest.Eventually(t, "the pool has an idle connection", func() bool { return pool.Stat().IdleConns() > 0 })
+				refuse.Store(true)
+			}
 			cancel()
 			if err := <-done; !errors.Is(err, context.Canceled) {
 				t.Fatalf("Acquire: %v, want context.Canceled", err)
 			}
+			refuse.Store(false)
 			for _, c := range pool.AcquireAllIdle(ctxT(t)) {
 				if c.Conn().PgConn().PID() == uint32(pid) {
 					t.Errorf("the abandoned request's connection (pid %d) is back in the pool", pid)

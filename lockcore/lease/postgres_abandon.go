@@ -77,7 +77,9 @@ func endedSession(err error) bool {
 // it frees the place), and the backend reads pgx's Terminate only after
 // the request; so in a pool of one connection, or one whose other
 // connections wait behind the same request, asking through the pool
-// waited for the very request it was to end.
+// waited for the very request it was to end. When the server refuses a
+// connection more (max_connections, a role's connection limit), it asks
+// through the pool after all.
 //
 // It needs the right to end the backend: a role may end the backends of
 // roles it is a member of (its own: a pool that connects as one role
@@ -91,17 +93,17 @@ func endedSession(err error) bool {
 func (p *pgStore) settle(pid uint32) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	c, err := pgx.ConnectConfig(ctx, p.connConfig("locktop.lease.settle"))
-	if err != nil {
-		p.log.Warn("lease: ending the backend of an abandoned request failed; what it commits after the cleanup stays until it lapses",
-			"pid", pid, "err", err)
-		return
+	var q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	} = p.pool
+	if c, err := pgx.ConnectConfig(ctx, p.connConfig("locktop.lease.settle")); err == nil {
+		defer c.Close(ctx)
+		q = c
 	}
-	defer c.Close(ctx)
 	var started pgtype.Timestamptz
 	pause := time.Millisecond
 	for {
-		err := c.QueryRow(ctx, pgEndBackend, int64(pid), started).Scan(nil, &started)
+		err := q.QueryRow(ctx, pgEndBackend, int64(pid), started).Scan(nil, &started)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return
 		}
