@@ -29,14 +29,42 @@ import (
 // the backend has started the request: the race
 // TestDeadlineInFlightLeavesNothing runs into). Before the acquire waited
 // for the abandoned request's backend to end, the grant or the waiter row
-// came back after the cleanup.
+// came back after the cleanup. "grant, pool of one": the abandoned
+// connection keeps the pool's one place until its backend has ended, so
+// the backend is ended on a connection outside the pool; through the pool
+// the acquire waited 5s for a connection, gave up, cleaned up after 5s
+// more (10s past its context) and the grant committed after it. "grant,
+// no connection more": the server refuses a connection beyond the pool's
+// (max_connections, a role's limit; here the dial fails), and the backend
+// is ended through an idle connection of the pool.
 func TestAbandonedRequestLeavesNothing(t *testing.T) {
-	for _, held := range []bool{false, true} {
-		name := map[bool]string{false: "grant", true: "probe"}[held]
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		held     bool
+		maxConns int32
+		refuse   bool
+	}{{"grant", false, 0, false}, {"probe", true, 0, false}, {"grant, pool of one", false, 1, false}, {"grant, no connection more", false, 0, true}} {
+		held := c.held
+		t.Run(c.name, func(t *testing.T) {
 			e := postgresEnv(t)
 			holder := e.open(Options{Owner: "holder"})
-			pool := pgtest.Pool(t, dropCancels("lease-abandoner"))
+			var refuse atomic.Bool
+			pool := pgtest.Pool(t, func(pc *pgxpool.Config) {
+				dropCancels("lease-abandoner")(pc)
+				if c.maxConns > 0 {
+					pc.MaxConns = c.maxConns
+				}
+				if c.refuse {
+					pc.MinConns = 2
+					dial := pc.ConnConfig.DialFunc
+					pc.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+						if refuse.Load() {
+							return nil, errors.New("test: no connection more")
+						}
+						return dial(ctx, network, addr)
+					}
+				}
+			})
 			w, err := OpenPostgres(ctxT(t), pool, testOptions(Options{Owner: "abandoner", Schema: e.where.Schema}))
 			if err != nil {
 				t.Fatal(err)
@@ -83,10 +111,15 @@ func TestAbandonedRequestLeavesNothing(t *testing.T) {
 				return watch.QueryRow(ctxT(t), `SELECT pid FROM pg_stat_activity
 					WHERE application_name = 'lease-abandoner' AND wait_event_type = 'Lock'`).Scan(&pid) == nil
 			})
+			if c.refuse {
+				pgtest.Eventually(t, "the pool has an idle connection", func() bool { return pool.Stat().IdleConns() > 0 })
+				refuse.Store(true)
+			}
 			cancel()
 			if err := <-done; !errors.Is(err, context.Canceled) {
 				t.Fatalf("Acquire: %v, want context.Canceled", err)
 			}
+			refuse.Store(false)
 			for _, c := range pool.AcquireAllIdle(ctxT(t)) {
 				if c.Conn().PgConn().PID() == uint32(pid) {
 					t.Errorf("the abandoned request's connection (pid %d) is back in the pool", pid)
@@ -128,58 +161,68 @@ func TestAbandonedRequestLeavesNothing(t *testing.T) {
 // the lock as it was: Upgradeable in the table as in the Lock, readers
 // admitted. Before the upgrade's backend was ended first, the upgrade
 // committed after Upgrade had returned: a write grant in the table, of a
-// newer fence, whose holder believes it reads.
+// newer fence, whose holder believes it reads; in a pool of one, until
+// the backend was ended on a connection outside the pool, too.
 func TestAbandonedUpgradeLeavesNothing(t *testing.T) {
-	e := postgresEnv(t)
-	other := e.open(Options{Owner: "reader"})
-	pool := pgtest.Pool(t, dropCancels("lease-abandoner"))
-	m, err := OpenPostgres(ctxT(t), pool, testOptions(Options{Owner: "upgrader", Schema: e.where.Schema}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	r := Map("abandoned-upgrade")
-	l := acquire(t, ctxT(t), m, r, Upgradeable)
-	defer release(t, l)
-	tx, err := pgtest.Conn(t).Begin(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctxT(t), "SELECT 1 FROM "+e.where.Schema+".dal_locks WHERE lock_id = $1 FOR SHARE", r.String()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- l.Upgrade(ctx) }()
-	watch := pgtest.Conn(t)
-	var pid int32
-	pgtest.Eventually(t, "the upgrade waits for the grant's row", func() bool {
-		return watch.QueryRow(ctxT(t), `SELECT pid FROM pg_stat_activity
-			WHERE application_name = 'lease-abandoner' AND wait_event_type = 'Lock'`).Scan(&pid) == nil
-	})
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Upgrade: %v, want context.Canceled", err)
-	}
-	if err := tx.Rollback(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	pgtest.Eventually(t, "the abandoned upgrade's backend ends", func() bool {
-		var n int
-		if err := watch.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n == 0
-	})
-	for _, in := range holding(t, other, r) {
-		if in.Mode != l.Mode() || in.Fence != l.Fence() {
-			t.Fatalf("the table says %s (fence %d), the Lock %s (fence %d)", in.Mode, in.Fence, l.Mode(), l.Fence())
-		}
-	}
-	if tryFails(t, other, r, Read) {
-		t.Fatal("a reader is refused beside an Upgradeable holder whose upgrade was abandoned")
+	for _, maxConns := range []int32{0, 1} {
+		t.Run(map[int32]string{0: "pool", 1: "pool of one"}[maxConns], func(t *testing.T) {
+			e := postgresEnv(t)
+			other := e.open(Options{Owner: "reader"})
+			pool := pgtest.Pool(t, func(c *pgxpool.Config) {
+				dropCancels("lease-abandoner")(c)
+				if maxConns > 0 {
+					c.MaxConns = maxConns
+				}
+			})
+			m, err := OpenPostgres(ctxT(t), pool, testOptions(Options{Owner: "upgrader", Schema: e.where.Schema}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Close() })
+			r := Map("abandoned-upgrade")
+			l := acquire(t, ctxT(t), m, r, Upgradeable)
+			defer release(t, l)
+			tx, err := pgtest.Conn(t).Begin(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.Background())
+			if _, err := tx.Exec(ctxT(t), "SELECT 1 FROM "+e.where.Schema+".dal_locks WHERE lock_id = $1 FOR SHARE", r.String()); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(ctxT(t))
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- l.Upgrade(ctx) }()
+			watch := pgtest.Conn(t)
+			var pid int32
+			pgtest.Eventually(t, "the upgrade waits for the grant's row", func() bool {
+				return watch.QueryRow(ctxT(t), `SELECT pid FROM pg_stat_activity
+					WHERE application_name = 'lease-abandoner' AND wait_event_type = 'Lock'`).Scan(&pid) == nil
+			})
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Upgrade: %v, want context.Canceled", err)
+			}
+			if err := tx.Rollback(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			pgtest.Eventually(t, "the abandoned upgrade's backend ends", func() bool {
+				var n int
+				if err := watch.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n == 0
+			})
+			for _, in := range holding(t, other, r) {
+				if in.Mode != l.Mode() || in.Fence != l.Fence() {
+					t.Fatalf("the table says %s (fence %d), the Lock %s (fence %d)", in.Mode, in.Fence, l.Mode(), l.Fence())
+				}
+			}
+			if tryFails(t, other, r, Read) {
+				t.Fatal("a reader is refused beside an Upgradeable holder whose upgrade was abandoned")
+			}
+		})
 	}
 }
 

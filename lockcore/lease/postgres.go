@@ -18,8 +18,11 @@ import (
 // opts.Schema (default "locktop_lease"), creating the schema and its tables
 // if they are missing. Release wake-ups travel by LISTEN/NOTIFY on a
 // connection of the Manager's own, opened with pool's configuration (so
-// the pool needs no spare connection for it). The pool stays the caller's:
-// Close does not close it.
+// the pool needs no spare connection for it); an acquire abandoned with a
+// request in flight opens another such connection for a few round trips,
+// to end that request's backend. Both are made from
+// pool.Config().ConnConfig: the pool's BeforeConnect and AfterConnect do
+// not run for them. The pool stays the caller's: Close does not close it.
 //
 // Every statement on the lock path uses the server's clock (now()), never
 // the client's. Like any session feature, LISTEN needs a real session: do
@@ -109,14 +112,21 @@ func (p *pgStore) close() error {
 	return nil
 }
 
-// listen starts the goroutine that turns notifications into wake-ups. The
-// first connection is made here, so a Manager that opens is listening.
-func (p *pgStore) listen(ctx context.Context) error {
+// connConfig configures a connection of the store's own, outside the
+// pool, named app (its application_name).
+func (p *pgStore) connConfig(app string) *pgx.ConnConfig {
 	cfg := p.pool.Config().ConnConfig.Copy()
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
-	cfg.RuntimeParams["application_name"] = "locktop.lease.listen"
+	cfg.RuntimeParams["application_name"] = app
+	return cfg
+}
+
+// listen starts the goroutine that turns notifications into wake-ups. The
+// first connection is made here, so a Manager that opens is listening.
+func (p *pgStore) listen(ctx context.Context) error {
+	cfg := p.connConfig("locktop.lease.listen")
 	connect := func(ctx context.Context) (*pgx.Conn, error) {
 		c, err := pgx.ConnectConfig(ctx, cfg)
 		if err != nil {

@@ -70,6 +70,17 @@ func endedSession(err error) bool {
 // to cleanupTimeout. A backend that has committed is past its commit by
 // the time it leaves pg_stat_activity; one that has not rolls back first.
 //
+// It asks on a connection of its own, outside the pool: the pool may have
+// none to give until the abandoned request has ended. The abandoned
+// connection keeps its place in the pool until its backend has closed it
+// (pgx reads what the server still sends, pgxpool waits for that before
+// it frees the place), and the backend reads pgx's Terminate only after
+// the request; so in a pool of one connection, or one whose other
+// connections wait behind the same request, asking through the pool
+// waited for the very request it was to end. When the server refuses a
+// connection more (max_connections, a role's connection limit), it asks
+// through the pool after all.
+//
 // It needs the right to end the backend: a role may end the backends of
 // roles it is a member of (its own: a pool that connects as one role
 // needs nothing more), else it needs pg_signal_backend; a superuser's
@@ -82,10 +93,17 @@ func endedSession(err error) bool {
 func (p *pgStore) settle(pid uint32) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
+	var q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	} = p.pool
+	if c, err := pgx.ConnectConfig(ctx, p.connConfig("locktop.lease.settle")); err == nil {
+		defer c.Close(ctx)
+		q = c
+	}
 	var started pgtype.Timestamptz
 	pause := time.Millisecond
 	for {
-		err := p.pool.QueryRow(ctx, pgEndBackend, int64(pid), started).Scan(nil, &started)
+		err := q.QueryRow(ctx, pgEndBackend, int64(pid), started).Scan(nil, &started)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return
 		}
