@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,7 +43,7 @@ func BenchmarkInspect(b *testing.B) {
 		}
 	}
 	b.Run("inspect", func(b *testing.B) {
-		defer serverCPU(b, rdb)()
+		defer redistest.ServerCPU(b, rdb)()
 		for b.Loop() {
 			if t, err := Read(ctx, rdb, prefix, 0); err != nil || len(t.Locks) != 1000 {
 				b.Fatalf("%d locks, %v", len(t.Locks), err)
@@ -52,7 +51,7 @@ func BenchmarkInspect(b *testing.B) {
 		}
 	})
 	b.Run("bare-read", func(b *testing.B) {
-		defer serverCPU(b, rdb)()
+		defer redistest.ServerCPU(b, rdb)()
 		for b.Loop() {
 			var cursor uint64
 			for {
@@ -109,7 +108,7 @@ func BenchmarkInspect(b *testing.B) {
 		}
 	})
 	b.Run("bare-scan", func(b *testing.B) {
-		defer serverCPU(b, rdb)()
+		defer redistest.ServerCPU(b, rdb)()
 		for b.Loop() {
 			var cursor uint64
 			for {
@@ -124,35 +123,6 @@ func BenchmarkInspect(b *testing.B) {
 			}
 		}
 	})
-}
-
-// serverCPU reports the CPU Redis spent per op (its used_cpu_user and
-// used_cpu_sys, from INFO cpu) over the benchmark; call the function it
-// returns at the end.
-func serverCPU(b *testing.B, rdb *redis.Client) func() {
-	ctx := context.Background()
-	used := func() float64 {
-		info, err := rdb.Info(ctx, "cpu").Result()
-		if err != nil {
-			b.Fatal(err)
-		}
-		var s float64
-		for _, l := range strings.Split(info, "\r\n") {
-			for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-				if v, ok := strings.CutPrefix(l, f); ok {
-					x, _ := strconv.ParseFloat(v, 64)
-					s += x
-				}
-			}
-		}
-		return s
-	}
-	before := used()
-	return func() {
-		if b.N > 0 {
-			b.ReportMetric((used()-before)*1e6/float64(b.N), "server-µs/op")
-		}
-	}
 }
 
 // BenchmarkInspectQueued is Read of 1,000 held locks each with a queue of
@@ -201,7 +171,7 @@ func BenchmarkInspectQueued(b *testing.B) {
 	reader := redis.NewClient(opt)
 	defer reader.Close()
 	b.Run("inspect", func(b *testing.B) {
-		defer serverCPU(b, rdb)()
+		defer redistest.ServerCPU(b, rdb)()
 		sent.Store(0)
 		for b.Loop() {
 			t, err := Read(ctx, reader, prefix, 0)

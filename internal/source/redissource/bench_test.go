@@ -4,15 +4,12 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/locktop/locktop/internal/source/redislocks"
 	"github.com/locktop/locktop/internal/source/redissource"
+	"github.com/locktop/locktop/internal/testenv/benchcpu"
 	"github.com/locktop/locktop/internal/testenv/redistest"
 	"github.com/locktop/locktop/lockcore/redislock"
 )
@@ -38,7 +35,8 @@ func BenchmarkPoll(b *testing.B) {
 	}
 	src := redissource.New(redistest.Client(b), redissource.Options{Prefix: prefix})
 	b.Run("poll", func(b *testing.B) {
-		defer cpu(b, rdb)()
+		defer benchcpu.PerOp(b)()
+		defer redistest.ServerCPU(b, rdb)()
 		for b.Loop() {
 			if snap, err := src.Poll(ctx); err != nil || len(snap.Locks) != 1000 {
 				b.Fatalf("%d locks, %v", len(snap.Locks), err)
@@ -46,7 +44,8 @@ func BenchmarkPoll(b *testing.B) {
 		}
 	})
 	b.Run("bare-read", func(b *testing.B) {
-		defer cpu(b, rdb)()
+		defer benchcpu.PerOp(b)()
+		defer redistest.ServerCPU(b, rdb)()
 		for b.Loop() {
 			if n, err := redislocks.BareRead(ctx, rdb, prefix); err != nil || n != 1000 {
 				b.Fatalf("%d holds, %v", n, err)
@@ -66,7 +65,8 @@ func BenchmarkPoll(b *testing.B) {
 		}
 	}
 	b.Run("bare-scan", func(b *testing.B) {
-		defer cpu(b, rdb)()
+		defer benchcpu.PerOp(b)()
+		defer redistest.ServerCPU(b, rdb)()
 		for b.Loop() {
 			bareScan(b)
 		}
@@ -95,41 +95,4 @@ func BenchmarkPoll(b *testing.B) {
 		b.ReportMetric(med(poll)/med(bare), "x-bare-read")
 		b.ReportMetric(med(poll)/med(scan), "x-bare-scan")
 	})
-}
-
-// cpu reports the CPU this process (client-µs/op: getrusage) and Redis
-// (server-µs/op: INFO cpu's used_cpu_user and used_cpu_sys) spent per op
-// over the benchmark; call the function it returns at the end.
-func cpu(b *testing.B, rdb *redis.Client) func() {
-	ctx := context.Background()
-	server := func() float64 {
-		info, err := rdb.Info(ctx, "cpu").Result()
-		if err != nil {
-			b.Fatal(err)
-		}
-		var s float64
-		for _, l := range strings.Split(info, "\r\n") {
-			for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-				if v, ok := strings.CutPrefix(l, f); ok {
-					x, _ := strconv.ParseFloat(v, 64)
-					s += x
-				}
-			}
-		}
-		return s * 1e6
-	}
-	client := func() float64 {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			b.Fatal(err)
-		}
-		return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
-	}
-	c0, s0 := client(), server()
-	return func() {
-		if b.N > 0 {
-			b.ReportMetric((client()-c0)/float64(b.N), "client-µs/op")
-			b.ReportMetric((server()-s0)/float64(b.N), "server-µs/op")
-		}
-	}
 }
