@@ -19,7 +19,7 @@ import (
 // its bare read (redislocks.BareRead: the same commands, decoded by go-redis
 // and dropped) and beside a bare SCAN loop of the prefix. Compare them in
 // one run (-count 5); profile poll with -cpuprofile. Each reports the CPU
-// this process spent per op (client-µs/op: go-redis, decoding, the
+// this process spent per op (cpu-ms/op: go-redis, decoding, the
 // source's own work and the GC, less noisy than the wall time on a shared
 // machine) and Redis's (server-µs/op).
 func BenchmarkPoll(b *testing.B) {
