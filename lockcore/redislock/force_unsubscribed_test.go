@@ -93,6 +93,44 @@ func TestForceReleaseWhileUnsubscribed(t *testing.T) {
 	}
 }
 
+// The subscription's check ends a grant, not a token: a force release
+// of the grant that reached nobody may be followed by a later grant to the
+// same token (a waiter keeps its token across polls; see dispatch), which
+// the check must not take for the first. Here the key's hash is rewritten
+// to the same token under the next fence while the Locker is not
+// subscribed, as that later grant leaves it.
+func TestSubscriptionCheckEndsTheGrantNotTheToken(t *testing.T) {
+	victim := newLocker(t, Options{Owner: "victim", TTL: time.Minute})
+	ctx := context.Background()
+	checked := make(chan struct{}, 4)
+	holdsChecked.set(func() {
+		select {
+		case checked <- struct{}{}:
+		default: // never block a listener
+		}
+	})
+	t.Cleanup(holdsChecked.clear)
+	k, err := victim.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := k.Context()
+	if err := victim.rdb.HSet(ctx, victim.prefix+"k", "f", k.Fence()+1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	victim.listen()
+	defer victim.unlisten()
+	within(t, "the subscription's check of the watched holds", checked, 10*time.Second)
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the token holds the key under fence %d, not the hold's %d, but the hold was not ended", k.Fence()+1, k.Fence())
+	}
+	if !errors.Is(context.Cause(c), ErrLost) {
+		t.Errorf("cause %v, want ErrLost", context.Cause(c))
+	}
+}
+
 // dialGate dials the test server; shut closes every connection dialed so
 // far and holds back new dials (signalling dialing) until open.
 type dialGate struct {

@@ -279,26 +279,33 @@ func (l *Locker) watched() []*Lock {
 }
 
 // checkHolds asks Redis, in one round trip (a pipeline: the holds may be
-// in different slots of a cluster), whether each hold's token still holds
-// its key, and declares lost those whose token does not: force-released,
-// or lost to a restart or a failover, while no notice could reach this
-// Locker. A hold whose check gets no answer is left to its next extend.
+// in different slots of a cluster), whether each hold's grant (its token
+// and fence) still holds its key, and declares lost those whose grant does
+// not: force-released, or lost to a restart or a failover, while no notice
+// could reach this Locker. The fence matters as in a notice: the token may
+// hold the key again under a later grant (see dispatch). A hold whose check
+// gets no answer is left to its next extend.
 func (l *Locker) checkHolds(ctx context.Context, holds []*Lock) {
 	if len(holds) == 0 {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
-	cmds := make([]*redis.StringCmd, len(holds))
+	cmds := make([]*redis.SliceCmd, len(holds))
 	_, _ = l.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 		for i, k := range holds {
-			cmds[i] = p.HGet(cctx, k.ks.hold, "t")
+			cmds[i] = p.HMGet(cctx, k.ks.hold, "t", "f")
 		}
 		return nil
 	})
 	for i, k := range holds {
-		tok, err := cmds[i].Result()
-		if errors.Is(err, redis.Nil) || (err == nil && tok != k.token) {
+		v, err := cmds[i].Result()
+		if err != nil || len(v) < 2 {
+			continue
+		}
+		tok, _ := v[0].(string)
+		fence, _ := v[1].(string) // none in a hold written by an older Locker
+		if tok != k.token || (fence != "" && fence != strconv.FormatInt(k.fence, 10)) {
 			k.gone("Redis no longer has it (force-released, or lost to a restart or a failover, while no notice could reach this Locker)")
 		}
 	}

@@ -83,8 +83,8 @@ func bound(locks []model.Lock, blocked func(w *model.Lock, pid int32) bool) {
 	}
 	for i := range locks {
 		l := &locks[i]
-		if l.Granted && l.Kind != model.KindAdvisory && !l.Session().XactStart.IsZero() && !l.HeldSince.IsZero() && l.HeldSince.Before(l.Session().XactStart) {
-			l.HeldSince = l.Session().XactStart
+		if x := l.Session().XactStart; l.Granted && l.Kind != model.KindAdvisory && !x.IsZero() && !l.HeldSince.IsZero() && l.HeldSince.Before(x) {
+			l.HeldSince = x
 		}
 	}
 }
