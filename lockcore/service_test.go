@@ -587,7 +587,8 @@ func TestServerStopsAnswering(t *testing.T) {
 	defer pool.Close()
 	defer p.Thaw() // before pool.Close, which waits for a connection stuck behind the frozen proxy
 	s := lockcore.New(pool, lockcore.Wait(300*time.Millisecond))
-	if err := s.With(context.Background(), freshAgent(), noop); err != nil { // prepares the connection
+	// Prepares the connection; its own wait, as a loaded box may take longer than 300ms to connect.
+	if err := s.With(context.Background(), freshAgent(), noop, lockcore.Wait(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	key := freshAgent()
@@ -868,7 +869,9 @@ func TestReentrancyWithoutSystemIdentifier(t *testing.T) {
 // out of time.
 func TestZeroTimeoutIsDefault(t *testing.T) {
 	t.Parallel()
-	s, _ := newService(t, 2, lockcore.Wait(300*time.Millisecond))
+	// The default wait outlasts a connect on a loaded box (a free key must
+	// be taken) and stays short (a held key must time out at it).
+	s, _ := newService(t, 2, lockcore.Wait(2*time.Second))
 	ctx := context.Background()
 	for _, d := range []time.Duration{0, -time.Second} {
 		ran := false
