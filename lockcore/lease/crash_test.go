@@ -209,6 +209,31 @@ FROM crash_renewal.dal_locks WHERE token = $2`, lease.Microseconds(), l.token).S
 		}
 	})
 
+	// An upgrade mints a fence as a grant does (README.md: "a transaction
+	// that grants (or upgrades) commits with synchronous_commit on"): a
+	// crash that took it back would hand that fence out again. Checked as
+	// it returns, no crash needed, as for metadata: nothing else writes.
+	t.Run("upgrade", func(t *testing.T) {
+		p := pool(t)
+		l, err := open(t, p, Options{Schema: "crash_upgrade", Heartbeat: -1}).Acquire(ctxT(t), Map("m1"), Upgradeable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := l.Fence()
+		if err := l.Upgrade(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		if l.Fence() <= before {
+			t.Fatalf("fence after the upgrade %d, want above %d", l.Fence(), before)
+		}
+		var flushed bool
+		if err := p.QueryRow(ctxT(t), `SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()`).Scan(&flushed); err != nil {
+			t.Fatal(err)
+		}
+		if !flushed {
+			t.Error("Upgrade returned before its commit (the new fence) was flushed to the WAL")
+		}
+	})
 	// A version WriteAtomic reported committed must stay the committed one
 	// after a crash: the write deletes the version it superseded, so a
 	// crash that took the commit back would leave the manifest naming a

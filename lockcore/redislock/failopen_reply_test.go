@@ -91,3 +91,36 @@ func TestFailOpenNotOnReadOnlyReply(t *testing.T) {
 		t.Errorf("FailOpen counted %d", n)
 	}
 }
+
+// The one error reply FailOpen opens on (README: "too many clients"):
+// a Redis at its maxclients refuses every new connection with "ERR max
+// number of clients reached", and cannot be reached by this Locker any
+// more than one that is down (the refusal reaches go-redis as that reply
+// or, the server having closed the connection, as a broken pipe, which
+// go-redis retries until the wait ends). With runs fn unprotected and counts it; a
+// plain Acquire reports ErrUnavailable.
+func TestFailOpenOnMaxClients(t *testing.T) {
+	srv := redistest.Private(t)
+	admin := redistest.ClientOf(t, srv)
+	ctx := context.Background()
+	if err := admin.Ping(ctx).Err(); err != nil { // the admin's connection, before the limit
+		t.Fatal(err)
+	}
+	if err := admin.ConfigSet(ctx, "maxclients", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.ConfigSet(ctx, "maxclients", "10000")
+	open := lockerOn(t, redistest.ClientOf(t, srv), Options{Owner: "open", FailOpen: true, Wait: 200 * time.Millisecond})
+	_, err := open.Acquire(ctx, "k")
+	t.Logf("Acquire: %v", err)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Acquire on a Redis at maxclients: %v, want ErrUnavailable", err)
+	}
+	ran := false
+	if err := open.With(ctx, "k", func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+		t.Errorf("With (FailOpen) on a Redis at maxclients: ran %v, err %v; want fn run", ran, err)
+	}
+	if n := open.Stats().FailOpen; n != 1 {
+		t.Errorf("FailOpen counted %d, want 1", n)
+	}
+}
