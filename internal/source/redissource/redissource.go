@@ -161,10 +161,16 @@ func setLocks(out []model.Lock, prefix string, in *redislocks.Info, now time.Tim
 		return 1
 	}
 	h.Owner, h.Token, h.Fence, h.HeldSince, h.Expires = in.Owner, in.Token, in.Fence, in.Since, expiry(now, in.TTL)
+	if len(in.Waiters) == 0 {
+		return 1
+	}
+	// The waiters of one key wait for the same holder: they share one
+	// slice (an allocation per key, not per waiter), never written.
+	blockers := []string{in.Owner}
 	for i, w := range in.Waiters {
 		l := &out[1+i]
 		l.Kind, l.Name, l.Namespace, l.Owner, l.Token = model.KindRedis, key, ns, w.Owner, w.Token
-		l.Mode, l.WaitStart, l.QueuePos, l.BlockedByOwners = "exclusive", w.Since, i+1, []string{in.Owner}
+		l.Mode, l.WaitStart, l.QueuePos, l.BlockedByOwners = "exclusive", w.Since, i+1, blockers
 	}
 	return 1 + len(in.Waiters)
 }
