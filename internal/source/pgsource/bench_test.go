@@ -103,6 +103,38 @@ func BenchmarkInspectMixed(b *testing.B) {
 			}
 		}
 	})
+	// poll is the source as the dashboard opens it (a Monitor, the one
+	// pane's figure); own is the Monitor's statement sent from pgx with
+	// its rows drained and nothing decoded: what poll adds to pgx.
+	b.Run("poll", func(b *testing.B) {
+		m, err := pgsource.Connect(ctx, pgtest.DSN(b), pgsource.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		b.ReportAllocs()
+		defer benchcpu.PerOp(b)()
+		for b.Loop() {
+			if _, err := m.Poll(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("own", func(b *testing.B) {
+		b.ReportAllocs()
+		defer benchcpu.PerOp(b)()
+		for b.Loop() {
+			rows, err := mon.Query(ctx, pglocks.SQL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for rows.Next() {
+			}
+			if rows.Close(); rows.Err() != nil {
+				b.Fatal(rows.Err())
+			}
+		}
+	})
 	bare, err := os.ReadFile("../../../testdata/bench/pg_locks_poll.sql")
 	if err != nil {
 		b.Fatal(err)
