@@ -311,7 +311,7 @@ func (m *Model) apply(i int, s model.Snapshot) {
 		for j := range m.snaps {
 			parts[j] = model.Part{Name: m.poll.feeds[j].name, Snapshot: m.snaps[j]}
 		}
-		m.merged = model.Merge(parts)
+		m.merged = merge(parts)
 		if m.hasSnap[0] {
 			m.merged.Taken = m.snaps[0].Taken
 		}

@@ -84,6 +84,17 @@ func readPrevious(path string) (previous, error) {
 	return p, nil
 }
 
+// retired are the rows no step writes any more, each with what replaced
+// it: merge drops them, which it would otherwise keep for ever, marked
+// not rerun, beside the rows that replaced them.
+var retired = map[string]string{
+	// pgsource.Inspect (a fresh Reader each poll, no held times) against the
+	// bare pg_locks query: the one pane's step has measured the dashboard's
+	// Monitor.Poll since 6cc8bd2 (2026-11-26), against pgbench sending its
+	// own statement; Inspect alone is BenchmarkInspectMixed/ratio.
+	"One pane, PostgreSQL source (pgsource.Inspect), 1,000 advisory locks + 100 row-lock waits + 1,000 Redis session keys + 1,000 leases": "One pane, PostgreSQL source (pgsource.Monitor.Poll), …",
+}
+
 // rowName is a table row's first cell, trimmed.
 func rowName(row string) string {
 	cells := strings.Split(row, "|")
@@ -106,6 +117,9 @@ func (p previous) merge(figs []figure) (rows, commands []string) {
 	var out []slot
 	at := map[string]int{}
 	for _, row := range p.rows {
+		if _, ok := retired[rowName(row)]; ok {
+			continue
+		}
 		at[rowName(row)] = len(out)
 		out = append(out, slot{row: row})
 	}

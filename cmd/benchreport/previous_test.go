@@ -76,3 +76,32 @@ func TestReportPlacesNewRowsBesideTheirStep(t *testing.T) {
 		t.Errorf("rows %q, want %q", names, want)
 	}
 }
+
+// A retired row (no step writes it) is dropped with its command at the
+// next run, whatever steps that run reruns.
+func TestReportDropsRetiredRows(t *testing.T) {
+	var name string
+	for n := range retired {
+		name = n
+	}
+	path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	r := &runner{rounds: 7, benchFor: "1s"}
+	first := []figure{
+		{Name: "Lock cycle", Figure: "100 µs", Ratio: "1.00×", Spread: "0.9–1.1", Verdict: "met", Command: "go test lock"},
+		{Name: name, Figure: "21.95 ms", Ratio: "1.80×", Spread: "1.2–1.9", Verdict: "missed", Command: "go test retired"},
+	}
+	if err := os.WriteFile(path, []byte(report(first, previous{}, "15", r)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prev, err := readPrevious(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := report(nil, prev, "15", r)
+	if strings.Contains(again, name) || strings.Contains(again, "go test retired") {
+		t.Errorf("the retired row or its command is still there:\n%s", again)
+	}
+	if !strings.Contains(again, "| Lock cycle | 100 µs |") {
+		t.Errorf("the other row is gone:\n%s", again)
+	}
+}

@@ -3,7 +3,10 @@ package pglocks_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/locktop/locktop/internal/source/pglocks"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
@@ -47,4 +50,49 @@ func TestReaderReusesOrderOnlyWhenUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	read(1, 3, 5, 7)
+}
+
+// A Reader gives a session the server shows unchanged the *Backend of the
+// last read (a poll of an unchanged server allocates no session), and a
+// session that changed a new one with what it shows now.
+func TestReaderKeepsUnchangedSessions(t *testing.T) {
+	ctx := context.Background()
+	idle, busy, mon := pgtest.Conn(t), pgtest.Conn(t), pgtest.Conn(t)
+	var idlePID, busyPID int32
+	for _, c := range []struct {
+		conn interface {
+			QueryRow(context.Context, string, ...any) pgx.Row
+		}
+		pid *int32
+		key int
+	}{{idle, &idlePID, 1}, {busy, &busyPID, 2}} {
+		if err := c.conn.QueryRow(ctx, "SELECT pg_backend_pid() FROM pg_advisory_lock(4243, $1::int)", c.key).Scan(c.pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rd pglocks.Reader
+	first, err := rd.Read(ctx, mon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idleB, busyB := first.Backends[idlePID], first.Backends[busyPID]
+	if idleB == nil || busyB == nil {
+		t.Fatalf("the first read lacks a session: %v", first.Backends)
+	}
+	if _, err := busy.Exec(ctx, "SELECT 'the busy session ran this'"); err != nil {
+		t.Fatal(err)
+	}
+	second, err := rd.Read(ctx, mon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Backends[idlePID] != idleB {
+		t.Errorf("the unchanged session has a new *Backend: %+v, was %+v", second.Backends[idlePID], idleB)
+	}
+	if b := second.Backends[busyPID]; b == busyB || !strings.Contains(b.Query, "the busy session ran this") {
+		t.Errorf("the session that ran a statement: %+v (the first read's: %p, now %p)", b, busyB, b)
+	}
+	if !strings.Contains(busyB.Query, "pg_advisory_lock") {
+		t.Errorf("the first read's session was written since: %+v", busyB)
+	}
 }

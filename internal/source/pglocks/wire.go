@@ -49,6 +49,26 @@ func (t rawText) str() string { return string(t.b) }
 // is reports whether the text is s.
 func (t rawText) is(s string) bool { return t.valid && string(t.b) == s }
 
+// equal reports whether the text is s, as str would give it (null is "").
+func (t rawText) equal(s string) bool { return string(t.b) == s }
+
+// among is str, as the one of known that the text is when it is one: the
+// lock types and modes of thousands of rows a poll are a dozen strings,
+// not a string each.
+func (t rawText) among(known []string) string {
+	for _, k := range known {
+		if string(t.b) == k {
+			return k
+		}
+	}
+	return t.str()
+}
+
+// lockTypes are pg_locks' lock types (src/backend/utils/adt/lockfuncs.c),
+// the commonest first.
+var lockTypes = [...]string{"transactionid", "tuple", "relation", "virtualxid", "object", "page", "extend",
+	"frozenid", "spectoken", "userlock", "advisory", "applytransaction"}
+
 // wireTypes are the column types of SQL, in order.
 var wireTypes = [...]uint32{
 	pgtype.Int4OID, pgtype.Int4OID, pgtype.OIDOID, pgtype.OIDOID, pgtype.OIDOID, pgtype.Int2OID,

@@ -103,6 +103,73 @@ func BenchmarkInspectMixed(b *testing.B) {
 			}
 		}
 	})
+	// poll is the source as the dashboard opens it (a Monitor, the one
+	// pane's figure); own is the Monitor's statement sent from pgx with
+	// its rows drained and nothing decoded: what poll adds to pgx.
+	b.Run("poll", func(b *testing.B) {
+		m, err := pgsource.Connect(ctx, pgtest.DSN(b), pgsource.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		b.ReportAllocs()
+		defer benchcpu.PerOp(b)()
+		for b.Loop() {
+			if _, err := m.Poll(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("own", func(b *testing.B) {
+		b.ReportAllocs()
+		defer benchcpu.PerOp(b)()
+		for b.Loop() {
+			rows, err := mon.Query(ctx, pglocks.SQL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for rows.Next() {
+			}
+			if rows.Close(); rows.Err() != nil {
+				b.Fatal(rows.Err())
+			}
+		}
+	})
+	// poll-vs-own: each iteration a Monitor's poll, then its statement
+	// drained from pgx on another connection, so a machine busy with other
+	// work slows both alike; the medians and their ratio (what the
+	// Monitor adds to pgx receiving its rows) are reported.
+	b.Run("poll-vs-own", func(b *testing.B) {
+		m, err := pgsource.Connect(ctx, pgtest.DSN(b), pgsource.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		var polls, owns []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			if _, err := m.Poll(ctx); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			rows, err := mon.Query(ctx, pglocks.SQL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for rows.Next() {
+			}
+			if rows.Close(); rows.Err() != nil {
+				b.Fatal(rows.Err())
+			}
+			polls, owns = append(polls, t1.Sub(t0)), append(owns, time.Since(t1))
+		}
+		slices.Sort(polls)
+		slices.Sort(owns)
+		mp, mo := polls[len(polls)/2], owns[len(owns)/2]
+		b.ReportMetric(float64(mp.Microseconds())/1000, "poll-ms")
+		b.ReportMetric(float64(mo.Microseconds())/1000, "own-ms")
+		b.ReportMetric(float64(mp)/float64(mo), "x-own")
+	})
 	bare, err := os.ReadFile("../../../testdata/bench/pg_locks_poll.sql")
 	if err != nil {
 		b.Fatal(err)

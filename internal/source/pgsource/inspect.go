@@ -44,12 +44,17 @@ func InspectWith(ctx context.Context, q pglocks.Querier, reg *registry.Registry)
 // waiters give: a Monitor works those out with what it saw in earlier
 // polls.
 func build(t *pglocks.Table, reg *registry.Registry) model.Snapshot {
+	return buildWith(t, reg, &backends{})
+}
+
+// buildWith is build converting the sessions with sessions, which may
+// hold the last poll's (see backends).
+func buildWith(t *pglocks.Table, reg *registry.Registry, sessions *backends) model.Snapshot {
 	// Room for the other kinds too, so appending them does not copy the
 	// advisory rows again.
 	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(t.Others))}
 	kn := keyNamer{reg: reg}
 	var (
-		sessions backends
 		ns       string
 		groupEnd int
 	)
@@ -84,7 +89,7 @@ func build(t *pglocks.Table, reg *registry.Registry) model.Snapshot {
 		}
 	}
 	queue(snap.Locks)
-	snap.Locks = others(t, snap.Locks, &sessions)
+	snap.Locks = others(t, snap.Locks, sessions)
 	return snap
 }
 

@@ -67,6 +67,7 @@ type Monitor struct {
 	// below.
 	polling chan struct{}
 	reader  pglocks.Reader // keeps the last poll's rows and their order
+	models  backends       // the last poll's sessions as the model's
 	// grants are the last poll's grants, in its order, with when each was
 	// first seen; spareGrants is where the next poll lists its own.
 	grants, spareGrants []grantSeen
@@ -237,7 +238,8 @@ func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, *pglocks.Table, 
 		return model.Snapshot{}, nil, err
 	}
 	partial := m.names.apply(&t)
-	snap := build(&t, m.reg)
+	m.models = backends{prev: m.models.byB}
+	snap := buildWith(&t, m.reg, &m.models)
 	snap.Partial = partial
 	snap.Latency = time.Since(start)
 	return snap, &t, nil

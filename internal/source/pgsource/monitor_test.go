@@ -294,3 +294,43 @@ func TestConnectionsForPlainRole(t *testing.T) {
 		t.Errorf("connections: superuser sees %d, plain role %d", a.Connections, b.Connections)
 	}
 }
+
+// A session the server shows unchanged keeps its *model.Backend from poll
+// to poll (a poll of an unchanged server converts no session); one that
+// changed gets a new one, and the earlier poll's is left as it was.
+func TestPollKeepsUnchangedSessions(t *testing.T) {
+	m := connect(t, pgtest.DSN(t))
+	ctx := context.Background()
+	idle, busy := pgtest.Conn(t), pgtest.Conn(t)
+	if _, err := idle.Exec(ctx, "SELECT pg_advisory_lock(1, 4244)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := busy.Exec(ctx, "SELECT pg_advisory_lock(1, 4245)"); err != nil {
+		t.Fatal(err)
+	}
+	idleKey, busyKey := lockcore.Pair(registry.SpaceAgent, 4244).String(), lockcore.Pair(registry.SpaceAgent, 4245).String()
+	s1, err := m.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := busy.Exec(ctx, "SELECT 'the busy session ran this'"); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := m.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i1, i2, b1, b2 := rowsOf(s1, idleKey), rowsOf(s2, idleKey), rowsOf(s1, busyKey), rowsOf(s2, busyKey)
+	if len(i1) != 1 || len(i2) != 1 || len(b1) != 1 || len(b2) != 1 {
+		t.Fatalf("rows: %d %d %d %d, want one each", len(i1), len(i2), len(b1), len(b2))
+	}
+	if i1[0].Backend != i2[0].Backend {
+		t.Errorf("the unchanged session's second poll has a new *Backend: %+v, was %+v", i2[0].Backend, i1[0].Backend)
+	}
+	if b1[0].Backend == b2[0].Backend || !strings.Contains(b2[0].Query, "the busy session ran this") {
+		t.Errorf("the session that ran a statement: %+v", b2[0].Backend)
+	}
+	if !strings.Contains(b1[0].Query, "pg_advisory_lock") {
+		t.Errorf("the first poll's session was written since: %+v", b1[0].Backend)
+	}
+}
