@@ -43,10 +43,11 @@ type Lock struct {
 	watching sync.WaitGroup // the watch, once it has started
 	stopping atomic.Bool    // Release has begun: a read deadline ends the watch cleanly
 
-	mu    sync.Mutex
-	state lockState
-	lost  *AdvisoryLockError // the loss (Op OpHold), once lost
-	done  chan struct{}      // made on the first call of Done
+	mu       sync.Mutex
+	state    lockState
+	lost     *AdvisoryLockError // the loss (Op OpHold), once lost
+	done     chan struct{}      // made on the first call of Done
+	signaled bool               // the context is cancelled: Done may be closed
 
 	once sync.Once
 	rerr error
@@ -183,7 +184,10 @@ func (l *Lock) Done() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.done == nil {
-		if l.state != stateHeld {
+		// signaled, not the state: a lock that has recorded its end but
+		// not yet cancelled its context (a loss's observers run in between)
+		// must not look done, or its Done's reader finds no cause.
+		if l.signaled {
 			return closed
 		}
 		l.done = make(chan struct{})
@@ -288,6 +292,7 @@ func (l *Lock) signal(lost *AdvisoryLockError) {
 		l.cancel(ErrReleased)
 	}
 	l.mu.Lock()
+	l.signaled = true
 	if l.done != nil {
 		close(l.done)
 	}

@@ -134,6 +134,50 @@ func TestLossOnTerminate(t *testing.T) {
 	}
 }
 
+// Done closes only once the lock's context has its cause: whoever sees
+// Done closed finds the cause wraps ErrLost. The observer holds the watch
+// between recording the loss and cancelling the context (observers hear of
+// a loss first), and the first call of Done comes in that moment, as it did
+// in ExampleLock_Done on a loaded machine ("lost: false": Done handed out
+// the closed channel of an ended lock whose context was not cancelled yet).
+func TestDoneWaitsForTheCause(t *testing.T) {
+	t.Parallel()
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	s, _ := newService(t, 2, lockcore.Observe(func(e lockcore.Event) {
+		if e.Kind == lockcore.EventLost {
+			close(entered)
+			<-proceed
+		}
+	}))
+	mon := pgtest.Conn(t)
+	l, err := s.Acquire(context.Background(), freshAgent())
+	if err != nil {
+		t.Fatal(err)
+	}
+	terminate(t, mon, l.PID())
+	select {
+	case <-entered:
+	case <-time.After(guard):
+		close(proceed)
+		t.Fatalf("no EventLost within %s", guard)
+	}
+	select {
+	case <-l.Done():
+		if cause := context.Cause(l.Context()); !errors.Is(cause, lockcore.ErrLost) {
+			t.Errorf("Done closed with the context's cause %v, want ErrLost", cause)
+		}
+	default:
+	}
+	close(proceed)
+	waitDone(t, l, "terminated backend")
+	if cause := context.Cause(l.Context()); !errors.Is(cause, lockcore.ErrLost) {
+		t.Errorf("context cause = %v, want ErrLost", cause)
+	}
+	if err := l.Release(context.Background()); !errors.Is(err, lockcore.ErrLost) {
+		t.Errorf("Release = %v, want ErrLost", err)
+	}
+}
+
 // A released lock: Done closed, cause and Err ErrReleased.
 func TestReleasedLockState(t *testing.T) {
 	t.Parallel()

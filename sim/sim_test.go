@@ -44,6 +44,14 @@ func newSim(t *testing.T, opts sim.Options) *sim.Sim {
 	if opts.ConfigPath == "" {
 		opts.ConfigPath = filepath.Join(t.TempDir(), "config.json")
 	}
+	if opts.StopGrace == 0 {
+		// Work still under way a second into Stop is cancelled, as it is
+		// after the default 5s: what Stop checks afterwards is the same.
+		// On a loaded box work waits on locks for seconds, and runs waited
+		// out the whole default grace (TestNoDeadlockElsewhere/steady:
+		// 5-6s of its stop).
+		opts.StopGrace = time.Second
+	}
 	withSystems(t, &opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -31,7 +31,8 @@ func trialSim(t *testing.T, dsn string, lost *lossCount) *sim.Sim {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := sim.New(ctx, sim.Options{DSN: dsn, Scenario: "steady", Schema: schema(), WorkMinConns: 2, LockMaxConns: 80,
-		ConfigPath: filepath.Join(t.TempDir(), "config.json"), Observers: []lockcore.Observer{lost.observe}})
+		ConfigPath: filepath.Join(t.TempDir(), "config.json"), Observers: []lockcore.Observer{lost.observe},
+		StopGrace: time.Second}) // as newSim's
 	if err != nil {
 		t.Fatal(err)
 	}

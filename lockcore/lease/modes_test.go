@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/internal/testenv/pgtest"
+	"github.com/locktop/locktop/lockcore"
 )
 
 // Modes: the compatibility matrix and upgrades, on both stores (the suite).
@@ -114,9 +115,14 @@ func testUpgradeRefused(t *testing.T, e *env) {
 }
 
 func testUpgradeTimesOut(t *testing.T, e *env) {
+	// A's Wait of a second bounds the Upgrade that must time out; its
+	// grant, which must succeed, gets the tests' usual wait.
 	a, b := e.open(Options{Owner: "A", Wait: time.Second}), e.open(Options{Owner: "B"})
 	r := Map("slow")
-	u := acquire(t, ctxT(t), a, r, Upgradeable)
+	u, err := a.Acquire(ctxT(t), r, Upgradeable, lockcore.Wait(testOptions(Options{}).Wait))
+	if err != nil {
+		t.Fatal(err)
+	}
 	rd := acquire(t, ctxT(t), b, r, Read)
 	if err := u.Upgrade(ctxT(t)); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("Upgrade with a reader staying: %v, want ErrTimeout", err)

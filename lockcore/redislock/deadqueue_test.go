@@ -104,7 +104,7 @@ func TestManyDeadQueueHeads(t *testing.T) {
 	}
 	close(gate)
 
-	bound := maxPoll + time.Duration(dead/100+1)*50*time.Millisecond + 300*time.Millisecond
+	bound := maxPoll + time.Duration(dead/100+1)*50*time.Millisecond + roundTrips
 	lv := grantedWithin(t, got, start, bound, 5*time.Second)
 	if lv.Fence() <= old.Fence() {
 		t.Errorf("live fence %d not above the holder's %d", lv.Fence(), old.Fence())

@@ -21,7 +21,7 @@ func TestFailOpenNotOnBusyReply(t *testing.T) {
 	rdb := redistest.ClientOf(t, srv)
 	admin := redistest.ClientOf(t, srv)
 	holder := lockerOn(t, rdb, Options{Owner: "holder"})
-	open := lockerOn(t, rdb, Options{Owner: "open", FailOpen: true, Wait: 300 * time.Millisecond})
+	open := lockerOn(t, rdb, Options{Owner: "open", FailOpen: true, Wait: replyWait})
 	ctx := context.Background()
 	if _, err := holder.Acquire(ctx, "k"); err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestFailOpenNotOnReadOnlyReply(t *testing.T) {
 	srv := redistest.Private(t)
 	rdb := redistest.ClientOf(t, srv)
 	holder := lockerOn(t, rdb, Options{Owner: "holder"})
-	open := lockerOn(t, rdb, Options{Owner: "open", FailOpen: true, Wait: 300 * time.Millisecond})
+	open := lockerOn(t, rdb, Options{Owner: "open", FailOpen: true, Wait: replyWait})
 	ctx := context.Background()
 	if _, err := holder.Acquire(ctx, "k"); err != nil {
 		t.Fatal(err)

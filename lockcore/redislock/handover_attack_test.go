@@ -339,7 +339,10 @@ func TestDuplicatedNoticeGrantsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan *Lock, 1)
-	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	// Long enough to still be waiting when both notices are published
+	// (registering and publishing on a loaded box), and so the notices'
+	// handling, before the wait ends with nothing.
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	go func() {
 		k, _ := waiter.Acquire(wctx, "k", lockcore.Wait(10*time.Second))

@@ -27,7 +27,7 @@ func TestHandOverEstimateNotLate(t *testing.T) {
 	holder := newLocker(t, Options{Owner: "holder"})
 	waiter := newLocker(t, Options{Prefix: holder.prefix, Owner: "waiter"})
 	ctx := context.Background()
-	k, err := holder.Acquire(ctx, "k", lockcore.TTL(time.Second))
+	k, err := holder.Acquire(ctx, "k", lockcore.TTL(time.Minute)) // held until the Release below, however slow the box
 	if err != nil {
 		t.Fatal(err)
 	}

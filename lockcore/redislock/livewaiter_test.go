@@ -27,6 +27,12 @@ func acquireLater(ctx context.Context, l *Locker, key string) <-chan acquired {
 	return got
 }
 
+// roundTrips is what a bound on a waiter's grant allows for its round
+// trips and scripts on top of the timers it is made of: a loaded box (CI,
+// with -race) may spend most of a second on them. The faults those bounds
+// catch cost whole claims or polls per dead waiter, seconds in all.
+const roundTrips = time.Second
+
 // grantedWithin waits for the waiter's grant, which must come no later than
 // bound after start (the release it waited for); it waits bound+slack
 // before it gives up.

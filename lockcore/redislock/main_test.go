@@ -31,6 +31,12 @@ func lockerOn(t testing.TB, rdb redis.UniversalClient, opts Options) *Locker {
 	return l
 }
 
+// replyWait is the Wait of a Locker whose call must come back with an
+// error reply (OOM, BUSY, READONLY): Redis answers at once, so the wait only
+// has to outlast a round trip, and a connect, on a loaded box; a shorter
+// one would end as ErrUnavailable before the reply came.
+const replyWait = 5 * time.Second
+
 // within fails t if ch is not closed within d: a guard against a test
 // hanging, not a timing assertion.
 func within(t testing.TB, what string, ch <-chan struct{}, d time.Duration) {

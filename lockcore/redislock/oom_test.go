@@ -19,7 +19,7 @@ import (
 func TestOOMReplyAcquireReleaseNoPhantom(t *testing.T) {
 	srv := redistest.Private(t)
 	rdb := redistest.ClientOf(t, srv)
-	l := lockerOn(t, rdb, Options{Owner: "oom", Wait: 300 * time.Millisecond})
+	l := lockerOn(t, rdb, Options{Owner: "oom", Wait: replyWait})
 	ctx := context.Background()
 
 	held, err := l.Acquire(ctx, "held")

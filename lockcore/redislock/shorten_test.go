@@ -67,7 +67,7 @@ func TestExtendAfterSeenLostDoesNotRevive(t *testing.T) {
 	if err := k.Extend(ctx, 10*time.Second); !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrLost) {
 		t.Fatalf("Extend of a hold seen lost = %v, want ErrNotHeld and ErrLost", err)
 	}
-	k2, err := other.Acquire(ctx, "k", lockcore.Wait(time.Second), lockcore.TTL(10*time.Second))
+	k2, err := other.Acquire(ctx, "k", lockcore.Wait(10*time.Second), lockcore.TTL(10*time.Second))
 	if err != nil {
 		t.Fatalf("the key was not freed after the lost hold's TTL: %v", err)
 	}

@@ -16,14 +16,16 @@ import (
 
 // With keeps a hold alive past its TTL while fn runs, and releases it.
 func TestWithExtendsPastTTL(t *testing.T) {
-	l := newLocker(t, Options{TTL: 300 * time.Millisecond})
+	// A TTL of a second: the keep-alive extends every third of it, and a
+	// loaded box may stall it for a good part of a shorter one.
+	l := newLocker(t, Options{TTL: time.Second})
 	other := newLocker(t, Options{Prefix: l.prefix})
 	ctx := context.Background()
 	var fence int64
 	err := l.With(ctx, "k", func(ctx context.Context) error {
-		// Run for four TTLs; meanwhile nobody else may get the key (another
+		// Run for three TTLs; meanwhile nobody else may get the key (another
 		// holder: with an unrelated context, not the body's, which holds it).
-		end := time.After(1200 * time.Millisecond)
+		end := time.After(3 * time.Second)
 		for {
 			select {
 			case <-ctx.Done():
@@ -283,7 +285,7 @@ func TestFailOpenNotOnErrorReply(t *testing.T) {
 	srv := redistest.Private(t)
 	rdb := redistest.ClientOf(t, srv)
 	holder := lockerOn(t, rdb, Options{Owner: "holder"})
-	open := lockerOn(t, rdb, Options{Owner: "open", FailOpen: true, Wait: 200 * time.Millisecond})
+	open := lockerOn(t, rdb, Options{Owner: "open", FailOpen: true, Wait: replyWait})
 	ctx := context.Background()
 	if _, err := holder.Acquire(ctx, "k"); err != nil {
 		t.Fatal(err)

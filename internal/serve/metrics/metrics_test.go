@@ -277,13 +277,16 @@ func TestAgainstTheDatabase(t *testing.T) {
 	m := metrics.New()
 	r := m.Registry()
 	pool := pgtest.Pool(t, nil)
-	locks := lockcore.New(pool, lockcore.Observe(m.Observer()), lockcore.Wait(300*time.Millisecond))
+	// The Service's wait is the timeout the With below must reach, and also
+	// bounds the TryWith's connect and session setup, which must succeed:
+	// seconds, not the 300ms a loaded box may spend connecting.
+	locks := lockcore.New(pool, lockcore.Observe(m.Observer()), lockcore.Wait(2*time.Second))
 	m.AddPools(func() []model.PoolStats {
 		return []model.PoolStats{poolstats.Of("lock", locks.Pool(), locks.Waiting())}
 	})
 	key := lockcore.Pair(registry.SpaceAgent, 9001)
 
-	held, err := locks.Acquire(ctx, key, lockcore.Wait(time.Second))
+	held, err := locks.Acquire(ctx, key, lockcore.Wait(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,10 +118,16 @@ func TestInspectBlockersMatchServer(t *testing.T) {
 	}
 	ops = append(ops, ops[len(ops)-1]) // advisory locks twice as often: their queues and upgrades
 	const rounds = 80
+	// The rounds share their sessions (a round uses 3 to 6 of them):
+	// connecting anew each round was most of the test's time.
+	var sessions [6]*session
+	for i := range sessions {
+		sessions[i] = connectSession(t)
+	}
 	checked := 0
 	for round := range rounds {
 		r := rand.New(rand.NewPCG(uint64(round), 20))
-		checked += blockerRound(t, mon, r, ops)
+		checked += blockerRound(t, mon, sessions[:], r, ops)
 	}
 	t.Logf("%d waiters checked in %d rounds", checked, rounds)
 	if checked < rounds {
@@ -132,45 +138,41 @@ func TestInspectBlockersMatchServer(t *testing.T) {
 type session struct {
 	c       *pgx.Conn
 	pid     int32
-	cancel  context.CancelFunc
 	done    chan struct{} // the running statement ended; nil when none runs
 	history []string
 }
 
-// blockerRound runs one random workload and checks its waiters; it returns
-// how many it checked.
-func blockerRound(t *testing.T, mon *pgx.Conn, r *rand.Rand, ops []func(*rand.Rand) string) int {
+// connectSession opens a session of the workload, closed with the test.
+func connectSession(t *testing.T) *session {
 	t.Helper()
 	ctx := context.Background()
-	sessions := make([]*session, 3+r.IntN(4))
-	defer func() {
-		for _, s := range sessions {
-			if s == nil {
-				continue
-			}
-			s.cancel()
-			if s.done != nil {
-				<-s.done
-			}
-			s.c.Close(ctx)
-		}
-	}()
-	for i := range sessions {
-		c, err := pgx.Connect(ctx, pgtest.DSN(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &session{c: c}
-		sessions[i] = s
-		s.cancel = func() {}
-		// A deadlock stays put while it is checked, instead of ending after a second.
-		if _, err := c.Exec(ctx, "SET deadlock_timeout = '1h'"); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&s.pid); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+	c, err := pgx.Connect(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	s := &session{c: c}
+	// A deadlock stays put while it is checked, instead of ending after a second.
+	if _, err := c.Exec(ctx, "SET deadlock_timeout = '1h'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&s.pid); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// blockerRound runs one random workload on some of the sessions and checks
+// its waiters; it returns how many it checked. It leaves the sessions idle,
+// out of any transaction.
+func blockerRound(t *testing.T, mon *pgx.Conn, all []*session, r *rand.Rand, ops []func(*rand.Rand) string) int {
+	t.Helper()
+	ctx := context.Background()
+	sessions := all[:3+r.IntN(4)]
+	defer endRound(t, mon, sessions)
+	for _, s := range sessions {
+		s.history = nil
+		if _, err := s.c.Exec(ctx, "BEGIN"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -187,13 +189,11 @@ func blockerRound(t *testing.T, mon *pgx.Conn, r *rand.Rand, ops []func(*rand.Ra
 		s := free[r.IntN(len(free))]
 		sql := ops[r.IntN(len(ops))](r)
 		s.history = append(s.history, sql)
-		sctx, cancel := context.WithCancel(ctx)
-		s.cancel = cancel
 		done := make(chan struct{})
 		errc := make(chan error, 1)
 		go func() {
 			defer close(done)
-			_, err := s.c.Exec(sctx, sql)
+			_, err := s.c.Exec(ctx, sql)
 			errc <- err
 		}()
 		// Granted, or waiting.
@@ -261,6 +261,33 @@ func blockerRound(t *testing.T, mon *pgx.Conn, r *rand.Rand, ops []func(*rand.Ra
 		}
 	}
 	return checked
+}
+
+// endRound ends the statements still waiting, on the server
+// (pg_cancel_backend: a cancelled context would close the connection), and
+// rolls every session's transaction back. A cancel that finds its
+// statement already over finds the session idle, which ignores it.
+func endRound(t *testing.T, mon *pgx.Conn, sessions []*session) {
+	t.Helper()
+	ctx := context.Background()
+	for _, s := range sessions {
+		if s.done != nil {
+			if _, err := mon.Exec(ctx, "SELECT pg_cancel_backend($1)", s.pid); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, s := range sessions {
+		if s.done != nil {
+			<-s.done
+			s.done = nil
+		}
+	}
+	for _, s := range sessions {
+		if _, err := s.c.Exec(ctx, "ROLLBACK"); err != nil {
+			t.Fatalf("rolling back %d: %v", s.pid, err)
+		}
+	}
 }
 
 // blockingPIDs is pg_blocking_pids() of each pid that waits.
