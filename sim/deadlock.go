@@ -60,7 +60,11 @@ type DeadlockStats struct {
 	Checked  int `json:"checked"`
 	// Missed are made cycles never reported; Late those reported after
 	// more than two polls; Unexpected reports of no cycle made here.
+	// Short are made cycles not reported that did not last the polls it
+	// takes to see one (on a loaded machine a poll can take a second of
+	// the cycle's two): not asked about, like those made as the run ended.
 	Missed     int `json:"missed"`
+	Short      int `json:"short,omitempty"`
 	Late       int `json:"late"`
 	Unexpected int `json:"unexpected"`
 	// MaxPolls is the most polls any made cycle took to be reported,
@@ -92,6 +96,9 @@ type made struct {
 	x, y  string // its parties' owners
 	kinds string
 	at    time.Time // both parties waiting (by this process's clock)
+	// broken is when the first party's wait ended, and with it the cycle;
+	// zero while it lasts.
+	broken time.Time
 }
 
 // deadlocks is the deadlock system: the parties of each pair of kinds and
@@ -104,6 +111,7 @@ type deadlocks struct {
 	made []made
 	// The watch's findings.
 	polls   []time.Time // when each poll began (this process's clock)
+	ends    []time.Time // when each poll's sources had all answered
 	found   []found
 	watched bool
 }
@@ -231,8 +239,15 @@ func unitDeadlock(i int) func(s *Sim, ctx context.Context) error {
 		}
 		// Both hold their first: each now waits for the other's.
 		var secX, secY func()
+		d.mu.Lock()
+		d.made = append(d.made, made{x: x.owner, y: y.owner, kinds: kindsLabel(pk)})
+		m := len(d.made) - 1
+		d.mu.Unlock()
 		wg.Go(func() {
 			secX, errX = x.take(ctx, pk[1], n, deadlockFirst)
+			d.mu.Lock()
+			d.made[m].broken = time.Now()
+			d.mu.Unlock()
 			relX() // x gives up (its timeout): y gets it
 		})
 		wg.Go(func() {
@@ -240,7 +255,7 @@ func unitDeadlock(i int) func(s *Sim, ctx context.Context) error {
 			relY()
 		})
 		d.mu.Lock()
-		d.made = append(d.made, made{x: x.owner, y: y.owner, kinds: kindsLabel(pk), at: time.Now()})
+		d.made[m].at = time.Now()
 		d.mu.Unlock()
 		wg.Wait()
 		for _, rel := range []func(){secX, secY} {
@@ -292,10 +307,11 @@ func (s *Sim) watchDeadlocks(ctx context.Context, d *deadlocks) {
 		if ctx.Err() != nil {
 			return
 		}
+		ended := time.Now()
 		snap := model.Merge(parts)
 		_, fresh := det.Observe(waitfor.Build(&snap))
 		d.mu.Lock()
-		d.polls = append(d.polls, begun)
+		d.polls, d.ends = append(d.polls, begun), append(d.ends, ended)
 		for _, c := range fresh {
 			d.found = append(d.found, found{c: c, poll: len(d.polls) - 1})
 			s.rec.emit(model.Event{Worker: "locktop", Outcome: model.OutcomeDeadlock, Key: c.KindsLabel(), Detail: "deadlock " + c.Summary()})
@@ -337,6 +353,10 @@ func (d *deadlocks) check(rec *recorder) DeadlockStats {
 		if j < 0 && m.at.After(end.Add(-3*DeadlockPoll)) {
 			continue // formed as the watch ended, not reported: not asked about
 		}
+		if j < 0 && d.whole(m) < 3 {
+			st.Short++ // see DeadlockStats.Short
+			continue
+		}
 		st.Checked++
 		if j < 0 {
 			st.Missed++
@@ -367,6 +387,19 @@ func (d *deadlocks) check(rec *recorder) DeadlockStats {
 		rec.Violation(InvDeadlocks, f.c.KindsLabel(), "a deadlock no scenario made: "+f.c.Summary())
 	}
 	return st
+}
+
+// whole counts the polls that began after m formed and had every source's
+// answer before it broke: two in a row must see a cycle to report it, and
+// one more allows for its waits reaching the servers after m.at.
+func (d *deadlocks) whole(m made) int {
+	n := 0
+	for k, begun := range d.polls {
+		if !begun.Before(m.at) && (m.broken.IsZero() || !d.ends[k].After(m.broken)) {
+			n++
+		}
+	}
+	return n
 }
 
 // madeBy reports whether c is between the parties of a pair (a cycle made

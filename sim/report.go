@@ -307,6 +307,9 @@ func (r Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "\ndeadlocks: %d made (%s), %d reported over %d polls of every %s; %d checked: %d missed, %d reported late, "+
 				"%d reported that no one made; the slowest took %d poll(s)\n",
 				made, strings.Join(kinds, ", "), d.Reported, d.Polls, DeadlockPoll, d.Checked, d.Missed, d.Late, d.Unexpected, d.MaxPolls)
+			if d.Short > 0 {
+				fmt.Fprintf(&b, "  %d made cycle(s) not checked: broken before two whole polls could see them (slow polls)\n", d.Short)
+			}
 		}
 	}
 
