@@ -18,8 +18,10 @@ func TestLateTimerStillLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.mu.Lock()
+	m.expiry.Stop() // the timer is late: it has not fired yet
+	m.mu.Unlock()
 	l.mu.Lock()
-	l.timer.Stop() // the timer is late: it has not fired yet
 	until := l.deadline
 	l.mu.Unlock()
 	time.Sleep(time.Until(until) + 10*time.Millisecond)

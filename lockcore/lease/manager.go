@@ -24,6 +24,10 @@ type Manager struct {
 	closed bool
 	locks  map[string]*Lock    // held grants by token, renewed by the heartbeat
 	jobs   map[string]*JobSlot // queued and running jobs by id, renewed too
+	// expiry fires no later than the earliest local deadline of locks
+	// (expiry.go); expireAt is when (zero: not armed).
+	expiry   *time.Timer
+	expireAt time.Time
 
 	// paused stops heartbeats without stopping the Manager: tests use it to
 	// stand for a process that froze.
@@ -87,6 +91,11 @@ func (m *Manager) Close() error {
 	}
 	m.stop()
 	m.wg.Wait()
+	m.mu.Lock()
+	if m.expiry != nil {
+		m.expiry.Stop()
+	}
+	m.mu.Unlock()
 	errs = append(errs, m.st.close())
 	return errors.Join(errs...)
 }
@@ -166,9 +175,12 @@ func (m *Manager) beat(ctx context.Context) {
 	}
 }
 
-func (m *Manager) track(l *Lock) {
+// track adds a new lock, whose local deadline is deadline, to the locks
+// the heartbeat renews and the expiry timer watches.
+func (m *Manager) track(l *Lock, deadline time.Time) {
 	m.mu.Lock()
 	m.locks[l.token] = l
+	m.armExpiry(deadline)
 	m.mu.Unlock()
 }
 
