@@ -237,9 +237,9 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 	if wait {
 		q.waiterID = newToken()
 		t = m.st.hub().join(lockID, false)
-		var cancel context.CancelFunc
-		actx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
+		var end func()
+		actx, end = m.withWait(ctx, deadline)
+		defer end()
 	}
 	bo := newBackoff(m.opts)
 	// mayGrant: the next request may be granted. A waiter's retry is sent

@@ -24,10 +24,12 @@ type Manager struct {
 	closed bool
 	locks  map[string]*Lock    // held grants by token, renewed by the heartbeat
 	jobs   map[string]*JobSlot // queued and running jobs by id, renewed too
-	// expiry fires no later than the earliest local deadline of locks
-	// (expiry.go); expireAt is when (zero: not armed).
-	expiry   *time.Timer
-	expireAt time.Time
+	// expiry fires no later than the earliest local deadline of locks,
+	// waitAlarm than the earliest deadline of waits (expiry.go).
+	expiry    alarm
+	waitAlarm alarm
+	waitsMu   sync.Mutex
+	waits     map[*wait]struct{}
 
 	// paused stops heartbeats without stopping the Manager: tests use it to
 	// stand for a process that froze.
@@ -40,7 +42,8 @@ const cleanupTimeout = 5 * time.Second
 
 func newManager(st store, opts Options) *Manager {
 	ctx, stop := context.WithCancel(context.Background())
-	m := &Manager{opts: opts, st: st, stop: stop, locks: map[string]*Lock{}, jobs: map[string]*JobSlot{}}
+	m := &Manager{opts: opts, st: st, stop: stop, locks: map[string]*Lock{}, jobs: map[string]*JobSlot{}, waits: map[*wait]struct{}{}}
+	m.expiry.fire, m.waitAlarm.fire = m.expire, m.endWaits
 	if opts.Heartbeat > 0 {
 		m.wg.Add(1)
 		go func() {
@@ -91,11 +94,7 @@ func (m *Manager) Close() error {
 	}
 	m.stop()
 	m.wg.Wait()
-	m.mu.Lock()
-	if m.expiry != nil {
-		m.expiry.Stop()
-	}
-	m.mu.Unlock()
+	m.expiry.stop() // not waitAlarm: an acquire under way still needs its deadline
 	errs = append(errs, m.st.close())
 	return errors.Join(errs...)
 }
@@ -180,8 +179,8 @@ func (m *Manager) beat(ctx context.Context) {
 func (m *Manager) track(l *Lock, deadline time.Time) {
 	m.mu.Lock()
 	m.locks[l.token] = l
-	m.armExpiry(deadline)
 	m.mu.Unlock()
+	m.expiry.arm(deadline)
 }
 
 func (m *Manager) untrack(l *Lock) {
