@@ -102,25 +102,51 @@ type wait struct {
 	cancel   context.CancelCauseFunc
 }
 
-// withWait returns ctx bounded by deadline, as context.WithDeadline does,
-// but timed by the Manager's waits alarm; end, once the acquire is over,
-// releases the context.
+// withWait returns ctx bounded by deadline, as context.WithDeadline does
+// (waitCtx), but timed by the Manager's waits alarm; end, once the acquire
+// is over, releases the context.
 func (m *Manager) withWait(ctx context.Context, deadline time.Time) (_ context.Context, end func()) {
 	if !time.Now().Before(deadline) { // already over: ended before anything is sent
 		return context.WithDeadline(ctx, deadline)
 	}
-	wctx, cancel := context.WithCancelCause(ctx)
+	cctx, cancel := context.WithCancelCause(ctx)
 	w := &wait{deadline: deadline, cancel: cancel}
 	m.waitsMu.Lock()
 	m.waits[w] = struct{}{}
 	m.waitsMu.Unlock()
 	m.waitAlarm.arm(deadline)
-	return wctx, func() {
+	return &waitCtx{Context: cctx, deadline: deadline}, func() {
 		m.waitsMu.Lock()
 		delete(m.waits, w)
 		m.waitsMu.Unlock()
 		cancel(context.Canceled)
 	}
+}
+
+// waitCtx is the context of an Acquire's wait, made by withWait. Like
+// context.WithDeadline's, it tells its deadline (pgxpool bounds the ping of
+// an idle connection by it) and, once its deadline ended it, its Err is
+// context.DeadlineExceeded. Its Done and Value are its cancel context's, so
+// the standard library and pgx see a cancel context (context.AfterFunc and
+// contexts derived from it start no goroutine).
+type waitCtx struct {
+	context.Context // a context.WithCancelCause of the caller's
+	deadline        time.Time
+}
+
+func (c *waitCtx) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.deadline) {
+		return d, true
+	}
+	return c.deadline, true
+}
+
+func (c *waitCtx) Err() error {
+	err := c.Context.Err()
+	if err == context.Canceled && context.Cause(c.Context) == context.DeadlineExceeded {
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 // endWaits runs when the waits alarm fires: it ends the waits whose
