@@ -48,7 +48,7 @@ func TestExpirySharedTimer(t *testing.T) {
 	lost(c)
 }
 
-// TestWaitAlarmSharedTimer: the Manager's one waits alarm (expiry.go) ends
+// TestWaitAlarmSharedTimer: the Manager's waits (one alarm, expiry.go) end
 // each Acquire's wait at its own deadline, and not before: a shorter wait
 // asked after a longer one, and a wait asked after the alarm last fired
 // and found nothing due.
@@ -91,58 +91,10 @@ func TestWaitAlarmSharedTimer(t *testing.T) {
 	// after it, moves it earlier.
 	long := try(3 * time.Second)
 	pgtest.Eventually(t, "the long wait to be under way", func() bool {
-		m.waitsMu.Lock()
-		defer m.waitsMu.Unlock()
-		return len(m.waits) == 1
+		return m.waits.Len() == 1
 	})
 	check("short wait asked after a long one", try(300*time.Millisecond), 300*time.Millisecond)
 	check("long wait", long, 3*time.Second)
 	// The alarm fired and found nothing left: a new wait arms it again.
 	check("wait after the alarm found nothing", try(300*time.Millisecond), 300*time.Millisecond)
-}
-
-// TestWaitCtxLikeWithDeadline: an Acquire's wait context says what
-// context.WithDeadline's would: its deadline (the caller's if earlier),
-// Err DeadlineExceeded once the alarm ended it and Canceled once the
-// acquire ended it, and a context derived from it or an AfterFunc on it
-// is cancelled with it.
-func TestWaitCtxLikeWithDeadline(t *testing.T) {
-	e := sqliteEnv(t)
-	m := e.open(Options{})
-	far := time.Now().Add(time.Hour)
-	ctx, end := m.withWait(context.Background(), far)
-	if d, ok := ctx.Deadline(); !ok || !d.Equal(far) {
-		t.Errorf("Deadline %v %v, want %v", d, ok, far)
-	}
-	parent, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Minute))
-	defer cancel()
-	pd, _ := parent.Deadline()
-	if d, _ := func() (time.Time, bool) {
-		c, end := m.withWait(parent, far)
-		defer end()
-		return c.Deadline()
-	}(); !d.Equal(pd) {
-		t.Errorf("Deadline %v under a caller's earlier deadline, want %v", d, pd)
-	}
-	child, cancelChild := context.WithCancel(ctx)
-	defer cancelChild()
-	fired := make(chan struct{})
-	context.AfterFunc(ctx, func() { close(fired) })
-	end()
-	if err := ctx.Err(); err != context.Canceled {
-		t.Errorf("Err after end: %v, want Canceled", err)
-	}
-	<-child.Done()
-	<-fired
-
-	ctx, end = m.withWait(context.Background(), time.Now().Add(200*time.Millisecond))
-	defer end()
-	select {
-	case <-ctx.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("a 200ms wait's context still open after 30s")
-	}
-	if err := ctx.Err(); err != context.DeadlineExceeded {
-		t.Errorf("Err once the wait's deadline passed: %v, want DeadlineExceeded", err)
-	}
 }

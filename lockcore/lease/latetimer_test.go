@@ -18,7 +18,7 @@ func TestLateTimerStillLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.expiry.stop() // the timer is late: it has not fired yet
+	m.expiry.Stop() // the timer is late: it has not fired yet
 	l.mu.Lock()
 	until := l.deadline
 	l.mu.Unlock()

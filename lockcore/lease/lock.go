@@ -238,7 +238,7 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 		q.waiterID = newToken()
 		t = m.st.hub().join(lockID, false)
 		var end func()
-		actx, end = m.withWait(ctx, deadline)
+		actx, end = m.waits.With(ctx, deadline)
 		defer end()
 	}
 	bo := newBackoff(m.opts)
