@@ -17,6 +17,7 @@ package alarm
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -71,13 +72,7 @@ type Waits struct {
 	once  sync.Once
 	alarm Alarm
 	mu    sync.Mutex
-	m     map[*wait]struct{}
-}
-
-// wait is one bounded context: its deadline and its cancel.
-type wait struct {
-	deadline time.Time
-	cancel   context.CancelCauseFunc
+	m     map[*Context]struct{}
 }
 
 // With returns ctx bounded by deadline (see Context); end releases it once
@@ -87,20 +82,24 @@ func (ws *Waits) With(ctx context.Context, deadline time.Time) (_ context.Contex
 		return context.WithDeadline(ctx, deadline)
 	}
 	ws.once.Do(func() {
-		ws.m = map[*wait]struct{}{}
+		ws.m = map[*Context]struct{}{}
 		ws.alarm.Fire = ws.end
 	})
 	cctx, cancel := context.WithCancelCause(ctx)
-	w := &wait{deadline: deadline, cancel: cancel}
+	c := &Context{Context: cctx, deadline: deadline, cancel: cancel}
 	ws.mu.Lock()
-	ws.m[w] = struct{}{}
+	ws.m[c] = struct{}{}
 	ws.mu.Unlock()
 	ws.alarm.Arm(deadline)
-	return &Context{Context: cctx, deadline: deadline}, func() {
+	return c, func() {
 		ws.mu.Lock()
-		delete(ws.m, w)
+		delete(ws.m, c)
 		ws.mu.Unlock()
-		cancel(context.Canceled)
+		if c.ended.CompareAndSwap(open, byCaller) {
+			cancel(context.Canceled)
+		} else {
+			cancel(context.DeadlineExceeded) // the alarm decided first: its cause, whichever cancel runs first
+		}
 	}
 }
 
@@ -116,21 +115,25 @@ func (ws *Waits) Len() int {
 // earliest deadline left.
 func (ws *Waits) end() {
 	now := time.Now()
-	var due []*wait
+	var due []*Context
 	var next time.Time
 	ws.mu.Lock()
-	for w := range ws.m {
+	for c := range ws.m {
 		switch {
-		case !now.Before(w.deadline):
-			due = append(due, w)
-			delete(ws.m, w)
-		case next.IsZero() || w.deadline.Before(next):
-			next = w.deadline
+		case !now.Before(c.deadline):
+			due = append(due, c)
+			delete(ws.m, c)
+		case next.IsZero() || c.deadline.Before(next):
+			next = c.deadline
 		}
 	}
 	ws.mu.Unlock()
-	for _, w := range due {
-		w.cancel(context.DeadlineExceeded)
+	for _, c := range due {
+		// A context the caller's ended first keeps its Err (Canceled,
+		// whatever the cause), as context.WithDeadline's does.
+		if c.Context.Err() == nil && c.ended.CompareAndSwap(open, byDeadline) {
+			c.cancel(context.DeadlineExceeded)
+		}
 	}
 	if !next.IsZero() {
 		ws.alarm.Arm(next)
@@ -140,14 +143,30 @@ func (ws *Waits) end() {
 // Context is a context of Waits.With. Like context.WithDeadline's, it
 // tells its deadline (pgxpool bounds the ping of an idle connection by it,
 // go-redis with ContextTimeoutEnabled a command's socket deadlines) and,
-// once its deadline ended it, its Err is context.DeadlineExceeded. Its Done
-// and Value are its cancel context's, so the standard library and pgx see
-// a cancel context (context.AfterFunc and contexts derived from it start
-// no goroutine).
+// once its deadline ended it, its Err is context.DeadlineExceeded (and
+// Canceled when the caller's context ended it, whatever the cause). Its
+// Done and Value are its cancel context's, so the standard library and pgx
+// see a cancel context (context.AfterFunc and contexts derived from it
+// start no goroutine). Unlike context.WithDeadline's, a context derived
+// from it reports Err Canceled when the deadline ends it (its Cause is
+// DeadlineExceeded): the runtime gives a derived context its cancel
+// context's err, which only the context package's own timer makes
+// DeadlineExceeded. Tell a timeout by this context's Err, or a Cause.
 type Context struct {
 	context.Context // a context.WithCancelCause of the caller's
 	deadline        time.Time
+	cancel          context.CancelCauseFunc
+	// ended is who ended it first of the alarm and end (open until one
+	// did): Err says DeadlineExceeded only when the alarm did.
+	ended atomic.Int32
 }
+
+// Who ended a Context (Context.ended).
+const (
+	open int32 = iota
+	byDeadline
+	byCaller
+)
 
 // Deadline is the earlier of the caller's deadline and the wait's.
 func (c *Context) Deadline() (time.Time, bool) {
@@ -160,7 +179,7 @@ func (c *Context) Deadline() (time.Time, bool) {
 // Err is context.DeadlineExceeded once the wait's deadline ended it.
 func (c *Context) Err() error {
 	err := c.Context.Err()
-	if err == context.Canceled && context.Cause(c.Context) == context.DeadlineExceeded {
+	if err == context.Canceled && c.ended.Load() == byDeadline {
 		return context.DeadlineExceeded
 	}
 	return err
