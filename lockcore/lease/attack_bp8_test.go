@@ -117,3 +117,42 @@ func TestAttackWaitTimeoutError(t *testing.T) {
 		t.Errorf("%d waits left after both acquires returned", n)
 	}
 }
+
+// TestAttackWaitAcrossClose: an Acquire waiting as its Manager closes
+// returns (ErrTimeout at its wait, or the store's error once closed) and
+// leaves nothing in the Manager's waits: Close does not stop the waits'
+// alarm.
+func TestAttackWaitAcrossClose(t *testing.T) {
+	t.Parallel()
+	for name, newEnv := range map[string]func(*testing.T) *env{"postgres": postgresEnv, "sqlite": sqliteEnv} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			holderM, m := e.open(Options{Owner: "holder"}), e.open(Options{Owner: "waiter"})
+			r := Map("held-across-close")
+			holder := acquire(t, ctxT(t), holderM, r, Write)
+			defer release(t, holder)
+			done := make(chan error, 1)
+			go func() {
+				_, err := m.Acquire(ctxT(t), r, Write, lockcore.Wait(time.Second))
+				done <- err
+			}()
+			pgtest.Eventually(t, "the acquire to wait", func() bool { return m.waits.Len() == 1 })
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				t.Logf("%s: %v", name, err)
+				if err == nil {
+					t.Error("granted after its Manager closed")
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatal("Acquire still waiting 60s into a 1s wait, after Close")
+			}
+			if n := m.waits.Len(); n != 0 {
+				t.Errorf("%d waits left", n)
+			}
+		})
+	}
+}

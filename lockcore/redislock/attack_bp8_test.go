@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/internal/testenv/redistest"
 	"github.com/locktop/locktop/lockcore"
 )
@@ -77,5 +78,46 @@ func TestAttackWaitEndsOnSilentRedis(t *testing.T) {
 	// Not a timing assertion: the pause outlasts a command left uncut.
 	if took > 9*time.Second {
 		t.Errorf("Acquire returned after %v: the 300ms wait did not cut the command (the pause is 10s)", took)
+	}
+}
+
+// TestAttackWaitAcrossClose: an Acquire waiting as its Locker closes
+// still ends at its wait (ErrTimeout): Close stops the listener, not the
+// waits' alarm; a wait asked after Close arms it as before.
+func TestAttackWaitAcrossClose(t *testing.T) {
+	t.Parallel()
+	a := newLocker(t, Options{Owner: "a"})
+	b := lockerOn(t, a.rdb, Options{Owner: "b", Prefix: a.prefix})
+	held, err := a.Acquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(context.Background(), "k", lockcore.Wait(time.Second))
+		done <- err
+	}()
+	pgtest.Eventually(t, "the acquire to wait", func() bool { return b.waits.Len() == 1 })
+	b.Close()
+	for i, ch := range []chan error{done, func() chan error {
+		ch := make(chan error, 1)
+		go func() {
+			_, err := b.Acquire(context.Background(), "k", lockcore.Wait(300*time.Millisecond))
+			ch <- err
+		}()
+		return ch
+	}()} {
+		select {
+		case err := <-ch:
+			if !errors.Is(err, ErrTimeout) {
+				t.Errorf("wait %d (across Close, after Close): %v, want ErrTimeout", i, err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("wait %d still under way 60s into its wait", i)
+		}
+	}
+	if n := b.waits.Len(); n != 0 {
+		t.Errorf("%d waits left", n)
 	}
 }

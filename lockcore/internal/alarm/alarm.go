@@ -69,7 +69,6 @@ func (a *Alarm) Stop() {
 // Waits bounds contexts by deadlines, as context.WithDeadline does, timed
 // by one Alarm. The zero value is ready to use.
 type Waits struct {
-	once  sync.Once
 	alarm Alarm
 	mu    sync.Mutex
 	m     map[*Context]struct{}
@@ -81,13 +80,13 @@ func (ws *Waits) With(ctx context.Context, deadline time.Time) (_ context.Contex
 	if !time.Now().Before(deadline) { // already over: ended before anything is sent
 		return context.WithDeadline(ctx, deadline)
 	}
-	ws.once.Do(func() {
-		ws.m = map[*Context]struct{}{}
-		ws.alarm.Fire = ws.end
-	})
 	cctx, cancel := context.WithCancelCause(ctx)
 	c := &Context{Context: cctx, deadline: deadline, cancel: cancel}
 	ws.mu.Lock()
+	if ws.m == nil { // under mu: Len may read m meanwhile
+		ws.m = map[*Context]struct{}{}
+		ws.alarm.Fire = ws.end
+	}
 	ws.m[c] = struct{}{}
 	ws.mu.Unlock()
 	ws.alarm.Arm(deadline)

@@ -216,3 +216,18 @@ func TestAttackAlarmArmDuringFire(t *testing.T) {
 	}
 	a.Stop()
 }
+
+// TestAttackLenBeforeFirstWith: Len, which tests poll while an acquire
+// gets under way, may run before the Waits' first With: no data race.
+func TestAttackLenBeforeFirstWith(t *testing.T) {
+	var ws Waits
+	_ = ws.Len()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, end := ws.With(context.Background(), time.Now().Add(time.Hour))
+		end()
+	}()
+	_ = ws.Len()
+	<-done
+}
