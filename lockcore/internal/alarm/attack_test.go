@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -230,4 +231,47 @@ func TestAttackLenBeforeFirstWith(t *testing.T) {
 	}()
 	_ = ws.Len()
 	<-done
+}
+
+// TestAttackEndRacesDeadline: end called as the deadline passes, over and
+// over: whichever of the two ends the context, its Err, once set, never
+// changes, and Err and Cause agree (DeadlineExceeded with the cause
+// DeadlineExceeded, Canceled with Canceled), as context.WithDeadline's
+// do.
+func TestAttackEndRacesDeadline(t *testing.T) {
+	var ws Waits
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	counts := map[error]int{}
+	for i := range 2000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := time.Now().Add(time.Duration(200+i%300) * time.Microsecond)
+			c, end := ws.With(context.Background(), d)
+			for time.Now().Before(d) {
+				runtime.Gosched()
+			}
+			end()
+			first := c.Err()
+			for range 3 {
+				runtime.Gosched()
+				if err := c.Err(); err != first {
+					t.Errorf("%d: Err %v, then %v", i, first, err)
+					return
+				}
+			}
+			if cause := context.Cause(c); cause != first {
+				t.Errorf("%d: Err %v, Cause %v", i, first, cause)
+			}
+			mu.Lock()
+			counts[first]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	t.Logf("ended: %v", counts)
+	if n := ws.Len(); n != 0 {
+		t.Errorf("%d left", n)
+	}
 }
