@@ -156,7 +156,10 @@ type Context struct {
 	deadline        time.Time
 	cancel          context.CancelCauseFunc
 	// ended is who ended it first of the alarm and end (open until one
-	// did): Err says DeadlineExceeded only when the alarm did.
+	// did): Err says DeadlineExceeded only when the alarm did. A caller's
+	// cancel landing between the alarm's check and its cancel leaves Err
+	// DeadlineExceeded with the caller's cause: both came as the deadline
+	// passed.
 	ended atomic.Int32
 }
 
