@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/locktop/locktop/internal/testenv/benchcpu"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 )
 
@@ -61,6 +62,7 @@ func benchManager(b *testing.B, store string) *Manager {
 // (pgbench's script draws the same way).
 func cycle(b *testing.B, m *Manager) {
 	ctx := context.Background()
+	defer benchcpu.PerOp(b)()
 	for b.Loop() {
 		l, err := m.Acquire(ctx, Map(strconv.Itoa(1+rand.IntN(10_000))), Write)
 		if err != nil {
@@ -86,6 +88,7 @@ func BenchmarkCyclePostgresBare(b *testing.B) {
 	p := benchManager(b, "postgres").st.(*pgStore)
 	conflicting := []string{"read", "write", "upgradeable"}
 	lease, grace, ttl := (30 * time.Second).Microseconds(), int64(20_000), (10 * time.Second).Microseconds()
+	defer benchcpu.PerOp(b)()
 	for b.Loop() {
 		lockID, token, wid := "map:"+strconv.Itoa(1+rand.IntN(10_000)), newToken(), newToken()
 		acq := &pgx.Batch{}

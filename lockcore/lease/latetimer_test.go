@@ -18,8 +18,8 @@ func TestLateTimerStillLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.expiry.Stop() // the timer is late: it has not fired yet
 	l.mu.Lock()
-	l.timer.Stop() // the timer is late: it has not fired yet
 	until := l.deadline
 	l.mu.Unlock()
 	time.Sleep(time.Until(until) + 10*time.Millisecond)

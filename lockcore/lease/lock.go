@@ -30,9 +30,8 @@ type Lock struct {
 	mode      Mode
 	fence     int64
 	grantedAt time.Time
-	deadline  time.Time   // local: when the lease runs out unless renewed
-	timer     *time.Timer // fires at deadline
-	err       error       // nil while held; wraps ErrLost, or ErrReleased
+	deadline  time.Time // local: when the lease runs out unless renewed (the Manager's expiry timer watches it)
+	err       error     // nil while held; wraps ErrLost, or ErrReleased
 	released  bool
 }
 
@@ -238,9 +237,9 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 	if wait {
 		q.waiterID = newToken()
 		t = m.st.hub().join(lockID, false)
-		var cancel context.CancelFunc
-		actx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
+		var end func()
+		actx, end = m.waits.With(ctx, deadline)
+		defer end()
 	}
 	bo := newBackoff(m.opts)
 	// mayGrant: the next request may be granted. A waiter's retry is sent
@@ -363,27 +362,30 @@ func (m *Manager) newLock(parent context.Context, e *lockcore.Entry, r Resource,
 	e.Hold = l
 	l.entry = e
 	l.ctx, l.cancel = context.WithCancelCause(lockcore.Push(parent, e))
-	l.mu.Lock() // the timer may fire at once (a lease already spent): expire waits for l.timer
 	l.deadline = lockcore.LocalDeadline(sent, m.opts.Lease)
-	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
-	l.mu.Unlock()
-	m.track(l)
+	m.track(l, l.deadline)
 	if slot != nil {
 		slot.adopt(l)
 	}
 	return l
 }
 
-// expire runs when the local deadline passes: the lease ran out with no
-// heartbeat renewing it.
-func (l *Lock) expire() {
+// expire runs when the local deadline may have passed (the Manager's
+// expiry timer, or Err): the lease ran out with no heartbeat renewing it.
+// It reports the deadline when it has not passed (a renewal moved it as
+// the timer fired), and zero once the lock has ended.
+func (l *Lock) expire() time.Time {
 	l.mu.Lock()
-	if time.Now().Before(l.deadline) { // a renewal moved the deadline as the timer fired
-		l.mu.Unlock()
-		return
-	}
+	deadline, ended := l.deadline, l.err != nil
 	l.mu.Unlock()
+	if ended {
+		return time.Time{}
+	}
+	if time.Now().Before(deadline) {
+		return deadline
+	}
 	l.lose("its lease ran out before a heartbeat renewed it")
+	return time.Time{}
 }
 
 // extend moves the local deadline after a heartbeat renewed the lease.
@@ -393,8 +395,9 @@ func (l *Lock) extend(deadline time.Time) {
 	if l.err != nil || !deadline.After(l.deadline) {
 		return
 	}
+	// Later only: the expiry timer, armed no later than the old deadline,
+	// finds the new one when it fires.
 	l.deadline = deadline
-	l.timer.Reset(time.Until(deadline))
 }
 
 // lose marks the lock lost: its context is cancelled with ErrLost as the
@@ -407,7 +410,6 @@ func (l *Lock) lose(why string) {
 		return
 	}
 	l.err = fmt.Errorf("%w: %s %s (fence %d): %s", ErrLost, l.res, l.mode, l.fence, why)
-	l.timer.Stop()
 	err := l.err
 	l.mu.Unlock()
 	l.m.untrack(l)
@@ -427,7 +429,6 @@ func (l *Lock) Release(ctx context.Context) error {
 		return nil
 	}
 	l.released = true
-	l.timer.Stop()
 	wasLost := l.err != nil
 	if !wasLost {
 		l.err = ErrReleased

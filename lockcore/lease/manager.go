@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/internal/alarm"
 )
 
 // Manager takes lease locks and job slots on one database. It is safe for
@@ -24,6 +25,10 @@ type Manager struct {
 	closed bool
 	locks  map[string]*Lock    // held grants by token, renewed by the heartbeat
 	jobs   map[string]*JobSlot // queued and running jobs by id, renewed too
+	// expiry fires no later than the earliest local deadline of locks;
+	// waits bounds the acquires' waits (expiry.go).
+	expiry alarm.Alarm
+	waits  alarm.Waits
 
 	// paused stops heartbeats without stopping the Manager: tests use it to
 	// stand for a process that froze.
@@ -37,6 +42,7 @@ const cleanupTimeout = 5 * time.Second
 func newManager(st store, opts Options) *Manager {
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Manager{opts: opts, st: st, stop: stop, locks: map[string]*Lock{}, jobs: map[string]*JobSlot{}}
+	m.expiry.Fire = m.expire
 	if opts.Heartbeat > 0 {
 		m.wg.Add(1)
 		go func() {
@@ -87,6 +93,7 @@ func (m *Manager) Close() error {
 	}
 	m.stop()
 	m.wg.Wait()
+	m.expiry.Stop() // not the waits: an acquire under way still needs its deadline
 	errs = append(errs, m.st.close())
 	return errors.Join(errs...)
 }
@@ -166,10 +173,13 @@ func (m *Manager) beat(ctx context.Context) {
 	}
 }
 
-func (m *Manager) track(l *Lock) {
+// track adds a new lock, whose local deadline is deadline, to the locks
+// the heartbeat renews and the expiry timer watches.
+func (m *Manager) track(l *Lock, deadline time.Time) {
 	m.mu.Lock()
 	m.locks[l.token] = l
 	m.mu.Unlock()
+	m.expiry.Arm(deadline)
 }
 
 func (m *Manager) untrack(l *Lock) {

@@ -238,6 +238,9 @@ func retryable(err error) error {
 }
 
 func abortedRetryable(err error) bool {
+	if err == nil { // the common case, without the allocation errors.As makes
+		return false
+	}
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/locktop/locktop/internal/leasedb"
@@ -118,14 +119,22 @@ type fastAcquire struct {
 // fastFor describes the fast path of a new grant; the rules come from
 // compatible and decide.
 func fastFor(g grantRow, w *waiterRow, hasWaiter bool) *fastAcquire {
-	f := &fastAcquire{grant: g, precedence: g.mode != Write, waiter: w, hasWaiter: hasWaiter}
-	for held := Read; held <= Upgradeable; held++ {
-		if !compatible(held, g.mode) {
-			f.conflicting = append(f.conflicting, held.String())
+	return &fastAcquire{grant: g, conflicting: conflictingModes()[g.mode], precedence: g.mode != Write, waiter: w, hasWaiter: hasWaiter}
+}
+
+// conflictingModes lists, for each mode, the held modes that conflict with
+// it, as the fast path's statement takes them (shared: never modified).
+var conflictingModes = sync.OnceValue(func() map[Mode][]string {
+	c := map[Mode][]string{}
+	for m := Read; m <= Upgradeable; m++ {
+		for held := Read; held <= Upgradeable; held++ {
+			if !compatible(held, m) {
+				c[m] = append(c[m], held.String())
+			}
 		}
 	}
-	return f
-}
+	return c
+})
 
 type waiterRow struct {
 	id    string

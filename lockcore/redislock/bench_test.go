@@ -2,8 +2,9 @@ package redislock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	bsm "github.com/bsm/redislock"
 
+	"github.com/locktop/locktop/internal/testenv/benchcpu"
 	"github.com/locktop/locktop/internal/testenv/redistest"
 	"github.com/locktop/locktop/lockcore"
 )
@@ -22,12 +24,36 @@ import (
 func BenchmarkAcquireRelease(b *testing.B) {
 	l := newLocker(b, Options{})
 	ctx := context.Background()
+	defer benchcpu.PerOp(b)()
 	for b.Loop() {
 		k, err := l.Acquire(ctx, "bench")
 		if err != nil {
 			b.Fatal(err)
 		}
 		if err := k.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAcquireReleaseBare sends the two scripts of one uncontended
+// acquire and release (EVALSHA, with the same keys and arguments) through
+// the same go-redis client, with none of the Locker's work (the held set
+// and order check, the wait's context, the Lock and its bookkeeping,
+// metrics): the pinned reference that separates what the library adds
+// from what go-redis and the Go runtime cost beside redis-benchmark.
+func BenchmarkAcquireReleaseBare(b *testing.B) {
+	l := newLocker(b, Options{})
+	ctx := context.Background()
+	ks := keysFor(l.prefix, "bench")
+	defer benchcpu.PerOp(b)()
+	for b.Loop() {
+		tok := rand.Text()
+		v, err := acquireScript.Run(ctx, l.rdb, ks.all(), tok, ms(l.ttl), l.owner, l.channel, "w", ms(waiterTTL)).Slice()
+		if err != nil || len(v) < 1 || v[0] != int64(1) {
+			b.Fatal(v, err)
+		}
+		if err := releaseScript.Run(ctx, l.rdb, ks.all(), tok).Err(); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -83,7 +109,7 @@ func handOver(b *testing.B, jitter time.Duration, acquire func(ctx context.Conte
 		wg.Go(func() {
 			var announce chan struct{} // nil on the first entry
 			for {
-				time.Sleep(rand.N(jitter)) // not synchronisation: a random arrival
+				time.Sleep(mrand.N(jitter)) // not synchronisation: a random arrival
 				var once sync.Once
 				release, err := acquire(ctx, func() {
 					if announce != nil {

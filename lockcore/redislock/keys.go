@@ -21,20 +21,30 @@ type keyset struct {
 	info  string // waiters' registrations: hash token -> "deadline ttl channel owner"
 	fence string // the slot's fence counter
 	tag   string // the slot's hash tag and the prefix: what the others begin with
+	keys  []string
 }
 
+// keysFor names the keys of key's lock. Every acquire calls it: the tagged
+// names are cut from one string, and the scripts' KEYS made once (all).
 func keysFor(prefix, key string) keyset {
 	hold := prefix + key
-	tagged := "{" + slotTag(keySlot(hold)) + "}" + prefix
-	return keyset{hold: hold, queue: tagged + "q:" + key, info: tagged + "w:" + key, fence: tagged + "fence", tag: tagged}
+	tag := "{" + slotTag(keySlot(hold)) + "}"
+	t := len(tag) + len(prefix)
+	names := tag + prefix + "q:" + key + tag + prefix + "w:" + key + tag + prefix + "fence"
+	q := t + len("q:") + len(key)
+	w := q + t + len("w:") + len(key)
+	ks := keyset{hold: hold, queue: names[:q], info: names[q:w], fence: names[w:], tag: names[:t]}
+	ks.keys = []string{ks.hold, ks.queue, ks.info, ks.fence}
+	return ks
 }
 
 // forced names the record of one ForceRelease call (id), in the hold's
 // slot, which makes a retried call harmless.
 func (k keyset) forced(id string) string { return k.tag + "forced:" + id }
 
-// all returns the keys the scripts take, in their order.
-func (k keyset) all() []string { return []string{k.hold, k.queue, k.info, k.fence} }
+// all returns the keys the scripts take, in their order. The slice is
+// shared: its capacity is its length, so an append copies it.
+func (k keyset) all() []string { return k.keys }
 
 // auditKey is the stream of force releases under prefix.
 func auditKey(prefix string) string { return "{" + prefix + "}audit" }

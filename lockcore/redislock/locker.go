@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/internal/alarm"
 	"github.com/locktop/locktop/lockcore/registry"
 	"github.com/redis/go-redis/v9"
 )
@@ -50,6 +51,8 @@ type Locker struct {
 	// is checked in Redis (Lock.watch).
 	epoch  uint64
 	epochs uint64 // the last epoch handed out
+
+	waits alarm.Waits // bounds the acquires' waits
 }
 
 // New returns a Locker on rdb (a *redis.Client, *redis.ClusterClient, ...;
@@ -132,9 +135,11 @@ func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opt
 		ctx: ctx, entry: entry, start: time.Now()}
 	a.wctx = ctx
 	if cfg.wait > 0 {
-		var cancel context.CancelFunc
-		a.wctx, cancel = context.WithTimeout(ctx, cfg.wait)
-		defer cancel()
+		// Timed by the Locker's one alarm, not a timer per acquire; go-redis
+		// (ContextTimeoutEnabled) cuts a command at its Deadline.
+		var end func()
+		a.wctx, end = l.waits.With(ctx, a.start.Add(cfg.wait))
+		defer end()
 	}
 	mode := "t"
 	if cfg.wait > 0 {

@@ -12,18 +12,23 @@ import (
 
 // PerOp reports the process's CPU time (user and system, every thread: the
 // garbage collector's too) per iteration as cpu-ms/op, from the call to
-// the call of the function it returns.
+// the call of the function it returns, and its voluntary context switches
+// per iteration as vcsw/op: a thread that blocked (a read that waited, a
+// goroutine's thread parked or woken), which a loaded machine moves less
+// than it moves times.
 func PerOp(b *testing.B) func() {
-	start := used()
+	start, sw := used()
 	return func() {
 		if b.N > 0 {
-			b.ReportMetric(float64(used()-start)/1e6/float64(b.N), "cpu-ms/op")
+			cpu, sw2 := used()
+			b.ReportMetric(float64(cpu-start)/1e6/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(sw2-sw)/float64(b.N), "vcsw/op")
 		}
 	}
 }
 
-func used() time.Duration {
+func used() (time.Duration, int64) {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw
 }

@@ -1,0 +1,31 @@
+package redislock
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestKeysForNames: the names keysFor cuts from one string are the ones
+// the scripts and monitors expect: the hold as given, the others behind
+// the hold's slot tag and the prefix; all() in the scripts' order, and an
+// append to it never writes into the shared slice.
+func TestKeysForNames(t *testing.T) {
+	for _, c := range [][2]string{{"", "k"}, {"app:", "t:a:c:ch"}, {"p{x}:", "k"}, {"p:", "{tag}rest"}, {"", ""}} {
+		prefix, key := c[0], c[1]
+		ks := keysFor(prefix, key)
+		tag := "{" + slotTag(keySlot(prefix+key)) + "}" + prefix
+		want := keyset{hold: prefix + key, queue: tag + "q:" + key, info: tag + "w:" + key, fence: tag + "fence", tag: tag}
+		if ks.hold != want.hold || ks.queue != want.queue || ks.info != want.info || ks.fence != want.fence || ks.tag != want.tag {
+			t.Errorf("keysFor(%q, %q) = %+v, want %+v", prefix, key, ks, want)
+		}
+		all := ks.all()
+		if !slices.Equal(all, []string{want.hold, want.queue, want.info, want.fence}) {
+			t.Errorf("keysFor(%q, %q).all() = %q", prefix, key, all)
+		}
+		more := append(all, "extra")
+		more[0] = "changed"
+		if ks.all()[0] != want.hold {
+			t.Errorf("keysFor(%q, %q): an append to all() changed the keyset", prefix, key)
+		}
+	}
+}
