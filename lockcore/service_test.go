@@ -3,7 +3,6 @@ package lockcore_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -50,43 +49,6 @@ func TestWithHoldsDuringBodyAndReleasesAfter(t *testing.T) {
 		if rec.count(k) != 1 {
 			t.Errorf("%v events = %d, want 1", k, rec.count(k))
 		}
-	}
-}
-
-// Seed 001 unit test 2: timeout. Also: the connection of a timed-out acquire
-// is destroyed, not returned; nothing stays held or queued.
-func TestTimeoutDestroysConnection(t *testing.T) {
-	t.Parallel()
-	s, rec := newService(t, 4)
-	mon := pgtest.Conn(t)
-	key := freshAgent()
-	holdElsewhere(t, key)
-
-	called := false
-	err := s.With(context.Background(), key, func(context.Context) error {
-		called = true
-		return nil
-	}, lockcore.Wait(300*time.Millisecond))
-	if !errors.Is(err, lockcore.ErrTimeout) {
-		t.Fatalf("err = %v, want ErrTimeout", err)
-	}
-	var lerr *lockcore.AdvisoryLockError
-	if !errors.As(err, &lerr) || lerr.Key != key || lerr.Op != "acquire" {
-		t.Fatalf("err = %#v, want *AdvisoryLockError for %v", err, key)
-	}
-	if called {
-		t.Error("body ran without the lock")
-	}
-	ev, ok := rec.last(lockcore.EventTimeout)
-	if !ok || ev.PID == 0 {
-		t.Fatalf("no timeout event with a pid: %+v", ev)
-	}
-	pgtest.Eventually(t, "the timed-out lock connection is closed", func() bool { return !backendAlive(t, mon, ev.PID) })
-	if _, waiting := countGranted(rowsFor(t, mon, key)); waiting != 0 {
-		t.Errorf("%d waiters left queued after the timeout", waiting)
-	}
-	if s.Phantoms() != 0 {
-		t.Errorf("phantoms = %d after a plain timeout, want 0", s.Phantoms())
 	}
 }
 
@@ -165,55 +127,6 @@ func TestBodyPanicReleasesAndRepanics(t *testing.T) {
 	}
 }
 
-// Seed 001 unit test 6 and concurrency test 6: reentrancy is refused at once,
-// without deadlock, and the outer lock stays held.
-func TestReentrantWithRefused(t *testing.T) {
-	t.Parallel()
-	s, rec := newService(t, 4)
-	mon := pgtest.Conn(t)
-	key := freshAgent()
-	err := s.With(context.Background(), key, func(ctx context.Context) error {
-		inner := s.With(ctx, key, func(context.Context) error {
-			t.Error("inner body ran")
-			return nil
-		}, lockcore.Wait(time.Hour))
-		if !errors.Is(inner, lockcore.ErrReentrant) {
-			t.Errorf("inner With = %v, want ErrReentrant", inner)
-		}
-		if g, _ := countGranted(rowsFor(t, mon, key)); g != 1 {
-			t.Errorf("outer lock not held after the refusal (%d granted)", g)
-		}
-		// A different key nests fine.
-		return s.With(ctx, freshAgent(), func(context.Context) error { return nil })
-	})
-	if err != nil {
-		t.Fatalf("outer With: %v", err)
-	}
-	if rec.count(lockcore.EventReentrant) != 1 {
-		t.Errorf("reentrant events = %d, want 1", rec.count(lockcore.EventReentrant))
-	}
-}
-
-// Seed 001 concurrency test 10: TryWith inside the same key yields false.
-func TestReentrantTryWithNotAcquired(t *testing.T) {
-	t.Parallel()
-	s, _ := newService(t, 4)
-	key := freshAgent()
-	err := s.With(context.Background(), key, func(ctx context.Context) error {
-		acquired, err := s.TryWith(ctx, key, func(context.Context) error {
-			t.Error("inner body ran")
-			return nil
-		})
-		if acquired || err != nil {
-			t.Errorf("reentrant TryWith = %v, %v; want false, nil", acquired, err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // The lock survives commits made on other connections (the reason for
 // session locks on a dedicated connection); seed 001 concurrency test 8: an
 // error after intermediate commits still releases, and the commits stay.
@@ -256,73 +169,6 @@ func TestLockSurvivesCommitsAndErrorAfterCommitsReleases(t *testing.T) {
 	var n int
 	if err := work.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != 3 {
 		t.Errorf("committed rows = %d (%v), want 3", n, err)
-	}
-}
-
-// Cancelling the context stops a wait promptly and leaves nothing held: by
-// the time With returns, the server has ended the wait (no queued row), and
-// once the holder lets go nobody gets the key.
-func TestCancelStopsWaitOnServer(t *testing.T) {
-	t.Parallel()
-	s, rec := newService(t, 4)
-	mon := pgtest.Conn(t)
-	key := freshAgent()
-	release := holdElsewhere(t, key)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- s.With(ctx, key, func(context.Context) error {
-			t.Error("body ran after cancel")
-			return nil
-		}, lockcore.Wait(time.Hour))
-	}()
-	pgtest.Eventually(t, "the acquire waits on the server", func() bool {
-		_, w := countGranted(rowsFor(t, mon, key))
-		return w == 1
-	})
-	cancel()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(30 * time.Second): // a deadlock guard, not a speed check
-		t.Fatal("With still waiting 30s after its context was cancelled")
-	}
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want context.Canceled", err)
-	}
-	if _, w := countGranted(rowsFor(t, mon, key)); w != 0 {
-		t.Errorf("the server still queues the cancelled wait (%d waiters)", w)
-	}
-	release()
-	if rows := rowsFor(t, mon, key); len(rows) != 0 {
-		t.Errorf("after cancel and release the key is held: %+v", rows)
-	}
-	if rec.count(lockcore.EventCanceled) != 1 {
-		t.Errorf("canceled events = %d, want 1", rec.count(lockcore.EventCanceled))
-	}
-	if s.Held() != 0 {
-		t.Errorf("Held() = %d", s.Held())
-	}
-}
-
-// A context cancelled before the call never takes the lock.
-func TestCancelledBeforeCall(t *testing.T) {
-	t.Parallel()
-	s, _ := newService(t, 4)
-	mon := pgtest.Conn(t)
-	key := freshAgent()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	err := s.With(ctx, key, func(context.Context) error {
-		t.Error("body ran")
-		return nil
-	})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want context.Canceled", err)
-	}
-	if rows := rowsFor(t, mon, key); len(rows) != 0 {
-		t.Errorf("key held: %+v", rows)
 	}
 }
 
@@ -444,44 +290,6 @@ func TestLostLock(t *testing.T) {
 	}
 }
 
-// A lock connection's session carries lock_timeout just under the
-// Service's timeout; a shorter per-call timeout is local to its statement
-// and leaves the session value alone; a Service with another timeout on the
-// same connection sets its own.
-func TestSessionLockTimeout(t *testing.T) {
-	t.Parallel()
-	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-	show := func() string {
-		var lt string
-		if err := pool.QueryRow(context.Background(), "SHOW lock_timeout").Scan(&lt); err != nil {
-			t.Fatal(err)
-		}
-		return lt
-	}
-	s := lockcore.New(pool)
-	if err := s.With(context.Background(), freshAgent(), noop, lockcore.Wait(1234*time.Millisecond)); err != nil {
-		t.Fatal(err)
-	}
-	if lt := show(); lt != "14950ms" {
-		t.Errorf("session lock_timeout after a 1234ms acquire = %q, want 14950ms (15s less the margin)", lt)
-	}
-	// 2s, not less: after its timeout (which destroys the connection) the
-	// short Service's next acquire must connect and take a free key within
-	// it, on a loaded box too. Still under 5s, so its margin is the 1%.
-	short := lockcore.New(pool, lockcore.Wait(2*time.Second))
-	key := freshAgent()
-	holdElsewhere(t, key)
-	if err := short.With(context.Background(), key, noop); !errors.Is(err, lockcore.ErrTimeout) {
-		t.Fatalf("short service: %v, want ErrTimeout", err)
-	}
-	if err := short.With(context.Background(), freshAgent(), noop); err != nil {
-		t.Fatal(err)
-	}
-	if lt := show(); lt != "1980ms" {
-		t.Errorf("session lock_timeout after the 2s service = %q, want 1980ms", lt)
-	}
-}
-
 // WithSharedPool leaves the session's lock_timeout alone, and timeouts
 // still end on the server.
 func TestSharedPoolLeavesSession(t *testing.T) {
@@ -507,29 +315,6 @@ func TestSharedPoolLeavesSession(t *testing.T) {
 	}
 	if want := model.AppWithOwner(lockcore.DefaultApplicationName, lockcore.Owner()); lt != "0" || app != want {
 		t.Errorf("shared pool session: lock_timeout=%q application_name=%q; want 0 and %q", lt, app, want)
-	}
-}
-
-// A context deadline sooner than the timeout bounds the wait and ends as
-// ErrTimeout (also wrapping context.DeadlineExceeded when the context, not
-// the server's lock_timeout, fired first).
-func TestContextDeadlineIsTimeout(t *testing.T) {
-	t.Parallel()
-	s, rec := newService(t, 2)
-	mon := pgtest.Conn(t)
-	key := freshAgent()
-	holdElsewhere(t, key)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	err := s.With(ctx, key, noop) // the Service's timeout is 15s
-	if !errors.Is(err, lockcore.ErrTimeout) {
-		t.Fatalf("err = %v, want ErrTimeout", err)
-	}
-	if rec.count(lockcore.EventTimeout) != 1 {
-		t.Errorf("timeout events = %d, want 1", rec.count(lockcore.EventTimeout))
-	}
-	if _, w := countGranted(rowsFor(t, mon, key)); w != 0 {
-		t.Errorf("%d waiters still queued", w)
 	}
 }
 
@@ -571,87 +356,6 @@ func TestInt64Keys(t *testing.T) {
 		if err != nil {
 			t.Errorf("%v: %v", key, err)
 		}
-	}
-}
-
-// A server that stops answering mid-wait ends in ErrTimeout shortly after
-// the timeout (the socket deadline), never a hang, and the connection is
-// not returned to the pool.
-func TestServerStopsAnswering(t *testing.T) {
-	t.Parallel()
-	p := pgtest.NewProxy(t, pgtest.DSN(t))
-	cfg, err := pgxpool.ParseConfig(p.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	defer p.Thaw() // before pool.Close, which waits for a connection stuck behind the frozen proxy
-	s := lockcore.New(pool, lockcore.Wait(300*time.Millisecond))
-	// Prepares the connection; its own wait, as a loaded box may take longer than 300ms to connect.
-	if err := s.With(context.Background(), freshAgent(), noop, lockcore.Wait(30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	key := freshAgent()
-	holdElsewhere(t, key) // so the server would wait, were it answering
-	p.Freeze()
-	done := make(chan error, 1)
-	go func() { done <- s.With(context.Background(), key, noop) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, lockcore.ErrTimeout) {
-			t.Errorf("err = %v, want ErrTimeout", err)
-		}
-	case <-time.After(30 * time.Second): // a deadlock guard, not a speed check
-		t.Fatal("With still waiting 30s after a 300ms timeout on a server that stopped answering")
-	}
-	p.Thaw()
-	pgtest.Eventually(t, "the dead connection leaves the pool", func() bool { return pool.Stat().AcquiredConns() == 0 })
-}
-
-// A per-call timeout longer than the Service's default is honoured: the
-// lock statement carries its own lock_timeout, and the wait outlasts the
-// default.
-func TestTimeoutLongerThanDefault(t *testing.T) {
-	t.Parallel()
-	var sent []string
-	pool := pgtest.Pool(t, func(c *pgxpool.Config) {
-		c.MaxConns = 2
-		c.ConnConfig.Tracer = &sqlTracer{fn: func(sql string, args []any) {
-			if strings.Contains(sql, "pg_advisory_lock") {
-				sent = append(sent, fmt.Sprint(sql, args))
-			}
-		}}
-	})
-	s := lockcore.New(pool, lockcore.Wait(300*time.Millisecond))
-	mon := pgtest.Conn(t)
-	key := freshAgent()
-	release := holdElsewhere(t, key)
-	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- s.With(context.Background(), key, noop, lockcore.Wait(time.Minute)) }()
-	// Still queued well past the 300ms default (this asserts that the wait
-	// was not cut short, not how fast anything is).
-	for time.Since(start) < 1500*time.Millisecond {
-		select {
-		case err := <-done:
-			t.Fatalf("WithTimeout(1m) returned %v after %v, before the holder let go", err, time.Since(start))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	if _, w := countGranted(rowsFor(t, mon, key)); w != 1 {
-		t.Fatalf("%d waiters queued, want 1", w)
-	}
-	release()
-	if err := <-done; err != nil {
-		t.Fatalf("WithTimeout(1m) after the release: %v", err)
-	}
-	if len(sent) != 1 || !strings.Contains(sent[0], "set_config('lock_timeout'") || !strings.Contains(sent[0], " 59") {
-		t.Errorf("lock statement sent: %q, want lock_timeout just under 60000ms in it", sent)
 	}
 }
 
@@ -732,163 +436,5 @@ func TestPanickingObserver(t *testing.T) {
 	}
 	if rows := rowsFor(t, mon, key); len(rows) != 0 || s.Held() != 0 {
 		t.Errorf("held after With: %+v (Held %d)", rows, s.Held())
-	}
-}
-
-// The same key in another database is another lock: nesting it is not
-// reentrant.
-func TestReentrancyIsPerDatabase(t *testing.T) {
-	t.Parallel()
-	here, _ := newService(t, 2)
-	otherDSN, err := pgtest.WithDatabase(pgtest.AdminDSN(t), "postgres")
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherPool, err := pgxpool.New(context.Background(), otherDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer otherPool.Close()
-	other := lockcore.New(otherPool)
-	key := freshAgent()
-	err = here.With(context.Background(), key, func(ctx context.Context) error {
-		return other.With(ctx, key, func(ctx context.Context) error {
-			// ...but the same database still refuses.
-			if err := here.With(ctx, key, noop); !errors.Is(err, lockcore.ErrReentrant) {
-				t.Errorf("same database: %v, want ErrReentrant", err)
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		t.Fatalf("the same key in another database: %v", err)
-	}
-}
-
-// A shared-pool Service on a connection a dedicated Service prepared takes
-// the session settings back off it: lock_timeout, and the synchronous
-// commit a fencing Service sets for its fences. A fencing Service sets that
-// on a connection a Service without fencing prepared.
-func TestSharedServiceResetsSessionTimeout(t *testing.T) {
-	t.Parallel()
-	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-	ctx := context.Background()
-	durable := func(step string, want bool) {
-		t.Helper()
-		var on bool // set on, rather than the session's default
-		if err := pool.QueryRow(ctx, "SELECT setting = 'on' AND setting <> reset_val FROM pg_settings WHERE name = 'synchronous_commit'").Scan(&on); err != nil || on != want {
-			t.Errorf("%s: synchronous_commit set on = %v (%v), want %v", step, on, err, want)
-		}
-	}
-	if err := lockcore.New(pool, lockcore.NoFencing()).With(ctx, freshAgent(), noop); err != nil {
-		t.Fatal(err)
-	}
-	durable("after a Service without fencing", false)
-	if err := lockcore.New(pool).With(ctx, freshAgent(), noop); err != nil {
-		t.Fatal(err)
-	}
-	durable("after a fencing Service", true)
-	if err := lockcore.New(pool, lockcore.SharedPool()).With(ctx, freshAgent(), noop); err != nil {
-		t.Fatal(err)
-	}
-	durable("after the shared Service", false)
-	var lt string
-	if err := pool.QueryRow(ctx, "SHOW lock_timeout").Scan(&lt); err != nil || lt != "0" {
-		t.Errorf("lock_timeout = %q (%v), want 0 after the shared Service", lt, err)
-	}
-}
-
-// Reentrancy knows a database by what the server says, not by how a DSN
-// spells it: two pools on the same database whose host differs by a
-// trailing slash are one database, so a nested acquire of a held key
-// through the other pool is refused at once instead of waiting for itself.
-func TestReentrancyIgnoresDSNSpelling(t *testing.T) {
-	t.Parallel()
-	here, _ := newService(t, 2, lockcore.Wait(3*time.Second))
-	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Host += "/" // the same socket directory, spelt differently
-	cfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	there := lockcore.New(pool, lockcore.Wait(3*time.Second))
-	key := freshAgent()
-	err = here.With(context.Background(), key, func(ctx context.Context) error {
-		start := time.Now()
-		err := there.With(ctx, key, noop)
-		if !errors.Is(err, lockcore.ErrReentrant) {
-			t.Errorf("the same database through another spelling: %v after %v, want ErrReentrant", err, time.Since(start).Round(time.Millisecond))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A role that may not read pg_control_system still locks, and reentrancy
-// still works: the cluster is then named by the pool's host and port.
-func TestReentrancyWithoutSystemIdentifier(t *testing.T) {
-	t.Parallel()
-	dsn := freshDatabase(t)
-	ctx := context.Background()
-	admin := newPool(t, dsn, nil)
-	// Function privileges live in each database's pg_proc: this one only.
-	if _, err := admin.Exec(ctx, "REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC"); err != nil {
-		t.Fatal(err)
-	}
-	role := fmt.Sprintf("lockcore_nosysid_%d", time.Now().UnixNano()%1e9)
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD 'pw'", role)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = admin.Exec(cctx, "DROP ROLE "+role)
-	})
-	roleDSN, err := pgtest.WithUser(dsn, role, "pw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	here := lockcore.New(newPool(t, roleDSN, nil), lockcore.NoFencing(), lockcore.Wait(3*time.Second))
-	there := lockcore.New(newPool(t, roleDSN, nil), lockcore.NoFencing(), lockcore.Wait(3*time.Second))
-	key := freshAgent()
-	err = here.With(ctx, key, func(ctx context.Context) error {
-		if err := there.With(ctx, key, noop); !errors.Is(err, lockcore.ErrReentrant) {
-			t.Errorf("nested acquire through a second pool: %v, want ErrReentrant", err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A zero timeout means the Service's timeout everywhere: WithTimeout(ctx,
-// k, 0, fn) is Acquire(ctx, k, 0), not an acquire that has already run
-// out of time.
-func TestZeroTimeoutIsDefault(t *testing.T) {
-	t.Parallel()
-	// The default wait outlasts a connect on a loaded box (a free key must
-	// be taken) and stays short (a held key must time out at it).
-	s, _ := newService(t, 2, lockcore.Wait(2*time.Second))
-	ctx := context.Background()
-	for _, d := range []time.Duration{0, -time.Second} {
-		ran := false
-		if err := s.With(ctx, freshAgent(), func(context.Context) error { ran = true; return nil }, lockcore.Wait(d)); err != nil || !ran {
-			t.Errorf("WithTimeout(%v) on a free key = %v (ran %v)", d, err, ran)
-		}
-		key := freshAgent()
-		release := holdElsewhere(t, key)
-		err := s.With(ctx, key, noop, lockcore.Wait(d))
-		if !errors.Is(err, lockcore.ErrTimeout) || strings.Contains(err.Error(), "connection") {
-			t.Errorf("WithTimeout(%v) on a held key = %v, want the lock's ErrTimeout", d, err)
-		}
-		release()
 	}
 }
