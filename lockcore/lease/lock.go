@@ -287,8 +287,18 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 			// this attempt may have left, as lockcore does after a failed
 			// advisory acquire (PostgreSQL bug #17686). The store returns
 			// only once the request can commit nothing more, also one in
-			// flight when the wait ended: the cleanup is final.
-			m.tidy(lockID, token, q.waiterID, hasWaiter || wait)
+			// flight when the wait ended: the cleanup is final. A request
+			// never sent (no pool connection came before the context ended)
+			// left nothing; only an earlier attempt's waiter row is removed,
+			// and an acquire that has none returns at once rather than queue
+			// on the same busy pool for cleanupTimeout.
+			if notSent(err) {
+				if hasWaiter {
+					m.tidy(lockID, "", q.waiterID, true)
+				}
+			} else {
+				m.tidy(lockID, token, q.waiterID, hasWaiter || wait)
+			}
 			if t != nil {
 				m.st.hub().leave(lockID, t, false)
 			}

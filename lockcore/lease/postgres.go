@@ -248,7 +248,7 @@ func abortedRetryable(err error) bool {
 func (p *pgStore) acquireOnce(ctx context.Context, lockID string, f *fastAcquire, plan func(*state) (*change, error)) (*applied, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return nil, err
+		return nil, notSentError{err}
 	}
 	g := f.grant
 	b := &pgx.Batch{}

@@ -165,3 +165,18 @@ func newToken() string { return rand.Text() }
 // jobsKey is the wake-up key of job slots; lock_ids always have a level
 // prefix, so it cannot collide with one.
 const jobsKey = "*jobs"
+
+// notSentError is a store's failure before it sent anything of a request
+// (no connection: the pool stayed busy until the context ended, or it is
+// closed): nothing of it can commit, so there is nothing to clean up.
+type notSentError struct{ err error }
+
+func (e notSentError) Error() string { return e.err.Error() }
+func (e notSentError) Unwrap() error { return e.err }
+
+// notSent reports whether err is a request's failure before anything of it
+// was sent.
+func notSent(err error) bool {
+	var ns notSentError
+	return errors.As(err, &ns)
+}
