@@ -78,10 +78,10 @@ func TestReentrantRefused(t *testing.T) {
 func TestTimeoutThenReconcile(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := context.Background()
-	w.env.SetLockTimeout(200 * time.Millisecond)
 	b := w.hooks.stop(t, workers.PointEntered, 1)
 	holder := goErr(func() error { return w.env.Hook(ctx, workers.RouteNotification, 1) })
 	b.wait(t)
+	w.env.SetLockTimeout(200 * time.Millisecond) // the waiter's; the holder's acquire had the default
 	if err := w.env.Hook(ctx, workers.RoutePreToolUse, 1); !errors.Is(err, lockcore.ErrTimeout) {
 		t.Fatalf("waiter behind a held section: %v, want ErrTimeout", err)
 	}
@@ -110,13 +110,17 @@ func TestTimeoutThenReconcile(t *testing.T) {
 func TestSlowBodyOutlastsTheTimeout(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := context.Background()
-	w.env.SetLockTimeout(100 * time.Millisecond)
+	// The slow body's own acquire gets seconds, the waiter's alone is short
+	// (a make test beside two CPU hogs never saw the body begin in 60s: its
+	// acquire, under the same 100ms, most likely timed out).
+	w.env.SetLockTimeout(30 * time.Second)
 	w.env.SetTiming(workers.Timing{SlowBody: time.Hour}) // ends when the test cancels it
 	w.env.Faults.Add(workers.FaultSlowBody, 1)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slow := goErr(func() error { return w.env.Hook(sctx, workers.RouteNotification, 1) })
 	pgtest.Eventually(t, "the slow body is inside", func() bool { return w.rec.hasNote("slow body") })
+	w.env.SetLockTimeout(100 * time.Millisecond)
 	if err := w.env.Hook(ctx, workers.RoutePreToolUse, 1); !errors.Is(err, lockcore.ErrTimeout) {
 		t.Fatalf("waiter behind a slow body: %v, want ErrTimeout", err)
 	}
