@@ -16,7 +16,7 @@ import (
 )
 
 // A deadlock inside one server, on advisory locks: with deadlock_timeout
-// raised to 5 s, the monitor's polls report the cycle (seen in two polls
+// raised to 10 s, the monitor's polls report the cycle (seen in two polls
 // in a row) before the server breaks it, and mark it as one the server
 // will resolve; then the server cancels one side (40P01).
 func TestServerDeadlockReportedAndMarked(t *testing.T) {
@@ -24,7 +24,7 @@ func TestServerDeadlockReportedAndMarked(t *testing.T) {
 	mon := pgtest.Conn(t)
 	a, b := pgtest.Conn(t), pgtest.Conn(t)
 	for _, c := range []*pgx.Conn{a, b} {
-		if _, err := c.Exec(ctx, "SET deadlock_timeout = '5s'"); err != nil {
+		if _, err := c.Exec(ctx, "SET deadlock_timeout = '10s'"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,7 +53,7 @@ func TestServerDeadlockReportedAndMarked(t *testing.T) {
 
 	var det waitfor.Detector
 	var got *waitfor.Cycle
-	deadline := time.Now().Add(4 * time.Second) // before the server's 5 s
+	deadline := time.Now().Add(9 * time.Second) // before the server's 10 s (5 s left a loaded box's polls little room)
 	for got == nil && time.Now().Before(deadline) {
 		snap, err := pgsource.Inspect(ctx, mon)
 		if err != nil {
@@ -68,7 +68,7 @@ func TestServerDeadlockReportedAndMarked(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // the poll interval
 	}
 	if got == nil {
-		t.Fatal("the server's deadlock was not reported within 4 s")
+		t.Fatal("the server's deadlock was not reported within 9 s")
 	}
 	if !got.ServerResolves || got.KindsLabel() != "advisory" || len(got.Edges) != 2 {
 		t.Errorf("cycle %+v: want two advisory waits, marked as resolved by the server", got)
@@ -85,7 +85,7 @@ func TestServerDeadlockReportedAndMarked(t *testing.T) {
 		if _, err := e.c.Exec(ctx, "SELECT pg_advisory_unlock_all()"); err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(30 * time.Second): // a guard: the server's 10 s, and room
 		t.Fatal("the server did not break its deadlock")
 	}
 	if e := <-errs; e.err != nil {
