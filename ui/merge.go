@@ -28,8 +28,9 @@ func merge(parts []model.Part) model.Snapshot {
 			return model.Merge(parts)
 		}
 	}
-	parts[0].Snapshot.Locks = nil
-	s := model.Merge(parts)
+	rest := append([]model.Part{parts[0]}, parts[1:]...) // the caller's parts stay as they are
+	rest[0].Snapshot.Locks = nil
+	s := model.Merge(rest)
 	s.Locks, s.Sources[0].Locks = first, len(first)
 	return s
 }

@@ -24,16 +24,12 @@ type keyset struct {
 	keys  []string
 }
 
-// keysFor names the keys of key's lock. Every acquire calls it: the tagged
-// names are cut from one string, and the scripts' KEYS made once (all).
+// keysFor names the keys of key's lock; the scripts' KEYS (all) are made
+// once here, not at each call.
 func keysFor(prefix, key string) keyset {
 	hold := prefix + key
-	tag := "{" + slotTag(keySlot(hold)) + "}"
-	t := len(tag) + len(prefix)
-	names := tag + prefix + "q:" + key + tag + prefix + "w:" + key + tag + prefix + "fence"
-	q := t + len("q:") + len(key)
-	w := q + t + len("w:") + len(key)
-	ks := keyset{hold: hold, queue: names[:q], info: names[q:w], fence: names[w:], tag: names[:t]}
+	tagged := "{" + slotTag(keySlot(hold)) + "}" + prefix
+	ks := keyset{hold: hold, queue: tagged + "q:" + key, info: tagged + "w:" + key, fence: tagged + "fence", tag: tagged}
 	ks.keys = []string{ks.hold, ks.queue, ks.info, ks.fence}
 	return ks
 }
