@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 // TestAttackBusyQueuedWaiterTakesBack: the README's "a failed or
 // cancelled Acquire takes back what it may have left", with Redis
 // answering BUSY (a script past lua-time-limit) while a waiter is queued:
-// the waiter returns the BUSY reply and no Lock, and once BUSY ends (well
-// within the 3s a registration lives) its registration is gone and the
+// the waiter returns the BUSY reply and no Lock, and once BUSY ends (300ms
+// after the waiter begins to take back, well within the 3s a registration
+// lives) its registration is gone and the
 // holder's release hands the key to nobody: a try takes it at once.
 func TestAttackBusyQueuedWaiterTakesBack(t *testing.T) {
 	srv := redistest.Private(t)
@@ -30,6 +32,12 @@ func TestAttackBusyQueuedWaiterTakesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// BUSY ends 300ms after the waiter begins to take back what it left
+	// (set before the waiter starts: it reads the hook).
+	withdrawing := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { beforeWithdraw = nil })
+	beforeWithdraw = func() { once.Do(func() { close(withdrawing) }) }
 	done := make(chan error, 1)
 	go func() {
 		l, err := waiter.Acquire(ctx, "k")
@@ -57,15 +65,21 @@ func TestAttackBusyQueuedWaiterTakesBack(t *testing.T) {
 		}
 		<-busy
 	}
+	select {
+	case <-withdrawing:
+	case <-time.After(10 * time.Second):
+		kill()
+		t.Fatal("the waiter's 1s wait did not end 10s later under BUSY")
+	}
+	time.Sleep(300 * time.Millisecond) // how long BUSY lasts, not a synchronisation
+	kill()
 	var werr error
 	select {
 	case werr = <-done:
 	case <-time.After(10 * time.Second):
-		kill()
-		t.Fatal("the waiter's 1s wait still under way 10s later under BUSY")
+		t.Fatal("the waiter's Acquire still under way 10s after BUSY ended")
 	}
-	kill()
-	t.Logf("waiter under BUSY past its deadline: %v", werr)
+	t.Logf("queued waiter under BUSY: %v", werr)
 	if werr == nil {
 		t.Fatal("the waiter got the key while it was held")
 	}
