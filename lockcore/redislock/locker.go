@@ -321,6 +321,34 @@ func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock 
 	return k
 }
 
+// withdraw takes back the attempt's registration, or grant, before ctx
+// ends. A Redis answering BUSY (a script past lua-time-limit) or LOADING
+// runs no command now but will soon, and a registration it keeps is handed
+// the key by the next release: the withdraw is tried again until ctx ends
+// (TestAttackBusyQueuedWaiterTakesBack: a waiter's poll answered BUSY
+// returned with its registration left, which the holder's release then
+// made the key's holder).
+func (a *attempt) withdraw(ctx context.Context) {
+	for {
+		err := withdrawScript.Run(ctx, a.l.rdb, a.ks.all(), a.tok).Err()
+		if !busyReply(err) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// busyReply reports whether err is a BUSY or LOADING reply: Redis is up
+// but runs no command until a script ends or its dataset is loaded.
+func busyReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && (strings.HasPrefix(re.Error(), "BUSY") || strings.HasPrefix(re.Error(), "LOADING"))
+}
+
 // fail turns the end of an attempt into its error, after taking back what
 // it may have left in Redis. err is nil when the key stayed held.
 //
@@ -343,7 +371,7 @@ func (a *attempt) fail(err error) error {
 			beforeWithdraw()
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), bound)
-		_ = withdrawScript.Run(cctx, l.rdb, a.ks.all(), a.tok).Err()
+		a.withdraw(cctx)
 		cancel()
 	}
 	held := ""
