@@ -23,7 +23,6 @@ import (
 func TestAttackBusyQueuedWaiterTakesBack(t *testing.T) {
 	srv := redistest.Private(t)
 	rdb := redistest.ClientOf(t, srv)
-	admin := redistest.ClientOf(t, srv)
 	ctx := context.Background()
 	holder := lockerOn(t, rdb, Options{Owner: "holder"})
 	waiter := lockerOn(t, redistest.ClientOf(t, srv), Options{Owner: "waiter", Wait: time.Second})
@@ -47,24 +46,7 @@ func TestAttackBusyQueuedWaiterTakesBack(t *testing.T) {
 		done <- err
 	}()
 	waitForWaiters(t, holder, "k", 1)
-	if err := admin.ConfigSet(ctx, "lua-time-limit", "10").Err(); err != nil {
-		t.Fatal(err)
-	}
-	busy := make(chan struct{})
-	go func() {
-		defer close(busy)
-		admin.Eval(context.Background(), "local i = 0 while true do i = i + 1 end", nil)
-	}()
-	kill := func() {
-		k := redistest.ClientOf(t, srv)
-		for i := 0; i < 200; i++ {
-			if k.ScriptKill(context.Background()).Err() == nil {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		<-busy
-	}
+	kill := makeBusy(t, srv)
 	select {
 	case <-withdrawing:
 	case <-time.After(10 * time.Second):

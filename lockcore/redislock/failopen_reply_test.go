@@ -19,44 +19,13 @@ import (
 func TestFailOpenNotOnBusyReply(t *testing.T) {
 	srv := redistest.Private(t)
 	rdb := redistest.ClientOf(t, srv)
-	admin := redistest.ClientOf(t, srv)
 	holder := lockerOn(t, rdb, Options{Owner: "holder"})
 	open := lockerOn(t, rdb, Options{Owner: "open", FailOpen: true, Wait: replyWait})
 	ctx := context.Background()
 	if _, err := holder.Acquire(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.ConfigSet(ctx, "lua-time-limit", "10").Err(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Read-only, so SCRIPT KILL can stop it.
-		admin.Eval(context.Background(), "local i = 0 while true do i = i + 1 end", nil)
-	}()
-	// Wait for the server to answer BUSY.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := rdb.Ping(ctx).Err()
-		if err != nil && strings.HasPrefix(err.Error(), "BUSY") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server never answered BUSY (last %v)", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	defer func() {
-		k := redistest.ClientOf(t, srv)
-		for i := 0; i < 100; i++ {
-			if k.ScriptKill(context.Background()).Err() == nil {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		<-done
-	}()
+	makeBusy(t, srv)
 	ran := false
 	err := open.With(ctx, "k", func(context.Context) error { ran = true; return nil })
 	if ran || err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "BUSY") {
