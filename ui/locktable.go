@@ -114,11 +114,12 @@ type lockTable struct {
 
 	// laid is the layout settle made in the shape it chose, which View
 	// draws: the rows are laid out once a refresh, not once to choose
-	// the shape and again to draw (issue 26: at rest, a fifth of the
-	// Model's CPU). laidOK says it still stands: every change to what it
-	// was measured on (the snapshot, the rows, the window, the size) goes
-	// through scroll, which drops it; laidMarks is the styles' Marks it
-	// was measured with (the TIME column's width).
+	// the shape and again to draw (issue 26: the second was about an
+	// eighth of Update and View at rest). laidOK says it still stands:
+	// every change to what it was measured on (the snapshot, the rows,
+	// the window, the size) goes through scroll, which drops it;
+	// laidMarks is the styles' Marks it was measured with (the TIME
+	// column's width).
 	laid      tableLayout
 	laidOK    bool
 	laidMarks bool
