@@ -142,6 +142,9 @@ const markW = 2 // "› " in front of the selected row
 // With a held shape (see settle) the columns are the shape's, at its
 // widths, whatever the content would have them be.
 func (t *lockTable) layout() tableLayout {
+	if t.laidOK && t.laidMarks == t.st.Marks {
+		return t.laid // settle's, nothing changed since
+	}
 	if t.hasShape && t.shape.rows {
 		return t.layoutFor(&t.shape)
 	}
@@ -150,6 +153,7 @@ func (t *lockTable) layout() tableLayout {
 
 // layoutFor lays the table out for its content, or in held's shape.
 func (t *lockTable) layoutFor(held *tableShape) tableLayout {
+	t.layouts++
 	first := t.offset
 	end := min(t.offset+t.visible(), len(t.rows))
 	kind := t.kinds > 1

@@ -58,6 +58,9 @@
 // locks a refresh's Update and View take 6–9 ms of CPU on these 2-core
 // machines (internal/cli's BenchmarkDashboardRefresh10k/update+render; with 7,500
 // of them waiting, most of it is following the contention episodes:
-// BenchmarkSnapshot10k). Run hands Bubble Tea each frame without the
-// blanks that pad its lines (screen), which its renderer would parse.
+// BenchmarkSnapshot10k). The rows in view are laid out once a refresh:
+// View draws the layout Update's settle made (BenchmarkRestBeside). Run
+// hands Bubble Tea each frame without the blanks that pad its lines
+// (screen), which its renderer would parse, and caps its frames at 5 a
+// second: at rest, its ticker's wake-ups cost more than the frames.
 package ui

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
+
 	"github.com/locktop/locktop/internal/source"
 	"github.com/locktop/locktop/model"
 )
@@ -70,5 +72,27 @@ func TestBareAnswerReusesTheFrame(t *testing.T) {
 	h.send(SnapshotMsg{Source: 1, Err: errors.New("connection refused")})
 	if hidden() {
 		t.Errorf("the View after a failed answer was not built again")
+	}
+}
+
+// A refresh lays the table's rows out once: Update's settle chooses the
+// shape, and View draws that layout rather than measuring the rows again;
+// so does a key that moves the cursor. The frame is the one a layout made
+// afresh would draw.
+func TestRefreshLaysRowsOutOnce(t *testing.T) {
+	h := newHarness(t, Options{Interval: time.Second})
+	h.start(160, 50)
+	_ = h.m.View()
+	for _, msg := range []tea.Msg{SnapshotMsg{Snapshot: sample()}, press("down"), tea.WindowSizeMsg{Width: 150, Height: 40}} {
+		before := h.m.table.layouts
+		h.send(msg)
+		got := h.m.View().Content
+		if n := h.m.table.layouts - before; n != 1 {
+			t.Errorf("after %T: %d layouts of the rows, want 1", msg, n)
+		}
+		h.m.table.laidOK = false
+		if fresh := h.m.render(); fresh != got {
+			t.Errorf("after %T the frame drawn differs from one laid out afresh:\n%s\nafresh:\n%s", msg, got, fresh)
+		}
 	}
 }

@@ -111,6 +111,20 @@ type lockTable struct {
 	want     tableShape // what the content wants, since wantSince
 	since    time.Time
 	reshape  bool // the operator filtered, sorted or moved: lay out at once
+
+	// laid is the layout settle made in the shape it chose, which View
+	// draws: the rows are laid out once a refresh, not once to choose
+	// the shape and again to draw (issue 26: the second was about an
+	// eighth of Update and View at rest). laidOK says it still stands:
+	// every change to what it was measured on (the snapshot, the rows,
+	// the window, the size) goes through scroll, which drops it;
+	// laidMarks is the styles' Marks it was measured with (the TIME
+	// column's width).
+	laid      tableLayout
+	laidOK    bool
+	laidMarks bool
+	// layouts counts the layouts made, for the tests.
+	layouts int
 }
 
 // settle lays the table out for what the content wants now: more room
@@ -135,6 +149,13 @@ func (t *lockTable) settle(now time.Time, fresh bool) {
 		t.shape = t.shape.grow(&want)
 	}
 	t.hasShape, t.reshape = true, false
+	// In the shape the content wants, the layout drawn is the one just
+	// made (layoutFor in a shape taken from a layout gives that layout
+	// back); in a held shape it is laid out again, once.
+	if t.shape.rows && t.shape != want {
+		lay = t.layoutFor(&t.shape)
+	}
+	t.laid, t.laidOK, t.laidMarks = lay, true, t.st.Marks
 }
 
 // tablePaints are the table's styles as paints (see paint).
@@ -363,6 +384,7 @@ func (t *lockTable) visible() int { return max(t.height-2, 0) }
 
 // scroll moves the window so the cursor is in it.
 func (t *lockTable) scroll() {
+	t.laidOK = false
 	vis := t.visible()
 	if vis <= 0 {
 		t.offset = 0

@@ -191,6 +191,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		st.AddPools(pools)
 	}
 	opts.History = rewindable(st.History())
+	setDashboardProcs(opts.Simulator != nil, ln != nil)
 	return ui.Run(ctx, opts)
 }
 
