@@ -61,6 +61,6 @@
 // BenchmarkSnapshot10k). The rows in view are laid out once a refresh:
 // View draws the layout Update's settle made (BenchmarkRestBeside). Run
 // hands Bubble Tea each frame without the blanks that pad its lines
-// (screen), which its renderer would parse, and caps its frames at 5 a
-// second: at rest, its ticker's wake-ups cost more than the frames.
+// (screen), which its renderer would parse, at most 10 frames a second
+// (fps in run.go).
 package ui

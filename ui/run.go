@@ -12,15 +12,14 @@ import (
 // fps caps the redraws a second. A dashboard refreshed once a second needs
 // few; each frame that changed nothing still costs a wake-up (and wakes the
 // Go runtime's sysmon with it), so at rest the renderer's ticker is most of
-// the process's wake-ups. Bubble Tea v2 (2.1.1) has no way to draw at once
-// after a key, nor to change the rate while running (one time.Ticker at
-// WithFPS, the only option), so the rate is what a key's echo waits: at 5
-// a second, 100 ms on average and 200 ms at worst (50 and 100 ms at 10).
-// Issue 26: at 20, about 1.6× the context switches at rest of 10; beside
-// pg_activity's load (1,000 held and 20 waiting locks), 5 against 10 was
-// 0.85× the CPU (9 windows side by side, median), the largest cut left
-// to the dashboard.
-const fps = 5
+// the process's wake-ups. Bubble Tea v2 has no way to draw at once after a
+// key, nor to change the rate while running, so the rate is what a key's
+// echo waits at worst: 10 a second keeps it within 100 ms (issue 26: at
+// 20, about 1.6× the context switches at rest, 3,500 against 2,100 in
+// 25 s, and 2.0–2.9% of a core against 1.65–1.75%). 5 a second was 0.85×
+// the CPU at rest beside pg_activity's load, and was not taken: a key's
+// echo would wait up to 200 ms.
+const fps = 10
 
 // Run shows the dashboard on the terminal until the operator quits or ctx
 // ends (Ctrl-C, SIGTERM). Cancelling ctx also stops every command the
