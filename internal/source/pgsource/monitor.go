@@ -72,6 +72,7 @@ type Monitor struct {
 	// first seen; spareGrants is where the next poll lists its own.
 	grants, spareGrants []grantSeen
 	seenWaits           map[grantID][]int32 // each wait's blockers when first seen
+	firstBlocked        []waitBlockers      // track's list of them by row, reused
 	keyNames            interner            // the names in grants' and seenWaits' keys
 	lastTaken           time.Time
 	lastRows            int          // the last poll's rows: how many rowsAhead allocates
