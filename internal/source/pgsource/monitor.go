@@ -241,7 +241,7 @@ func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, *pglocks.Table, 
 		return model.Snapshot{}, nil, err
 	}
 	partial := m.names.apply(&t)
-	m.models = backends{prev: m.models.byB}
+	m.models = backends{prev: m.models.byB, byB: make(map[*pglocks.Backend]converted, len(m.models.byB))}
 	snap := buildWith(&t, m.reg, &m.models, <-room)
 	m.lastRows = len(snap.Locks)
 	snap.Partial = partial
