@@ -20,11 +20,14 @@ import (
 //     at most since the transaction began (Lock.XactStart): HeldSince is
 //     never earlier. An advisory lock may be a session's, older than any
 //     transaction, so the cap does not apply to it.
+//
+// locks must come grouped by key, the rows of one key next to one
+// another, as buildWith writes them.
 func bound(locks []model.Lock, blocked func(w int, pid int32) bool) {
-	// locks come grouped by key (as buildWith writes them): a waiter's
-	// holders are in its run of rows, so no row is looked up by its KeyID
-	// (issue 26: hashing a KeyID per holder named by a waiter, and the map
-	// that held them, were most of bound at 100 row waits).
+	// A waiter's holders are in its run of rows, so no row is looked up
+	// by its KeyID (issue 26: hashing a KeyID per holder named by a
+	// waiter, and the map that held them, were most of bound at 100 row
+	// waits).
 	var byPID map[int32][]int // a large run's holders, by pid
 	for i := 0; i < len(locks); {
 		j, waits := i+1, !locks[i].Granted

@@ -123,8 +123,8 @@ func (m *Monitor) track(snap *model.Snapshot) {
 		firstBlocked = append(firstBlocked, waitBlockers{i, first})
 	}
 	bound(snap.Locks, func(w int, pid int32) bool {
-		j, _ := slices.BinarySearchFunc(firstBlocked, w, func(b waitBlockers, w int) int { return b.row - w })
-		return slices.Contains(firstBlocked[j].blockers, pid)
+		j, ok := slices.BinarySearchFunc(firstBlocked, w, func(b waitBlockers, w int) int { return b.row - w })
+		return ok && slices.Contains(firstBlocked[j].blockers, pid)
 	})
 	m.firstBlocked = firstBlocked[:0]
 	// The grants a poll shows are mostly the last poll's, in the same order
