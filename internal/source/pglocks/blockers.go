@@ -68,15 +68,45 @@ func ModesConflict(held, want string) bool {
 // query's workers are named by their own pids, not their leader's; and
 // fast-path rows, which never block anyone, are not read.
 func blockers(rows []Other, objs []object) {
-	// Waiters by object, in queue order.
-	byObj := map[object][]int{}
-	nums := make([]int, len(rows))
+	// The rows of each object are gathered into one array, in the rows'
+	// order (a counting sort by object), and every waiter's BlockedBy is
+	// cut from one array too: no slice per object or per waiter (issue 26:
+	// at 100 row waits, a map of slices per object and a slice per waiter
+	// were most of blockers).
+	n := len(rows)
+	ids := make(map[object]int32, n)
+	ints := make([]int32, 3*n+1) // the rows' objects, the rows by object, where each object's rows begin
+	group, order, start := ints[:n], ints[n:2*n], ints[2*n:]
+	for i := range rows {
+		g, ok := ids[objs[i]]
+		if !ok {
+			g = int32(len(ids))
+			ids[objs[i]] = g
+		}
+		group[i] = g
+		start[g+1]++
+	}
+	objects := len(ids)
+	for g := range objects {
+		start[g+1] += start[g]
+	}
+	for i := range rows {
+		g := group[i]
+		order[start[g]] = int32(i)
+		start[g]++
+	}
+	// start[g] is now where object g's rows end, and start[g-1] where they
+	// begin.
+	nums := make([]int, n)
 	for i := range rows {
 		nums[i] = modeNumber(rows[i].Mode)
-		byObj[objs[i]] = append(byObj[objs[i]], i)
 	}
-	for _, idx := range byObj {
-		slices.SortStableFunc(idx, func(a, b int) int {
+	var by []int32 // every waiter's blockers, one after another
+	from := int32(0)
+	for g := range objects {
+		idx := order[from:start[g]]
+		from = start[g]
+		slices.SortStableFunc(idx, func(a, b int32) int {
 			ra, rb := &rows[a], &rows[b]
 			return cmp.Or(
 				model.CompareBool(!ra.Granted, !rb.Granted),
@@ -95,19 +125,21 @@ func blockers(rows []Other, objs []object) {
 				modes |= 1 << n
 				continue
 			}
-			var by []int32
+			first := len(by)
 			if conflictTable[n]&modes != 0 {
 				for _, j := range idx[:qi] {
-					if h := &rows[j]; h.PID != w.PID && conflictTable[n]&(1<<nums[j]) != 0 && !slices.Contains(by, h.PID) {
+					if h := &rows[j]; h.PID != w.PID && conflictTable[n]&(1<<nums[j]) != 0 && !slices.Contains(by[first:], h.PID) {
 						by = append(by, h.PID)
 					}
 				}
 			}
 			modes |= 1 << n
-			if by == nil {
-				by = []int32{}
+			// Capped, so that the next waiter's appends do not write
+			// into this one's blockers.
+			w.BlockedBy = by[first:len(by):len(by)]
+			if len(w.BlockedBy) == 0 {
+				w.BlockedBy = []int32{}
 			}
-			w.BlockedBy = by
 		}
 	}
 }

@@ -234,6 +234,7 @@ type Reader struct {
 	others   []Other            // the last read's Table.Others' array, reused by the next
 	objs     []object           // others' objects, reused likewise
 	sessions map[int32]*Backend // every session the last read saw, by pid
+	texts    texts              // the other lock types' texts, interned
 }
 
 // Read is the package's Read, reusing what r kept from its last read.
@@ -266,8 +267,8 @@ func (rd *Reader) Read(ctx context.Context, q Querier) (Table, error) {
 			ownDB = w.oid.Uint32
 		case 1:
 			if !w.t1.is("advisory") {
-				o := Other{LockType: w.t1.among(lockTypes[:]), Relation: w.t3.str(), Tuple: tupleOf(w), PID: w.pid.Int32, Mode: w.t2.among(lockModes[:]), Granted: w.flag.Bool}
-				o.Object = objectOf(o.LockType, w)
+				o := Other{LockType: w.t1.among(lockTypes[:]), Relation: rd.texts.of(w.t3.b), Tuple: tupleOf(w, &rd.texts), PID: w.pid.Int32, Mode: w.t2.among(lockModes[:]), Granted: w.flag.Bool}
+				o.Object = objectOf(o.LockType, w, &rd.texts)
 				if !o.Granted {
 					o.WaitStart = w.ts.Time // zero (fixed below) until the server records it
 				}
@@ -293,7 +294,7 @@ func (rd *Reader) Read(ctx context.Context, q Querier) (Table, error) {
 				}
 			}
 		case 3:
-			dbs[w.oid.Uint32] = w.t1.str()
+			dbs[w.oid.Uint32] = rd.texts.of(w.t1.b)
 		case 5:
 			t.Killed, _ = strconv.ParseInt(w.t3.str(), 10, 64)
 		}

@@ -211,27 +211,57 @@ func decodeTime(b []byte, d *pgtype.Timestamptz) bool {
 	return true
 }
 
+// texts interns the short texts of the rows of other lock types from read
+// to read: relation names, tuple ids, transaction ids, database names. A
+// server with 100 row waits sends the same few hundred each poll, and a
+// string for each was a fifth of a poll's allocations (issue 26). A lookup
+// with the bytes converted in the index allocates nothing. The zero texts
+// is ready; past maxTexts it starts afresh, so a server that cycles
+// through many ids over days does not grow it for ever.
+type texts struct{ m map[string]string }
+
+const maxTexts = 4096
+
+// of is b as a string, the one it returned before for the same bytes.
+func (x *texts) of(b []byte) string {
+	if s, ok := x.m[string(b)]; ok {
+		return s
+	}
+	if x.m == nil || len(x.m) >= maxTexts {
+		x.m = make(map[string]string)
+	}
+	s := string(b)
+	x.m[s] = s
+	return s
+}
+
 // tupleOf is a tuple lock's "(page,tuple)"; "" for a row without a tuple.
-func tupleOf(w *wireRow) string {
+func tupleOf(w *wireRow, x *texts) string {
 	if !w.tuple.Valid || !w.page.Valid {
 		return ""
 	}
-	return "(" + strconv.Itoa(int(w.page.Int32)) + "," + strconv.Itoa(int(w.tuple.Int16)) + ")"
+	var buf [24]byte
+	b := append(buf[:0], '(')
+	b = strconv.AppendInt(b, int64(w.page.Int32), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(w.tuple.Int16), 10)
+	return x.of(append(b, ')'))
 }
 
 // objectOf is what identifies a lock of lockType besides its database,
 // relation and tuple: a transaction id, a virtual xid, a page; for the rarer
 // types (object, frozenid, spectoken, userlock), the locktag's fields that
 // are set, joined by ':' as concat_ws joins them.
-func objectOf(lockType string, w *wireRow) string {
+func objectOf(lockType string, w *wireRow, x *texts) string {
 	switch lockType {
 	case "transactionid":
 		if w.xid.Valid {
-			return strconv.FormatUint(uint64(w.xid.Uint32), 10)
+			var buf [10]byte
+			return x.of(strconv.AppendUint(buf[:0], uint64(w.xid.Uint32), 10))
 		}
 		return ""
 	case "virtualxid":
-		return w.t4.str()
+		return x.of(w.t4.b)
 	case "page":
 		if w.page.Valid {
 			return "page " + strconv.Itoa(int(w.page.Int32))

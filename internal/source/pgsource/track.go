@@ -79,6 +79,12 @@ func (m *Monitor) waitOf(l *model.Lock) grantID {
 	return id
 }
 
+// waitBlockers are a waiting row's blockers when it was first seen.
+type waitBlockers struct {
+	row      int // the row's index in the snapshot's locks
+	blockers []int32
+}
+
 // grantSeen is what a Monitor remembers of a grant: when it first saw it.
 type grantSeen struct {
 	id    grantID
@@ -96,7 +102,10 @@ func (m *Monitor) track(snap *model.Snapshot) {
 	if n := len(m.keyNames.byID); n > maxNames && n > 2*m.keyNames.kept {
 		m.renumber()
 	}
-	waits := make(map[grantID][]int32)
+	waits := make(map[grantID][]int32, len(m.seenWaits))
+	// Each waiter's blockers when first seen, by its row: bound asks for
+	// them by row, so a waiter's identity is interned and hashed once.
+	firstBlocked := m.firstBlocked[:0]
 	for i := range snap.Locks {
 		l := &snap.Locks[i]
 		if l.Granted {
@@ -111,8 +120,13 @@ func (m *Monitor) track(snap *model.Snapshot) {
 			}
 		}
 		waits[id] = first
+		firstBlocked = append(firstBlocked, waitBlockers{i, first})
 	}
-	bound(snap.Locks, func(w *model.Lock, pid int32) bool { return slices.Contains(waits[m.waitOf(w)], pid) })
+	bound(snap.Locks, func(w int, pid int32) bool {
+		j, ok := slices.BinarySearchFunc(firstBlocked, w, func(b waitBlockers, w int) int { return b.row - w })
+		return ok && slices.Contains(firstBlocked[j].blockers, pid)
+	})
+	m.firstBlocked = firstBlocked[:0]
 	// The grants a poll shows are mostly the last poll's, in the same order
 	// (the Reader keeps the server's order): walk the two lists side by
 	// side, and look a grant up by its identity only when the walk loses

@@ -44,6 +44,18 @@ type heavyGroup struct {
 	members []int32
 	extra   []int32
 	holds   []int32 // pids of the holders among members
+	// The first members, extra blocker and holder live here, so that a
+	// group of a row wait (a waiter, its blocker) allocates no slice: the
+	// groups' array never grows once a group is made (see others).
+	inline [4]int32
+}
+
+// newGroup appends a group for id to groups, which has room for it.
+func newGroup(groups []heavyGroup, id model.KeyID, relation string) []heavyGroup {
+	groups = append(groups, heavyGroup{id: id, relation: relation})
+	g := &groups[len(groups)-1]
+	g.members, g.extra, g.holds = g.inline[0:0:2], g.inline[2:2:3], g.inline[3:3:4]
+	return groups
 }
 
 // others appends the heavyweight rows of other lock types to out as model locks,
@@ -82,6 +94,8 @@ func others(t *pglocks.Table, out []model.Lock, sessions *backends) []model.Lock
 		}
 	}
 
+	// One group per waiter at most: the array never grows, so the slices
+	// into each group's inline room stay valid.
 	groups := make([]heavyGroup, 0, waiters)
 	byID := make(map[groupKey]int32, waiters)
 	byObj := make(map[objKey]int32, waiters) // the objects waited for
@@ -113,7 +127,7 @@ func others(t *pglocks.Table, out []model.Lock, sessions *backends) []model.Lock
 		if !ok {
 			g = int32(len(groups))
 			byID[gk] = g
-			groups = append(groups, heavyGroup{id: id, relation: rel})
+			groups = newGroup(groups, id, rel)
 		}
 		byObj[objOf(r)] = g
 		groups[g].members = append(groups[g].members, int32(i))
@@ -206,7 +220,12 @@ func others(t *pglocks.Table, out []model.Lock, sessions *backends) []model.Lock
 
 	// Each group's rows in queue order (holders first, then waiters by wait
 	// start, then by pid), sorted as pointers and written once into out.
+	// The blockers with no row get theirs from one array, made to size.
 	var ents []*pglocks.Other
+	var extras []pglocks.Other
+	if n := extraRows(groups); n > 0 {
+		extras = make([]pglocks.Other, 0, n)
+	}
 	for _, gi := range order {
 		g := &groups[gi]
 		ents = ents[:0]
@@ -218,7 +237,8 @@ func others(t *pglocks.Table, out []model.Lock, sessions *backends) []model.Lock
 			if b == nil {
 				b = &pglocks.Backend{}
 			}
-			ents = append(ents, &pglocks.Other{PID: pid, Granted: true, Backend: b, LockType: t.Others[g.members[0]].LockType})
+			extras = append(extras, pglocks.Other{PID: pid, Granted: true, Backend: b, LockType: t.Others[g.members[0]].LockType})
+			ents = append(ents, &extras[len(extras)-1])
 		}
 		slices.SortFunc(ents, func(a, b *pglocks.Other) int {
 			return cmp.Or(
@@ -243,6 +263,15 @@ func others(t *pglocks.Table, out []model.Lock, sessions *backends) []model.Lock
 		}
 	}
 	return out
+}
+
+// extraRows counts the groups' blockers that have no row of their own.
+func extraRows(groups []heavyGroup) int {
+	n := 0
+	for i := range groups {
+		n += len(groups[i].extra)
+	}
+	return n
 }
 
 // has reports whether a row of g is pid's.
