@@ -1,14 +1,10 @@
 package pgsource
 
-import (
-	"unsafe"
-
-	"github.com/locktop/locktop/model"
-)
+import "github.com/locktop/locktop/model"
 
 // rowsAhead allocates room for a poll's snapshot rows while the server
 // answers the poll: a goroutine makes zeroed room for the last poll's
-// count of rows and a little more, and writes to every page of it, so that
+// count of rows and a little more, and writes every page of it, so that
 // the rows are not allocated, zeroed and faulted in after the last row
 // arrives, when every microsecond is the poll's latency. A model.Lock is
 // 416 bytes: 1,100 rows are 460 kB, and the runtime often hands back pages
@@ -25,18 +21,12 @@ func rowsAhead(last int) <-chan []model.Lock {
 	}
 	go func() {
 		rows := make([]model.Lock, last+last/64+8)
-		// make zeroes memory the runtime reuses, but leaves pages fresh
-		// from the OS to fault in when first written: one write a page
-		// (a number, which needs no write barrier) faults them in here,
-		// off the poll's critical path, without zeroing the array again.
-		for i := 0; i < len(rows); i += pageStride {
-			rows[i].PID = 0
-		}
+		// clear writes every page of the array: a page the runtime took
+		// back from the OS is faulted in here, off the poll's critical
+		// path. The compiler does not drop it: it cannot know the memory
+		// is zero already.
+		clear(rows)
 		room <- rows[:0]
 	}()
 	return room
 }
-
-// pageStride is how many rows apart one write a page lands: fewer rows
-// than a page holds, so no page is skipped.
-const pageStride = max(1, 4096/int(unsafe.Sizeof(model.Lock{})))
