@@ -44,20 +44,15 @@ func InspectWith(ctx context.Context, q pglocks.Querier, reg *registry.Registry)
 // waiters give: a Monitor works those out with what it saw in earlier
 // polls.
 func build(t *pglocks.Table, reg *registry.Registry) model.Snapshot {
-	return buildWith(t, reg, &backends{}, nil)
+	return buildWith(t, reg, &backends{})
 }
 
 // buildWith is build converting the sessions with sessions, which may
-// hold the last poll's (see backends), writing the rows into room, zero
-// rows allocated ahead (see rowsAhead) when it is large enough, else into
-// an array of its own.
-func buildWith(t *pglocks.Table, reg *registry.Registry, sessions *backends, room []model.Lock) model.Snapshot {
+// hold the last poll's (see backends).
+func buildWith(t *pglocks.Table, reg *registry.Registry, sessions *backends) model.Snapshot {
 	// Room for the other kinds too, so appending them does not copy the
 	// advisory rows again.
-	if n := len(t.Rows) + len(t.Others); cap(room) < n {
-		room = make([]model.Lock, 0, n)
-	}
-	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: room[:len(t.Rows)]}
+	snap := model.Snapshot{Taken: t.Taken, Connections: t.Connections, Locks: make([]model.Lock, len(t.Rows), len(t.Rows)+len(t.Others))}
 	kn := keyNamer{reg: reg}
 	var (
 		ns       string

@@ -75,7 +75,6 @@ type Monitor struct {
 	firstBlocked        []waitBlockers      // track's list of them by row, reused
 	keyNames            interner            // the names in grants' and seenWaits' keys
 	lastTaken           time.Time
-	lastRows            int          // the last poll's rows: how many rowsAhead allocates
 	sessions            sessionState // who held or waited, to tell who ended (ended.go)
 	oursMu              sync.Mutex   // guards sessions.ours, which Terminate writes
 }
@@ -235,15 +234,13 @@ func (m *Monitor) inspect(ctx context.Context) (model.Snapshot, *pglocks.Table, 
 	ctx, cancel := context.WithTimeout(ctx, m.pollTimeout)
 	defer cancel()
 	start := time.Now()
-	room := rowsAhead(m.lastRows)
 	t, err := m.reader.Read(ctx, m.pool)
 	if err != nil {
 		return model.Snapshot{}, nil, err
 	}
 	partial := m.names.apply(&t)
 	m.models = backends{prev: m.models.byB, byB: make(map[*pglocks.Backend]converted, len(m.models.byB))}
-	snap := buildWith(&t, m.reg, &m.models, <-room)
-	m.lastRows = len(snap.Locks)
+	snap := buildWith(&t, m.reg, &m.models)
 	snap.Partial = partial
 	snap.Latency = time.Since(start)
 	return snap, &t, nil
