@@ -89,7 +89,7 @@ func collector(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 	}
 	perTarget := all.cpu / float64(n)
 	perCore := 100 / perTarget
-	cmd := fmt.Sprintf("locktop serve --target t01=DSN … --target t%02d=DSN --interval 1s (%d servers, %d advisory locks held on each); utime+stime from /proc/PID/stat over %s after %s", n, n, collectorLocks, collectorMeasure, collectorSettle)
+	cmd := fmt.Sprintf("locktop serve --target t01=DSN … --target t%02d=DSN --interval 1s (%d servers, %d advisory locks held on each); CPU time from /proc/PID/task/*/schedstat over %s after %s", n, n, collectorLocks, collectorMeasure, collectorSettle)
 	return append([]figure{
 		{
 			Name: fmt.Sprintf("Collector: CPU per target (%d servers × %d locks, 1 s interval)", n, collectorLocks), Figure: fmt.Sprintf("%.3f%% of a core", perTarget),
@@ -187,7 +187,7 @@ func (r *runner) measureCollector(ctx context.Context, bin string, cs []*pgclust
 	if err != nil {
 		return out, err
 	}
-	t0, c0, err := cpuTicks(pid)
+	t0, c0, err := cpuSeconds(pid)
 	if err != nil {
 		return out, err
 	}
@@ -198,7 +198,7 @@ func (r *runner) measureCollector(ctx context.Context, bin string, cs []*pgclust
 			slowest = append(slowest, s)
 		}
 	}
-	t1, c1, err := cpuTicks(pid)
+	t1, c1, err := cpuSeconds(pid)
 	if err != nil {
 		return out, err
 	}
@@ -206,7 +206,7 @@ func (r *runner) measureCollector(ctx context.Context, bin string, cs []*pgclust
 	if err != nil {
 		return out, err
 	}
-	out.cpu = 100 * (c1 - c0) / (t1.Sub(t0).Seconds() * clockTicks)
+	out.cpu = 100 * (c1 - c0) / t1.Sub(t0).Seconds()
 	out.conns = float64(len(after)) / float64(len(cs))
 	for _, p := range before {
 		if !slices.Contains(after, p) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -94,40 +92,22 @@ func idle(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) {
 	}
 	pid := strings.TrimSpace(string(out))
 	time.Sleep(settle)
-	t0, c0, err := cpuTicks(pid)
+	t0, c0, err := cpuSeconds(pid)
 	if err != nil {
 		return nil, err
 	}
 	time.Sleep(measure)
-	t1, c1, err := cpuTicks(pid)
+	t1, c1, err := cpuSeconds(pid)
 	if err != nil {
 		return nil, err
 	}
-	pct := 100 * (c1 - c0) / (t1.Sub(t0).Seconds() * clockTicks)
+	pct := 100 * (c1 - c0) / t1.Sub(t0).Seconds()
 	fmt.Fprintf(r.log, "   dashboard at rest: %.2f%% of a core over %s\n", pct, measure)
 	return []figure{{
 		Name: "Dashboard at rest (1 s refresh, 10 locks, nothing changing)", Figure: fmt.Sprintf("%.2f%% of a core", pct),
 		Baseline: "—", Ratio: "—", Budget: "< 1% of a core", Verdict: verdict(pct < 1),
-		Command: "locktop --dsn DSN --interval 1s in tmux at 160×50; utime+stime from /proc/PID/stat over 30 s",
+		Command: "locktop --dsn DSN --interval 1s in tmux at 160×50; CPU time from /proc/PID/task/*/schedstat over 30 s",
 	}}, nil
-}
-
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's times on Linux.
-const clockTicks = 100
-
-// cpuTicks reads a process's user+system CPU time, in clock ticks.
-func cpuTicks(pid string) (time.Time, float64, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return time.Time{}, 0, fmt.Errorf("the dashboard is not running: %w", err)
-	}
-	// Fields after the parenthesised command name; utime and stime are
-	// fields 14 and 15 of the whole line.
-	rest := string(b[bytes.LastIndexByte(b, ')')+2:])
-	f := strings.Fields(rest)
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return time.Now(), ut + st, nil
 }
 
 // simReport is the part of locktop sim's JSON report this reads.

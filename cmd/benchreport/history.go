@@ -73,7 +73,7 @@ func history(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) 
 		Figure:   fmt.Sprintf("%.2f%% of a core", median(on)),
 		Baseline: fmt.Sprintf("%.2f%% of a core (--history-keep 0 --wait-interval 0)", median(off)),
 		Ratio:    "—", Budget: "unchanged within noise", Verdict: "—",
-		Command: fmt.Sprintf("locktop --dsn DSN --interval 1s [--history-keep 0 --wait-interval 0] in tmux at 160×50, 10 locks held; utime+stime over 30 s; median of %d alternating rounds", r.rounds),
+		Command: fmt.Sprintf("locktop --dsn DSN --interval 1s [--history-keep 0 --wait-interval 0] in tmux at 160×50, 10 locks held; CPU time (schedstat) over 30 s; median of %d alternating rounds", r.rounds),
 	})
 	return figs, nil
 }
@@ -265,16 +265,16 @@ func restCPU(ctx context.Context, r *runner, args ...string) (float64, error) {
 	}
 	pid := strings.TrimSpace(string(out))
 	time.Sleep(settle)
-	t0, c0, err := cpuTicks(pid)
+	t0, c0, err := cpuSeconds(pid)
 	if err != nil {
 		return 0, err
 	}
 	time.Sleep(measure)
-	t1, c1, err := cpuTicks(pid)
+	t1, c1, err := cpuSeconds(pid)
 	if err != nil {
 		return 0, err
 	}
-	pct := 100 * (c1 - c0) / (t1.Sub(t0).Seconds() * clockTicks)
+	pct := 100 * (c1 - c0) / t1.Sub(t0).Seconds()
 	fmt.Fprintf(r.log, "   dashboard at rest %v: %.2f%% of a core\n", args, pct)
 	return pct, nil
 }

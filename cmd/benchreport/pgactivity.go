@@ -17,7 +17,7 @@ import (
 // restBeside: the dashboard's CPU at rest beside pg_activity's (Debian's
 // pg-activity), both on the same load at once (1,000 advisory locks held,
 // 20 waiting), both refreshing every second in tmux at 160×50, both
-// measured in the same windows from /proc/PID/stat (utime+stime), once
+// measured in the same windows (cpuSeconds: schedstat), once
 // both have settled. Budget: ≤ 0.3× pg_activity's CPU (issue 13).
 //
 // The dashboard runs with --wait-interval 0: with 20 waiters its default
@@ -114,17 +114,17 @@ func restBeside(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 		var t0, t1 [2]time.Time
 		var c0, c1 [2]float64
 		for i, n := range names {
-			if t0[i], c0[i], err = cpuTicks(pids[n]); err != nil {
+			if t0[i], c0[i], err = cpuSeconds(pids[n]); err != nil {
 				return nil, fmt.Errorf("%s (it exited?): %w", n, err)
 			}
 		}
 		time.Sleep(measure)
 		var p [2]float64
 		for i, n := range names {
-			if t1[i], c1[i], err = cpuTicks(pids[n]); err != nil {
+			if t1[i], c1[i], err = cpuSeconds(pids[n]); err != nil {
 				return nil, fmt.Errorf("%s (it exited?): %w", n, err)
 			}
-			p[i] = 100 * (c1[i] - c0[i]) / (t1[i].Sub(t0[i]).Seconds() * clockTicks)
+			p[i] = 100 * (c1[i] - c0[i]) / t1[i].Sub(t0[i]).Seconds()
 			pct[i] = append(pct[i], p[i])
 		}
 		fmt.Fprintf(r.log, "   at rest: locktop %.2f%%, pg_activity %.2f%% of a core over %s\n", p[0], p[1], measure)
@@ -142,7 +142,7 @@ func restBeside(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 		Figure:   fmt.Sprintf("%.2f%% of a core", median(pct[0])),
 		Baseline: fmt.Sprintf("%.2f%% of a core (pg_activity --refresh 1)", median(pct[1])),
 		Ratio:    fmt.Sprintf("%.2f× the CPU", ratio), Spread: spread(ratios), Budget: "≤ 0.3×", Verdict: verdict(ratio <= 0.3),
-		Command:   "locktop --dsn DSN --interval 1s --wait-interval 0 in tmux at 160×50 (one refresh a second, as pg_activity's: the default would poll every 200 ms while locks are waited for); utime+stime from /proc/PID/stat, " + window + " (the median; the ratio is the median of the windows' ratios)",
+		Command:   "locktop --dsn DSN --interval 1s --wait-interval 0 in tmux at 160×50 (one refresh a second, as pg_activity's: the default would poll every 200 ms while locks are waited for); CPU time from /proc/PID/task/*/schedstat, " + window + " (the median; the ratio is the median of the windows' ratios)",
 		Baseline2: "pg_activity --refresh 1 in tmux at 160×50, the same windows",
 	}}, nil
 }
