@@ -143,3 +143,26 @@ func TestAttackLaidOutOnceSources(t *testing.T) {
 		drive(t, h, seed, 400, sample, other)
 	}
 }
+
+// With the simulator: its panel beside or under the table, the event log
+// filling and growing, the panel's status changing, and an episode log of
+// a server without a simulator the same way (the log under the table).
+func TestAttackLaidOutOnceSimulator(t *testing.T) {
+	for seed := range uint64(5) {
+		hs := newHarness(t, Options{Interval: time.Second, Simulator: &fakeSim{status: simStatus()}})
+		hs.start(160, 50)
+		_ = hs.m.View()
+		sec := t0
+		extra := func(rng *rand.Rand) tea.Msg {
+			if rng.IntN(2) == 0 {
+				st := simStatus()
+				st.Agents += rng.IntN(40)
+				return simMsg{status: st}
+			}
+			sec = sec.Add(time.Second)
+			evs := demoEvents(sec)
+			return eventsMsg{events: evs[:1+rng.IntN(len(evs))]}
+		}
+		drive(t, hs, seed, 300, sample, extra)
+	}
+}
