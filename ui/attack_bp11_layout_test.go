@@ -166,3 +166,31 @@ func TestAttackLaidOutOnceSimulator(t *testing.T) {
 		drive(t, hs, seed, 300, sample, extra)
 	}
 }
+
+// Rewound onto the history and back to live, stepping through it, live
+// answers arriving meanwhile.
+func TestAttackLaidOutOnceRewind(t *testing.T) {
+	for seed := range uint64(5) {
+		hist := recorded()
+		h := newHarness(t, Options{Interval: time.Second, History: func() (Replay, error) { return hist, nil }})
+		h.start(160, 50)
+		_ = h.m.View()
+		extra := func(rng *rand.Rand) tea.Msg {
+			return press([]string{"b", "L", "left", "right", "left", "b"}[rng.IntN(6)])
+		}
+		drive(t, h, seed, 300, sample, extra)
+	}
+}
+
+// A recording replayed: stepping, seeking, the table's keys between.
+func TestAttackLaidOutOnceReplay(t *testing.T) {
+	for seed := range uint64(5) {
+		h := newHarness(t, Options{Replay: recorded(), Server: "monitor@db.internal:5432/app"})
+		h.start(160, 50)
+		_ = h.m.View()
+		extra := func(rng *rand.Rand) tea.Msg {
+			return press([]string{"left", "right", "home", "end", "space"}[rng.IntN(5)])
+		}
+		drive(t, h, seed, 300, func() model.Snapshot { return recorded().snaps[seed%5] }, extra)
+	}
+}
