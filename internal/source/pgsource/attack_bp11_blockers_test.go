@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/locktop/locktop/internal/source/pglocks"
 	"github.com/locktop/locktop/internal/source/pgsource"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/model"
@@ -109,6 +110,11 @@ func monitorRound(t *testing.T, mon *pgx.Conn, m *pgsource.Monitor, all []*sessi
 	ctx := context.Background()
 	sessions := all[:4+r.IntN(5)]
 	defer endRound(t, mon, sessions)
+	// A poll with nothing waiting: the monitor forgets the last round's
+	// waits, so that this round's are first seen by this round's polls.
+	if _, err := m.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range sessions {
 		s.history = nil
 		if _, err := s.c.Exec(ctx, "BEGIN"); err != nil {
@@ -218,6 +224,33 @@ func monitorRound(t *testing.T, mon *pgx.Conn, m *pgsource.Monitor, all []*sessi
 				t.Errorf("appending to %d's blockers changed other rows': %s, then %s", w, others, now)
 			}
 			l.BlockedBy = by
+		}
+	}
+	// bound: a holder that blocks a waiter (first seen so, as both polls
+	// saw it) in a conflicting mode was granted no later than the wait
+	// began, the other holders of its key and of other keys are left
+	// alone; no held time of a transaction's lock before the transaction.
+	for i := range snap.Locks {
+		w := &snap.Locks[i]
+		if w.Granted || w.WaitStart.IsZero() || !slices.Contains(pids, w.PID) {
+			continue
+		}
+		for j := range snap.Locks {
+			h := &snap.Locks[j]
+			if !h.Granted || !h.SameKey(w) || !slices.Contains(w.BlockedBy, h.PID) || !pglocks.ModesConflict(h.Mode, w.Mode) {
+				continue
+			}
+			if h.HeldSince.IsZero() || h.HeldSince.After(w.WaitStart) {
+				if x := h.Session().XactStart; h.Kind == model.KindAdvisory || x.IsZero() || !h.HeldSince.Equal(x) {
+					t.Errorf("%s: %d holds it since %v, after %d began waiting for it at %v%s", h.KeyLabel(), h.PID, h.HeldSince, w.PID, w.WaitStart, story.String())
+				}
+			}
+		}
+	}
+	for i := range snap.Locks {
+		h := &snap.Locks[i]
+		if x := h.Session().XactStart; h.Granted && h.Kind != model.KindAdvisory && !x.IsZero() && !h.HeldSince.IsZero() && h.HeldSince.Before(x) {
+			t.Errorf("%s: %d holds it since %v, before its transaction began at %v", h.KeyLabel(), h.PID, h.HeldSince, x)
 		}
 	}
 	// The rows of one key are together (bound and the table need it).
