@@ -160,3 +160,52 @@ func TestAttackRecordRecycledTwoWritesLater(t *testing.T) {
 		return model.Snapshot{Taken: t0.Add(time.Duration(i) * time.Second), Locks: locks}
 	})
 }
+
+// Two sources written in turn, each with its own last locks: one at rest
+// while the other changes, the same rows handed to both.
+func TestAttackRecordTwoSourcesInTurn(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	base := newSynth(8).step(time.Second, 0).Locks
+	cur := [2][]model.Lock{slices.Clone(base), slices.Clone(base)}
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Header{Server: "mon@db:5432/app", Sources: []string{"PostgreSQL", "Redis"}, Start: t0, Interval: time.Second, KeyframeEvery: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type written struct {
+		src  int
+		snap model.Snapshot
+	}
+	var want []written
+	for i := range 80 {
+		src := rng.IntN(2)
+		if rng.IntN(2) == 0 {
+			c := slices.Clone(cur[src])
+			j := rng.IntN(len(c))
+			c[j].QueuePos = rng.IntN(3)
+			if rng.IntN(3) == 0 {
+				c = slices.Clone(cur[1-src]) // the other source's rows
+			}
+			cur[src] = c
+		}
+		s := model.Snapshot{Taken: t0.Add(time.Duration(i) * time.Second), Locks: cur[src]}
+		want = append(want, written{src, snapJSON(t, s)})
+		if err := w.Write(src, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Read(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range want {
+		got, err := r.At(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(t, "step "+itoa(i), got[x.src], x.snap)
+	}
+}
