@@ -155,8 +155,19 @@ func (w *Writer) Write(source int, s model.Snapshot) error {
 	// not copied at all: last already holds locks stored as these, and
 	// copying 1,000 of them (pointers, so under write barriers) was two
 	// fifths of such a write (issue 26).
+	// What last keeps by reference (the session, the blockers) is taken
+	// from this snapshot even so: last must hold no older rows' arrays
+	// than the write before this one's, as a full copy left it, so that a
+	// caller that reuses a snapshot's arrays two writes later does not
+	// have its new blockers read as the old (strings, being immutable,
+	// may stay older).
 	if len(s.Locks) != len(st.last) || !slices.Equal(locks, st.prev) {
 		st.last = append(st.last[:0], s.Locks...)
+	} else {
+		for i := range s.Locks {
+			l, n := &st.last[i], &s.Locks[i]
+			l.Backend, l.BlockedBy, l.BlockedByOwners = n.Backend, n.BlockedBy, n.BlockedByOwners
+		}
 	}
 	st.prev = locks
 	if kind == kindKeyframe {
