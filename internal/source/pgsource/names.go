@@ -21,10 +21,12 @@ import (
 // it: a miss shows as "db2 oid 16390" in the poll that meets it, and the
 // lookup it starts names it in a later poll. It keeps
 //
-//   - a cache (database oid, relation oid) → schema.table, never emptied
-//     while the monitor runs (a relation not found — dropped, or created by
-//     a transaction not yet committed — is looked up again after
-//     namesRetry);
+//   - a cache (database oid, relation oid) → schema.table; every entry is
+//     looked up again after namesRetry: a relation not found (dropped, or
+//     created by a transaction not yet committed) shows by oid until then,
+//     a relation named shows its name as found meanwhile, so a rename
+//     shows within namesRetry and a lookup (bp11: the cache was never
+//     emptied, and a renamed relation kept its old name);
 //   - per database, at most one connection, opened on the first miss with
 //     the monitor's settings (read-only, named locktop.monitor, its
 //     timeouts) and the database changed, closed after Options.NamesIdle
@@ -82,10 +84,12 @@ type dbNamer struct {
 	retry   time.Time           // when to try a failed database again
 }
 
+// namesRetry is how long a relation's name, or its absence, or a database
+// that could not be entered, stands before it is looked up again. A
+// variable so that a test can shorten it.
+var namesRetry = time.Minute
+
 const (
-	// namesRetry is how long a relation not found, or a database that
-	// could not be entered, waits before it is looked up again.
-	namesRetry = time.Minute
 	// defaultNamesIdle is Options.NamesIdle's default.
 	defaultNamesIdle = time.Minute
 	// namesSQL names relations by oid in the database it runs in.
@@ -147,10 +151,12 @@ func (n *namer) apply(t *pglocks.Table) (partial []string) {
 			continue
 		}
 		k := relKey{o.DatabaseOID, o.RelationOID}
+		stale := false // named, a while ago: shown so, and asked again
 		if c, ok := n.names[k]; ok {
-			if o.Relation = c.text; c.text != "" || now.Before(c.at.Add(namesRetry)) {
-				continue // named, or not found lately: shown by oid
+			if o.Relation = c.text; now.Before(c.at.Add(namesRetry)) {
+				continue // named, or not found (shown by oid), lately
 			}
+			stale = c.text != ""
 		}
 		d := n.dbs[k.db]
 		if d == nil {
@@ -158,12 +164,12 @@ func (n *namer) apply(t *pglocks.Table) (partial []string) {
 			n.dbs[k.db] = d
 		}
 		if d.failed != "" && now.Before(d.retry) {
-			if line := "database " + d.name + ": relations not named: " + d.failed; !slices.Contains(partial, line) {
+			if line := "database " + d.name + ": relations not named: " + d.failed; !stale && !slices.Contains(partial, line) {
 				partial = append(partial, line)
 			}
 			continue
 		}
-		n.missed = true
+		n.missed = n.missed || !stale
 		if _, ok := d.asked[k.rel]; ok {
 			continue
 		}

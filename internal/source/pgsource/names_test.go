@@ -283,3 +283,36 @@ func TestPollNamesSameOidInTwoDatabases(t *testing.T) {
 			slices.Equal(labels(s, other), []string{"public.orders", "public.orders row (0,1)"})
 	})
 }
+
+// A relation of another database renamed while the monitor runs shows its
+// new name once its name has stood for namesRetry (bp11: the cache was
+// never emptied, and a queue on the renamed table was labelled with the
+// old name for as long as the monitor ran).
+func TestPollNamesARenamedRelation(t *testing.T) {
+	pgsource.SetNamesRetry(t, 300*time.Millisecond)
+	db, dsn := database(t, "ren", "public.before")
+	m := connect(t, pgtest.DSN(t))
+	mon := pgtest.Conn(t)
+	ctx := context.Background()
+	// queue makes a holder and a waiter on table, polls until want names
+	// the waiter's row, and ends both.
+	queue := func(table, want string) {
+		t.Helper()
+		holder, waiter := dbConn(t, dsn), dbConn(t, dsn)
+		if _, err := holder.Exec(ctx, "BEGIN; LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+		blockedOn(t, mon, waiter, "BEGIN; LOCK TABLE "+table+" IN ACCESS SHARE MODE; COMMIT")
+		pollUntil(t, m, "the queue on "+table+" labelled "+want, func(s model.Snapshot) bool {
+			return slices.Equal(labels(s, db), []string{want})
+		})
+		if _, err := holder.Exec(ctx, "COMMIT"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queue("public.before", "public.before")
+	if _, err := dbConn(t, dsn).Exec(ctx, "ALTER TABLE public.before RENAME TO after"); err != nil {
+		t.Fatal(err)
+	}
+	queue("public.after", "public.after")
+}
