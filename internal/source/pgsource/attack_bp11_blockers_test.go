@@ -302,16 +302,9 @@ func renamedNotStale(t *testing.T, dsn string) {
 		}
 		queue := func(rel string) {
 			t.Helper()
-			holder, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			waiter, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holder.Close(ctx)
-			defer waiter.Close(ctx)
+			// Closed when t ends, after blockedOn's statement has returned
+			// (closing the waiter here raced with it).
+			holder, waiter := dbConn(t, dsn), dbConn(t, dsn)
 			if _, err := holder.Exec(ctx, "BEGIN; LOCK TABLE "+rel+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 				t.Fatal(err)
 			}
