@@ -215,7 +215,8 @@ func (p *pgStore) attempt(ctx context.Context, lockID string, plan func(*state) 
 // connection that died while idle: a server crash or restart, a
 // terminated backend), which is not the caller's failure. pgx either sent
 // none of it (pgconn.SafeToRetry) or read the server's farewell (a FATAL
-// of class 57, operator intervention) in its place. A dead connection
+// of class 57, operator intervention) in its place; not one read after
+// the request's commit may have happened (commitUnknownError). A dead connection
 // leaves the pool as it fails, so as many tries as the pool has
 // connections reach a live one.
 func (p *pgStore) resend(ctx context.Context, err error, n int) bool {
@@ -223,6 +224,10 @@ func (p *pgStore) resend(ctx context.Context, err error, n int) bool {
 		return false
 	}
 	var pe *pgconn.PgError
+	var cu commitUnknownError
+	if errors.As(err, &cu) {
+		return false
+	}
 	return pgconn.SafeToRetry(err) || errors.As(err, &pe) && pe.Severity == "FATAL" && strings.HasPrefix(pe.Code, "57")
 }
 
@@ -286,7 +291,9 @@ func (p *pgStore) acquireOnce(ctx context.Context, lockID string, f *fastAcquire
 		}
 	}
 	if cerr := br.Close(); err == nil {
-		err = cerr
+		// Every answer read came: a FATAL now may have come after the
+		// batch's commit.
+		err = mayHaveCommitted(cerr)
 	}
 	p.putBack(conn, err)
 	if err != nil || res.granted {
@@ -404,11 +411,14 @@ func (p *pgStore) attemptOnce(ctx context.Context, lockID string, plan func(*sta
 		res.granted = true
 	}
 	if err := br.Close(); err != nil {
+		if len(ch.victims) == 0 { // the batch ended with its COMMIT
+			err = mayHaveCommitted(err)
+		}
 		return nil, err
 	}
 	if len(ch.victims) > 0 {
 		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
-			return nil, err
+			return nil, mayHaveCommitted(err)
 		}
 	}
 	return res, nil
@@ -517,4 +527,28 @@ func (p *pgStore) setMetadata(ctx context.Context, token string, md []byte) (boo
 func (p *pgStore) dropWaiter(ctx context.Context, lockID, id string) error {
 	_, err := p.pool.Exec(ctx, p.q(pgDropWaiter), id, p.channel)
 	return err
+}
+
+// commitUnknownError is the end of a session (a FATAL) that came after a
+// request's commit may have happened: it is never sent again (resend), as
+// a FATAL read in place of a request's first answer is. PostgreSQL commits
+// and then ends the session when a backend terminated while its commit
+// waited for a synchronous standby ("the transaction has already committed
+// locally"); a resent grant then found the first one in its way, and
+// TryAcquire answered ErrLocked, held by itself, its grant left for nobody
+// (bp10's TestAttackFatalAfterCommit). The failed acquire's clean-up
+// removes what the commit wrote.
+type commitUnknownError struct{ err error }
+
+func (e commitUnknownError) Error() string     { return e.err.Error() }
+func (e commitUnknownError) Unwrap() error     { return e.err }
+func (e commitUnknownError) SafeToRetry() bool { return false }
+
+// mayHaveCommitted marks err, a failure of a request that may have
+// committed, as never to be sent again.
+func mayHaveCommitted(err error) error {
+	if err == nil {
+		return nil
+	}
+	return commitUnknownError{err}
 }
