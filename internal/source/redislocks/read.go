@@ -36,6 +36,7 @@ type Table struct {
 // Info is one held lock as a monitor shows it.
 type Info struct {
 	Key     string        // without the prefix
+	Name    string        // the whole key, prefix + Key (the monitor's lock name)
 	Pattern string        // the registry pattern it fits ("sesslock:{tenant}:{agent}:{customer}:{channel}"), or "other"
 	Owner   string        // the holder's Locker Owner
 	Fence   int64         // the grant's fence
@@ -325,7 +326,7 @@ func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string,
 			continue
 		}
 		exp, _ := strconv.ParseInt(str(v[4]), 10, 64)
-		holds = append(holds, hold(prefix, r.lock, str(v[0]), str(v[1]), str(v[2]), str(v[3]), exp-nowms))
+		holds = append(holds, hold(prefix, r.key, str(v[0]), str(v[1]), str(v[2]), str(v[3]), exp-nowms))
 	}
 	if pipe == nil {
 		return nil
@@ -352,7 +353,7 @@ func (p *nodePages) collect(ctx context.Context, c *redis.Client, prefix string,
 			continue // gone since the SCAN
 		}
 		pttl, _ := h[4].(int64)
-		holds = append(holds, hold(prefix, strings.TrimPrefix(o.key, prefix), str(h[0]), str(h[1]), str(h[2]), str(h[3]), pttl))
+		holds = append(holds, hold(prefix, o.key, str(h[0]), str(h[1]), str(h[2]), str(h[3]), pttl))
 	}
 	return nil
 }
@@ -369,11 +370,12 @@ func (p *nodePages) queue(r read) {
 	}
 }
 
-// hold is one held lock as read: ttl in ms.
-func hold(prefix, key, tok, fence, owner, since string, ttl int64) Info {
+// hold is one held lock as read, name its whole key: ttl in ms.
+func hold(prefix, name, tok, fence, owner, since string, ttl int64) Info {
 	f, _ := strconv.ParseInt(fence, 10, 64)
 	s, _ := strconv.ParseInt(since, 10, 64)
-	return Info{Key: key, Pattern: registry.RedisPattern(prefix, key), Owner: owner, Fence: f, Token: tok,
+	key := strings.TrimPrefix(name, prefix)
+	return Info{Key: key, Name: name, Pattern: registry.RedisPattern(prefix, key), Owner: owner, Fence: f, Token: tok,
 		Since: time.UnixMilli(s), TTL: time.Duration(max(ttl, 0)) * time.Millisecond}
 }
 
@@ -424,7 +426,7 @@ func merge(pages []nodePages, prefix string, limit int) (Table, error) {
 			unread := make([]Info, len(p.unread))
 			for j, k := range p.unread {
 				key := strings.TrimPrefix(k, prefix)
-				unread[j] = Info{Key: key, Pattern: registry.RedisPattern(prefix, key), Unread: true}
+				unread[j] = Info{Key: key, Name: k, Pattern: registry.RedisPattern(prefix, key), Unread: true}
 			}
 			p.holds = append(p.holds, unread)
 			p.nholds += len(unread)

@@ -137,7 +137,7 @@ func (s *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 	snap.Locks = make([]model.Lock, n)
 	n = 0
 	for i := range t.Locks {
-		n += setLocks(snap.Locks[n:], s.prefix, &t.Locks[i], t.Taken)
+		n += setLocks(snap.Locks[n:], &t.Locks[i], t.Taken)
 	}
 	setPlainKeys(snap.Locks[n:], s.prefix, t.Strings, t.Taken)
 	for _, d := range t.Down {
@@ -150,8 +150,8 @@ func (s *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 
 // setLocks sets one lock's holder row and its waiters' in out (zero
 // Locks, room for 1 + len(in.Waiters)) and says how many it set.
-func setLocks(out []model.Lock, prefix string, in *redislocks.Info, now time.Time) int {
-	key := prefix + in.Key
+func setLocks(out []model.Lock, in *redislocks.Info, now time.Time) int {
+	key := in.Name // as listed: not prefix + in.Key built again per row
 	ns := registry.NameOf(registry.RedisKey, key)
 	h := &out[0]
 	h.Kind, h.Name, h.Namespace, h.Mode, h.Granted = model.KindRedis, key, ns, "exclusive", true
