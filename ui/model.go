@@ -2,13 +2,14 @@ package ui
 
 import (
 	"context"
-	"github.com/locktop/locktop/internal/record/incident"
 	"io"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/locktop/locktop/internal/record/incident"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -311,7 +312,7 @@ func (m *Model) apply(i int, s model.Snapshot) {
 		for j := range m.snaps {
 			parts[j] = model.Part{Name: m.poll.feeds[j].name, Snapshot: m.snaps[j]}
 		}
-		m.merged = merge(parts)
+		m.merged = model.Merge(parts)
 		if m.hasSnap[0] {
 			m.merged.Taken = m.snaps[0].Taken
 		}

@@ -29,8 +29,7 @@ func restBeside(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 	// settle: both start, fill their screens and grow their heaps first (a
 	// dashboard's first 15 s had thousands of page faults, later windows
 	// hardly any: that is starting, not rest). Then rounds windows of
-	// measure each, both tools in the same window (10 s: /proc counts in
-	// clock ticks, 0.1% of a core in 10 s).
+	// measure each, both tools in the same window.
 	const settle, measure, rounds = 15 * time.Second, 10 * time.Second, 7
 	pga, err := exec.LookPath("pg_activity")
 	if err != nil {

@@ -352,7 +352,7 @@ func (a *attempt) withdraw(ctx context.Context) (busy bool) {
 // the clean-up bound kept, in the background, until the registration would
 // have expired by itself (waiterTTL after the last try, which came before
 // now): Acquire has returned, and a release must not hand the key to a
-// waiter that is gone (TestAttackBusyOutlastsTheCleanup).
+// waiter that is gone (TestBusyOutlastsTheCleanup).
 func (a *attempt) withdrawLate() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), waiterTTL)
 	defer cancel()
