@@ -323,8 +323,8 @@ func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock 
 
 // withdraw takes back the attempt's registration, or grant, before ctx
 // ends, and reports whether Redis was still busy when ctx ended. A Redis
-// answering BUSY (a script past lua-time-limit) or LOADING runs no command
-// now but will soon, and a registration it keeps is handed the key by the
+// answering BUSY (a script past lua-time-limit), LOADING or READONLY (see
+// busyReply) runs no such command now but may soon, and a registration it keeps is handed the key by the
 // next release: the withdraw is tried again until ctx ends
 // (TestAttackBusyQueuedWaiterTakesBack: a waiter's poll answered BUSY
 // returned with its registration left, which the holder's release then
@@ -359,11 +359,18 @@ func (a *attempt) withdrawLate() {
 	a.withdraw(ctx)
 }
 
-// busyReply reports whether err is a BUSY or LOADING reply: Redis is up
-// but runs no command until a script ends or its dataset is loaded.
+// busyReply reports whether err is a BUSY, LOADING or READONLY reply:
+// Redis is up but runs no command until a script ends or its dataset is
+// loaded, or no write while it is a replica, which it may not stay (a
+// failover that went back; a failover client finds the new primary, which
+// may have the registration: TestAttackReadOnlyQueuedWaiterTakesBack).
 func busyReply(err error) bool {
 	var re redis.Error
-	return errors.As(err, &re) && (strings.HasPrefix(re.Error(), "BUSY") || strings.HasPrefix(re.Error(), "LOADING"))
+	if !errors.As(err, &re) {
+		return false
+	}
+	s := re.Error()
+	return strings.HasPrefix(s, "BUSY") || strings.HasPrefix(s, "LOADING") || strings.HasPrefix(s, "READONLY")
 }
 
 // fail turns the end of an attempt into its error, after taking back what
