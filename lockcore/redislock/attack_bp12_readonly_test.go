@@ -4,10 +4,15 @@ package redislock
 
 import (
 	"context"
+	"crypto/sha1"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/locktop/locktop/internal/testenv/redistest"
 )
@@ -84,4 +89,58 @@ func TestAttackReadOnlyQueuedWaiterTakesBack(t *testing.T) {
 		t.Fatalf("TryAcquire after the holder's release: %v (registrations left before it: %+v): the failed waiter's registration was handed the key", err, left)
 	}
 	_ = l.Release(ctx)
+}
+
+// withdraws is a go-redis hook that counts the withdraw scripts a client
+// sends (by hash, or by source after NOSCRIPT).
+type withdraws struct{ n atomic.Int64 }
+
+func (c *withdraws) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *withdraws) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && isWithdraw(a[1]) {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *withdraws) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func isWithdraw(arg any) bool {
+	s, ok := arg.(string)
+	return ok && (s == withdrawScript.Hash() || fmt.Sprintf("%x", sha1.Sum([]byte(s))) == withdrawScript.Hash())
+}
+
+// TestAttackReadOnlyTryLeavesNothing: an acquire whose only try a replica
+// refused (READONLY) wrote nothing, and sends no take-back: with the
+// take-back tried again while Redis answers READONLY, a client pointed at
+// a replica by mistake would otherwise keep one going, in the background,
+// for every failed acquire.
+func TestAttackReadOnlyTryLeavesNothing(t *testing.T) {
+	srv := redistest.Private(t)
+	admin := redistest.ClientOf(t, srv)
+	ctx := context.Background()
+	if err := admin.Do(ctx, "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.ClientOf(t, srv)
+	sent := &withdraws{}
+	rdb.AddHook(sent)
+	l := lockerOn(t, rdb, Options{Owner: "misdirected", Wait: replyWait})
+	for _, try := range []bool{true, false} {
+		var err error
+		if try {
+			_, err = l.TryAcquire(ctx, "k")
+		} else {
+			_, err = l.Acquire(ctx, "k")
+		}
+		if err == nil || !strings.Contains(err.Error(), "READONLY") {
+			t.Fatalf("acquire (try %v) on a replica: %v; want the READONLY reply", try, err)
+		}
+	}
+	if n := sent.n.Load(); n != 0 {
+		t.Errorf("%d take-backs sent after tries a replica refused", n)
+	}
 }

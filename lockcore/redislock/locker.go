@@ -359,6 +359,13 @@ func (a *attempt) withdrawLate() {
 	a.withdraw(ctx)
 }
 
+// readOnlyReply reports whether err is a READONLY reply: a replica
+// refused a write.
+func readOnlyReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "READONLY")
+}
+
 // busyReply reports whether err is a BUSY, LOADING or READONLY reply:
 // Redis is up but runs no command until a script ends or its dataset is
 // loaded, or no write while it is a replica, which it may not stay (a
@@ -370,7 +377,7 @@ func busyReply(err error) bool {
 		return false
 	}
 	s := re.Error()
-	return strings.HasPrefix(s, "BUSY") || strings.HasPrefix(s, "LOADING") || strings.HasPrefix(s, "READONLY")
+	return strings.HasPrefix(s, "BUSY") || strings.HasPrefix(s, "LOADING") || readOnlyReply(err)
 }
 
 // fail turns the end of an attempt into its error, after taking back what
@@ -383,8 +390,10 @@ func (a *attempt) fail(err error) error {
 	l := a.l
 	// Take back what may be in Redis: always once a try has reached it (a
 	// registration lives on), and after this try unless its dial was
-	// refused.
-	if err == nil || a.seen || !refused(err) {
+	// refused or a replica refused it (READONLY: it wrote nothing, and a
+	// take-back tried again until a primary answers would go on for every
+	// acquire of a client pointed at a replica).
+	if err == nil || a.seen || !refused(err) && !readOnlyReply(err) {
 		// A Redis that never answered is unlikely to answer now: do not
 		// make the caller wait long for it (the grant, if any, expires).
 		bound := cleanupTimeout
