@@ -68,6 +68,13 @@ func createPostgres(ctx context.Context, pool *pgxpool.Pool, schema string) erro
 			return nil
 		}
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			// Durable before OpenPostgres returns, as a grant is: on a
+			// server that commits asynchronously a crash took the tables
+			// back, and every call of the Manager failed (42P01) until it
+			// was opened again (TestAttackCrashDeadIdleConnections).
+			if _, err := tx.Exec(ctx, "SELECT "+pgDurable); err != nil {
+				return err
+			}
 			for _, ddl := range pgDDL {
 				if _, err := tx.Exec(ctx, inSchema(schema, ddl)); err != nil {
 					return err
