@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/internal/testenv/redisserver"
 	"github.com/locktop/locktop/internal/testenv/redistest"
@@ -34,10 +36,19 @@ func makeLoading(t *testing.T, srv *redisserver.Server) <-chan struct{} {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// DEBUG RELOAD outlasts a client's 3s read timeout, and go-redis sends
+	// a timed-out command again: a second DEBUG RELOAD that arrives while
+	// the first loads saves the part loaded so far and loads that, losing
+	// the rest, the holder's key among them ("releasing k: lock not held").
+	// So the reload's client waits for its answer and never retries.
+	opt := *admin.Options()
+	opt.ReadTimeout, opt.MaxRetries = -1, -1
+	reloader := redis.NewClient(&opt)
+	t.Cleanup(func() { reloader.Close() })
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := admin.Do(context.Background(), "DEBUG", "RELOAD").Err(); err != nil {
+		if err := reloader.Do(context.Background(), "DEBUG", "RELOAD").Err(); err != nil {
 			t.Logf("DEBUG RELOAD: %v", err)
 		}
 	}()
