@@ -324,8 +324,9 @@ func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock 
 // withdraw takes back the attempt's registration, or grant, before ctx
 // ends, and reports whether Redis was still busy when ctx ended. A Redis
 // answering BUSY (a script past lua-time-limit), LOADING or READONLY (see
-// busyReply) runs no such command now but may soon, and a registration it keeps is handed the key by the
-// next release: the withdraw is tried again until ctx ends
+// busyReply) runs no such command now but may soon, and a registration it
+// keeps is handed the key by the next release: the withdraw is tried
+// again until ctx ends
 // (TestAttackBusyQueuedWaiterTakesBack: a waiter's poll answered BUSY
 // returned with its registration left, which the holder's release then
 // made the key's holder).
@@ -352,9 +353,10 @@ func (a *attempt) withdraw(ctx context.Context) (busy bool) {
 // the clean-up bound kept, in the background, until the registration would
 // have expired by itself (waiterTTL after the last try, which came before
 // now): Acquire has returned, and a release must not hand the key to a
-// waiter that is gone (TestBusyOutlastsTheCleanup).
-func (a *attempt) withdrawLate() {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), waiterTTL)
+// waiter that is gone (TestBusyOutlastsTheCleanup). ttl is waiterTTL,
+// read by the Acquire before it returns, not by this goroutine after.
+func (a *attempt) withdrawLate(ttl time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), ttl)
 	defer cancel()
 	a.withdraw(ctx)
 }
@@ -405,7 +407,7 @@ func (a *attempt) fail(err error) error {
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), bound)
 		if a.withdraw(cctx) {
-			go a.withdrawLate()
+			go a.withdrawLate(waiterTTL)
 		}
 		cancel()
 	}
