@@ -69,15 +69,23 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 		timeout = s.timeout
 	}
 	a := attempt{s: s, key: key, try: try, start: time.Now()}
-	if s.holds(ctx, key) != nil { // else, if s knows no database yet, lock checks once it does
+	deadline := a.deadline(ctx, timeout)
+	if s.database() == "" {
+		// A lock is its key in its database (Entry.Store): the first
+		// acquire on s's pool learns which database that is before it
+		// checks the held set.
+		if err := s.identifyFirst(ctx, deadline); err != nil {
+			return nil, a.fail(0, err)
+		}
+	}
+	if s.holds(ctx, key) != nil {
 		return nil, a.reentrant()
 	}
-	e, err := Check(ctx, KindAdvisory, key.String(), key.class())
+	e, err := Check(ctx, KindAdvisory, s.database(), key.String(), key.class())
 	if err != nil {
 		return nil, a.error(err)
 	}
 	a.entry = e
-	deadline := a.deadline(ctx, timeout)
 	s.emit(Event{Kind: EventAttempt, Key: key, Blocking: !try})
 	if try || s.local == nil || OwnerIn(ctx, s.owner) != s.owner {
 		// A task's own lock (WithOwner) waits where a monitor sees it, in
@@ -121,9 +129,6 @@ func (s *Service) grant(ctx context.Context, a *attempt, deadline time.Time) (*L
 			conn.Release() // a clean "no": nothing to undo
 			s.emit(Event{Kind: EventSkipped, Key: key, Wait: time.Since(a.start), PID: pid})
 			return nil, a.error(ErrLocked)
-		case errors.Is(err, ErrReentrant): // found once the database was known
-			conn.Release() // nothing was sent for the lock: the connection is clean
-			return nil, a.reentrant()
 		case errors.Is(err, errNoTime):
 			conn.Release() // nothing was sent for the lock: the connection is clean
 			return nil, a.fail(pid, ErrTimeout)
@@ -135,6 +140,29 @@ func (s *Service) grant(ctx context.Context, a *attempt, deadline time.Time) (*L
 		}
 		s.cleanupFailed(conn, key, errors.Is(err, ErrFencing))
 		return nil, a.fail(pid, lockErr(ctx, err))
+	}
+}
+
+// identifyFirst reads the identity of s's database (identify) on a
+// connection of its pool, swapping a pooled connection whose session had
+// ended for a fresh one as grant does.
+func (s *Service) identifyFirst(ctx context.Context, deadline time.Time) error {
+	for n := 1; ; n++ {
+		conn, err := s.connect(ctx, deadline)
+		if err != nil {
+			return err
+		}
+		err = s.identify(ctx, conn, deadline)
+		if err == nil {
+			conn.Release()
+			return nil
+		}
+		if n < s.maxAttempts && sessionEnded(ctx, conn, err) && time.Now().Before(deadline) {
+			destroy(conn)
+			continue
+		}
+		destroy(conn) // a statement may have been cut off mid-way
+		return lockErr(ctx, err)
 	}
 }
 
@@ -162,12 +190,6 @@ func (s *Service) connect(ctx context.Context, deadline time.Time) (*pgxpool.Con
 // the fence minted with the grant (0 with fencing off) and, for a try,
 // whether the lock was granted.
 func (s *Service) lock(ctx context.Context, conn *pgxpool.Conn, key Key, deadline time.Time, try bool) (fence int64, granted bool, err error) {
-	if err := s.identify(ctx, conn, deadline); err != nil {
-		return 0, false, err
-	}
-	if s.holds(ctx, key) != nil {
-		return 0, false, ErrReentrant
-	}
 	if err := s.prepareSession(ctx, conn, deadline); err != nil {
 		return 0, false, err
 	}

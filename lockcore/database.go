@@ -2,56 +2,25 @@ package lockcore
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"runtime"
-	"strconv"
 	"sync"
 	"time"
 	"weak"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/lockcore/internal/pgident"
 )
 
-// A database's identity is what the server says it is: the cluster's
-// system identifier (pg_control_system, the same on a physical standby)
-// and the database's oid. Reentrancy and Service.FenceOf judge "the same
-// database" by it, as the locks themselves do, so two pools that spell
-// one database differently (another host name, a trailing slash, another
-// user) are one database.
+// A database's identity is what the server says it is (pgident): the
+// cluster's system identifier and the database's oid. Reentrancy and
+// Service.FenceOf judge "the same database" by it, as the locks themselves
+// do, and it is an advisory lock's store (Entry.Store).
 
 // identities caches each pool's database identity: read once per pool, and
 // shared by every Service on that pool. Entries go when their pool does.
 var identities sync.Map // weak.Pointer[pgxpool.Pool] -> string
-
-// querier runs a query: a connection, or a transaction.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// readIdentity reads the identity of conn's database through q (conn
-// itself, or a transaction on it). A role that may not read
-// pg_control_system gets conn's host and port for the cluster instead; the
-// privilege is asked first, since a failed statement would end q's
-// transaction.
-func readIdentity(ctx context.Context, q querier, conn *pgx.Conn) (string, error) {
-	var sysOK bool
-	var oid int64
-	err := q.QueryRow(ctx, `SELECT has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE'), oid::int8
-		FROM pg_database WHERE datname = current_database()`).Scan(&sysOK, &oid)
-	if err != nil {
-		return "", err
-	}
-	cluster := conn.Config().Host + ":" + strconv.Itoa(int(conn.Config().Port))
-	if sysOK {
-		if err := q.QueryRow(ctx, "SELECT system_identifier::text FROM pg_control_system()").Scan(&cluster); err != nil {
-			return "", err
-		}
-	}
-	return fmt.Sprintf("%s/%d", cluster, oid), nil
-}
 
 // database returns s's database identity, or "" until its pool has served
 // a first acquire.
@@ -77,16 +46,8 @@ func (s *Service) identify(ctx context.Context, conn *pgxpool.Conn, deadline tim
 	}
 	var id string
 	err := s.query(ctx, conn, deadline, func(qctx context.Context) error {
-		var sys string
-		var oid int64
-		err := conn.QueryRow(qctx, `SELECT (SELECT system_identifier FROM pg_control_system())::text,
-			(SELECT oid FROM pg_database WHERE datname = current_database())::int8`).Scan(&sys, &oid)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege: the slow way
-			id, err = readIdentity(qctx, conn, conn.Conn())
-			return err
-		}
-		id = fmt.Sprintf("%s/%d", sys, oid)
+		var err error
+		id, err = pgident.Fast(qctx, conn.Conn())
 		return err
 	})
 	if err != nil {
@@ -111,7 +72,7 @@ func txDatabase(ctx context.Context, tx pgx.Tx) (string, error) {
 	if id, ok := cd[connIdentityKey].(string); ok {
 		return id, nil
 	}
-	id, err := readIdentity(ctx, tx, tx.Conn())
+	id, err := pgident.Read(ctx, tx, tx.Conn())
 	if err != nil {
 		return "", err
 	}

@@ -17,11 +17,20 @@ const (
 // Entry is one lock a context holds, of any kind of the family. Every
 // kind's acquire puts one in the lock's context (Push), so the set a
 // goroutine holds travels with its context across kinds: each kind reads it
-// for its reentrancy check, and the order check (Order) for the classes
-// held.
+// for its reentrancy check (Find), and the order check (Order) for the
+// classes held.
+//
+// A lock is identified by its Kind, its Store and its Name: the same name
+// on two stores (two databases or clusters, two Redis servers or logical
+// databases, two lease tables) is two locks, which a context may hold at
+// once, and whose classes the order check keeps apart.
 type Entry struct {
-	Kind  string // KindAdvisory, KindRedis or KindLease
-	Name  string // the lock within its kind: a key, a resource
+	Kind string // KindAdvisory, KindRedis or KindLease
+	// Store is where the lock lives, as its kind names it: a database's
+	// identity (advisory), a Redis server and database (redislock), a
+	// lease table (lease).
+	Store string
+	Name  string // the lock within its store: a key, a resource
 	Class string // the lock's class for the order check: its registry name
 	Hold  Hold   // the held lock
 
@@ -59,6 +68,17 @@ func Push(ctx context.Context, e *Entry) context.Context {
 	return context.WithValue(ctx, entryKey{}, e)
 }
 
+// Find returns the newest entry of ctx's held set that is the lock named
+// name on store of kind, or nil. It may have ended since: check Hold.Err.
+func Find(ctx context.Context, kind, store, name string) *Entry {
+	for e := Held(ctx); e != nil; e = e.next {
+		if e.Kind == kind && e.Store == store && e.Name == name {
+			return e
+		}
+	}
+	return nil
+}
+
 // Carry returns ctx holding e and everything e was pushed on, whatever ctx
 // held: for a context that should carry a lock without being derived from
 // the lock's own (lease.Manager.AcquireAll).
@@ -66,15 +86,15 @@ func Carry(ctx context.Context, e *Entry) context.Context {
 	return context.WithValue(ctx, entryKey{}, e)
 }
 
-// Check is the family's check before an acquire of a lock of class: it
-// records, for the order check, that class is taken after every class ctx
-// holds (live), and reports an inversion (Order) if that closes a cycle. It
+// Check is the family's check before an acquire of the lock name on store
+// (of kind, and of class): it records, for the order check, that class on
+// store is taken after every class ctx holds (live), and reports an inversion (Order) if that closes a cycle. It
 // returns the Entry to fill in (Hold) and Push once granted. The error, when
 // the Order is strict and the acquire inverts the order, wraps
 // ErrLockOrder. Its cost is a map lookup per class held while every edge is
 // known; only an acquire that adds an edge walks the stack for its site.
-func Check(ctx context.Context, kind, name, class string) (*Entry, error) {
-	e := &Entry{Kind: kind, Name: name, Class: class}
+func Check(ctx context.Context, kind, store, name, class string) (*Entry, error) {
+	e := &Entry{Kind: kind, Store: store, Name: name, Class: class}
 	h := Held(ctx)
 	if h == nil {
 		return e, nil // nothing held: no order to check

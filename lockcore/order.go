@@ -1,6 +1,7 @@
 package lockcore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,16 +26,19 @@ var ErrLockOrder = Kin("lock order inverted (a held lock's class must come after
 // DeclareOrder). Two goroutines doing both orders at once can deadlock,
 // whatever kinds the locks are of.
 type Inversion struct {
-	From, To string   // the held class and the class acquired
-	Site     string   // where To is acquired now, holding From
-	Path     []string // the order the graph had: To ... From
-	PathSite string   // where the graph's first step out of To was first seen ("declared" if declared)
-	HeldSite string   // where the held lock was acquired, if recorded (Entry.Site), else ""
-	FromKind string
-	ToKind   string
-	HeldName string // the held lock, within its kind
-	Name     string // the lock acquired
-	At       time.Time
+	From, To string // the held class and the class acquired
+	// FromStore and ToStore are the held lock's store and the acquired
+	// one's (Entry.Store): the same class on two stores is two classes.
+	FromStore, ToStore string
+	Site               string   // where To is acquired now, holding From
+	Path               []string // the order the graph had: To ... From, each "CLASS@store" ("CLASS" for no store)
+	PathSite           string   // where the graph's first step out of To was first seen ("declared" if declared)
+	HeldSite           string   // where the held lock was acquired, if recorded (Entry.Site), else ""
+	FromKind           string
+	ToKind             string
+	HeldName           string // the held lock, within its kind
+	Name               string // the lock acquired
+	At                 time.Time
 }
 
 func (v Inversion) String() string {
@@ -42,30 +46,48 @@ func (v Inversion) String() string {
 		v.To, v.Name, v.Site, v.From, v.HeldName, v.Path, v.PathSite)
 }
 
-// Edge is one edge of the lock-order graph: From was held when To was
-// acquired.
+// Edge is one edge of the lock-order graph: From (on FromStore) was held
+// when To (on ToStore) was acquired. A declared edge has no stores: it
+// orders the two classes on every store, each with itself.
 type Edge struct {
-	From, To string
-	Site     string    // where it was first seen ("declared" for DeclareOrder)
-	First    time.Time // when
-	Declared bool
+	From, To           string
+	FromStore, ToStore string
+	Site               string    // where it was first seen ("declared" for DeclareOrder)
+	First              time.Time // when
+	Declared           bool
 }
+
+// node is one vertex of the graph: a class of locks on one store. The same
+// class on two stores is two vertices, since their locks are different
+// locks: AGENT 1 in database A then AGENT 1 in database B is an edge, and
+// X then Y in A does not make Y then X in B an inversion.
+type node struct{ class, store string }
+
+func (n node) String() string {
+	if n.store == "" {
+		return n.class
+	}
+	return n.class + "@" + n.store
+}
+
+func (e *Edge) nodes() [2]node { return [2]node{{e.From, e.FromStore}, {e.To, e.ToStore}} }
 
 // OrderGraph is the family's lock-order checker: one per process (Order).
 // Acquiring a lock while holding others records, for each held class A,
 // the edge A -> the new lock's class, where a class is the registry name of
-// the lock (AGENT, SESSION, MAP, ...). The first acquire whose edge closes a
+// the lock (AGENT, SESSION, MAP, ...) on the lock's store (Entry.Store):
+// the same class on two stores is two classes. The first acquire whose edge closes a
 // cycle is reported at once, before any deadlock happens: to the
 // OnInversion functions (an event), to the log with both acquisition
 // sites, and in Inversions (locktop_lock_order_inversions_total). A strict
 // graph (SetStrict, for tests) also refuses that acquire with ErrLockOrder.
-// Nesting locks of the same class (two agents) is not checked: a kind that
-// orders instances does it itself (lease, by id).
+// Nesting locks of the same class on the same store (two agents) is not
+// checked: a kind that orders instances does it itself (lease, by id).
 type OrderGraph struct {
 	mu      sync.RWMutex
-	edges   map[[2]string]*Edge
-	out     map[string][]string // adjacency
-	seen    map[[2]string]bool  // inversions reported once per pair
+	edges   map[[2]node]*Edge
+	out     map[node][]node  // adjacency; declared edges are between nodes of no store
+	seen    map[[2]node]bool // inversions reported once per pair
 	hooks   map[int]func(Inversion)
 	hookID  int
 	log     *slog.Logger
@@ -90,7 +112,7 @@ func Order() *OrderGraph { return order }
 func InversionsTotal() int64 { return inversions.Load() }
 
 func newOrderGraph() *OrderGraph {
-	return &OrderGraph{edges: map[[2]string]*Edge{}, out: map[string][]string{}, seen: map[[2]string]bool{}, hooks: map[int]func(Inversion){}}
+	return &OrderGraph{edges: map[[2]node]*Edge{}, out: map[node][]node{}, seen: map[[2]node]bool{}, hooks: map[int]func(Inversion){}}
 }
 
 // NewOrderGraph returns a graph of its own, with the orders declared on the
@@ -123,19 +145,20 @@ func orderOf(ctx context.Context) *OrderGraph {
 }
 
 // DeclareOrder declares that classes are taken in the order given (each
-// before the next), like Go's runtime lock ranks: taking them the other way
-// round is an inversion from its first occurrence, before the right order
-// was ever observed. lockcore/lease declares PROJECT, MAP, SKETCH.
+// before the next) on any one store, like Go's runtime lock ranks: taking
+// them the other way round on one store is an inversion from its first
+// occurrence, before the right order was ever observed. lockcore/lease
+// declares PROJECT, MAP, SKETCH.
 func (g *OrderGraph) DeclareOrder(classes ...string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for i := 1; i < len(classes); i++ {
-		k := [2]string{classes[i-1], classes[i]}
+		k := [2]node{{class: classes[i-1]}, {class: classes[i]}}
 		if e, ok := g.edges[k]; ok {
 			e.Declared = true
 			continue
 		}
-		g.add(&Edge{From: k[0], To: k[1], Site: "declared", First: time.Now(), Declared: true})
+		g.add(&Edge{From: k[0].class, To: k[1].class, Site: "declared", First: time.Now(), Declared: true})
 	}
 }
 
@@ -189,18 +212,8 @@ func (g *OrderGraph) Edges() []Edge {
 	}
 	g.mu.RUnlock()
 	slices.SortFunc(out, func(a, b Edge) int {
-		if a.From != b.From {
-			if a.From < b.From {
-				return -1
-			}
-			return 1
-		}
-		if a.To < b.To {
-			return -1
-		} else if a.To > b.To {
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.FromStore, b.FromStore),
+			cmp.Compare(a.To, b.To), cmp.Compare(a.ToStore, b.ToStore))
 	})
 	return out
 }
@@ -211,7 +224,7 @@ func (g *OrderGraph) Reset() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	old := g.edges
-	g.edges, g.out, g.seen, g.history = map[[2]string]*Edge{}, map[string][]string{}, map[[2]string]bool{}, nil
+	g.edges, g.out, g.seen, g.history = map[[2]node]*Edge{}, map[node][]node{}, map[[2]node]bool{}, nil
 	for _, e := range old {
 		if e.Declared {
 			g.add(&Edge{From: e.From, To: e.To, Site: "declared", First: e.First, Declared: true})
@@ -235,9 +248,27 @@ func (g *OrderGraph) Handler() http.Handler {
 
 // add puts e in the graph; g.mu is held.
 func (g *OrderGraph) add(e *Edge) {
-	k := [2]string{e.From, e.To}
+	k := e.nodes()
 	g.edges[k] = e
-	g.out[e.From] = append(g.out[e.From], e.To)
+	g.out[k[0]] = append(g.out[k[0]], k[1])
+}
+
+// edge returns the edge a -> b: observed, or declared for a's and b's
+// classes when they are on one store; g.mu is held.
+func (g *OrderGraph) edge(a, b node) *Edge {
+	if e, ok := g.edges[[2]node{a, b}]; ok {
+		return e
+	}
+	if a.store == b.store {
+		return g.edges[[2]node{{class: a.class}, {class: b.class}}]
+	}
+	return nil
+}
+
+// skip says the order check passes over held when e is acquired: a held
+// lock of no class, or of e's class on e's store.
+func skip(held, e *Entry) bool {
+	return held.Class == "" || (held.Class == e.Class && held.Store == e.Store)
 }
 
 // check records the edges from the classes held in h to e's class and reports an
@@ -249,11 +280,12 @@ func (g *OrderGraph) check(h *Entry, e *Entry) error {
 	}
 	known := true
 	g.mu.RLock()
+	to := node{e.Class, e.Store}
 	for x := h; x != nil; x = x.next {
-		if x.Class == e.Class || x.Class == "" {
+		if skip(x, e) {
 			continue
 		}
-		if _, ok := g.edges[[2]string{x.Class, e.Class}]; !ok {
+		if _, ok := g.edges[[2]node{{x.Class, x.Store}, to}]; !ok {
 			known = false
 			break
 		}
@@ -272,26 +304,31 @@ func (g *OrderGraph) learn(h *Entry, e *Entry) error {
 	runtime.Callers(4, e.site[:])
 	var found []Inversion
 	g.mu.Lock()
+	to := node{e.Class, e.Store}
 	for x := h; x != nil; x = x.next {
-		if x.Class == e.Class || x.Class == "" || (x.Hold != nil && x.Hold.Err() != nil) {
+		if skip(x, e) || (x.Hold != nil && x.Hold.Err() != nil) {
 			continue
 		}
-		k := [2]string{x.Class, e.Class}
+		from := node{x.Class, x.Store}
+		k := [2]node{from, to}
 		if _, ok := g.edges[k]; ok {
 			continue
 		}
 		// Does the graph already lead from e's class to the held one?
-		path := g.path(e.Class, x.Class)
+		path := g.path(to, from)
 		if path != nil && !g.seen[k] {
 			g.seen[k] = true
-			first := g.edges[[2]string{path[0], path[1]}]
+			steps := make([]string, len(path))
+			for i, n := range path {
+				steps[i] = n.String()
+			}
 			found = append(found, Inversion{
-				From: x.Class, To: e.Class, HeldSite: x.Site(), Site: siteOf(e.site[:]),
-				Path: path, PathSite: first.Site, FromKind: x.Kind, ToKind: e.Kind,
+				From: x.Class, To: e.Class, FromStore: x.Store, ToStore: e.Store, HeldSite: x.Site(), Site: siteOf(e.site[:]),
+				Path: steps, PathSite: g.edge(path[0], path[1]).Site, FromKind: x.Kind, ToKind: e.Kind,
 				HeldName: x.Name, Name: e.Name, At: time.Now(),
 			})
 		}
-		g.add(&Edge{From: x.Class, To: e.Class, Site: siteOf(e.site[:]), First: time.Now()})
+		g.add(&Edge{From: x.Class, To: e.Class, FromStore: x.Store, ToStore: e.Store, Site: siteOf(e.site[:]), First: time.Now()})
 	}
 	hooks := make([]func(Inversion), 0, len(g.hooks))
 	for _, fn := range g.hooks {
@@ -325,22 +362,33 @@ func (g *OrderGraph) learn(h *Entry, e *Entry) error {
 	return nil
 }
 
-// path returns a path from a to b in the graph (a first), or nil; g.mu is
-// held.
-func (g *OrderGraph) path(a, b string) []string {
-	prev := map[string]string{a: ""}
-	queue := []string{a}
+// path returns a path from a to b in the graph (a first), or nil. A node
+// on a store follows its observed edges and the declared ones of its
+// class, to the same store; g.mu is held.
+func (g *OrderGraph) path(a, b node) []node {
+	prev := map[node]node{}
+	queue := []node{a}
 	for len(queue) > 0 {
 		n := queue[0]
 		queue = queue[1:]
-		for _, m := range g.out[n] {
-			if _, ok := prev[m]; ok {
+		next := g.out[n]
+		if n.store != "" {
+			c := node{class: n.class}
+			for _, d := range g.out[c] {
+				if g.edges[[2]node{c, d}].Declared {
+					next = append(slices.Clip(next), node{d.class, n.store})
+				}
+			}
+		}
+		for _, m := range next {
+			if _, ok := prev[m]; ok || m == a {
 				continue
 			}
 			prev[m] = n
 			if m == b {
-				var p []string
-				for c := b; c != ""; c = prev[c] {
+				p := []node{b}
+				for c := b; c != a; {
+					c = prev[c]
 					p = append(p, c)
 				}
 				slices.Reverse(p)

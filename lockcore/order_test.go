@@ -22,7 +22,7 @@ func (fakeHold) Err() error { return nil }
 // the grant into the lock's context.
 func take(t *testing.T, ctx context.Context, class, name string) (context.Context, error) {
 	t.Helper()
-	e, err := lockcore.Check(ctx, "test", name, class)
+	e, err := lockcore.Check(ctx, "test", "", name, class)
 	if err != nil {
 		return ctx, err
 	}
@@ -49,10 +49,10 @@ func TestOrderInversionReportedOnce(t *testing.T) {
 		t.Fatalf("inversions before any: %v", got)
 	}
 	for range 2 {
-		e, _ := lockcore.Check(ctx, "test", "sesslock:c2", "SESSION")
+		e, _ := lockcore.Check(ctx, "test", "", "sesslock:c2", "SESSION")
 		e.Hold = fakeHold{}
 		s := lockcore.Push(ctx, e)
-		if _, err := lockcore.Check(s, "test", "AGENT 3", "AGENT"); err != nil { // the inverting acquire's
+		if _, err := lockcore.Check(s, "test", "", "AGENT 3", "AGENT"); err != nil { // the inverting acquire's
 			t.Fatal(err)
 		}
 	}
@@ -108,6 +108,45 @@ func TestOrderStrictAndDeclared(t *testing.T) {
 	}
 }
 
+// A declared order holds on each store, and only within one: SKETCH then
+// PROJECT on one store is an inversion with the path on that store, a
+// SKETCH of one store then a PROJECT of another is not. The same class
+// on two stores is two classes: nested one way and then the other, it is
+// an inversion.
+func TestOrderPerStore(t *testing.T) {
+	g := lockcore.NewOrderGraph()
+	g.SetStrict(true)
+	g.DeclareOrder("PROJECT", "MAP", "SKETCH")
+	ctx := lockcore.WithOrder(context.Background(), g)
+	on := func(ctx context.Context, store, class string) (context.Context, error) {
+		e, err := lockcore.Check(ctx, "test", store, class+"@"+store, class)
+		if err != nil {
+			return ctx, err
+		}
+		e.Hold = fakeHold{}
+		return lockcore.Push(ctx, e), nil
+	}
+	a, _ := on(ctx, "A", "SKETCH")
+	if _, err := on(a, "B", "PROJECT"); err != nil {
+		t.Errorf("a PROJECT of B under a SKETCH of A: %v", err)
+	}
+	_, err := on(a, "A", "PROJECT")
+	if !errors.Is(err, lockcore.ErrLockOrder) || !strings.Contains(err.Error(), "[PROJECT@A MAP@A SKETCH@A]") {
+		t.Errorf("a PROJECT of A under a SKETCH of A: %v, want ErrLockOrder with the declared path on A", err)
+	}
+	m, _ := on(ctx, "A", "MAP")
+	if _, err := on(m, "B", "MAP"); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = on(ctx, "B", "MAP")
+	if _, err := on(m, "A", "MAP"); !errors.Is(err, lockcore.ErrLockOrder) {
+		t.Errorf("MAP of A under MAP of B, after the reverse: %v, want ErrLockOrder", err)
+	}
+	if h := g.History(); len(h) != 2 || h[1].FromStore != "B" || h[1].ToStore != "A" {
+		t.Errorf("inversions %+v", h)
+	}
+}
+
 // The order check of an acquire with four locks held, every edge known:
 // the cost every acquire pays while locks nest. min-ns/op is the fastest
 // burst of 256 acquires: on a machine shared with other work it stays near
@@ -115,14 +154,17 @@ func TestOrderStrictAndDeclared(t *testing.T) {
 func BenchmarkOrderCheckHeld4(b *testing.B) {
 	g := lockcore.NewOrderGraph()
 	ctx := lockcore.WithOrder(context.Background(), g)
+	// Stores as long as the kinds' own: a database's identity, a Redis
+	// address.
+	const db, redis = "7441215458426914834/16384", "unix:/run/redis/redis-server.sock/0"
 	for _, c := range []string{"PROJECT", "MAP", "SKETCH", "AGENT"} {
-		e, _ := lockcore.Check(ctx, "test", c, c)
+		e, _ := lockcore.Check(ctx, "test", db, c, c)
 		e.Hold = fakeHold{}
 		ctx = lockcore.Push(ctx, e)
 	}
-	_, _ = lockcore.Check(ctx, "test", "s", "SESSION") // learn the edges
+	_, _ = lockcore.Check(ctx, "test", redis, "s", "SESSION") // learn the edges
 	bursts(b, func() {
-		e, _ := lockcore.Check(ctx, "test", "s", "SESSION")
+		e, _ := lockcore.Check(ctx, "test", redis, "s", "SESSION")
 		e.Hold = fakeHold{}
 		_ = lockcore.Push(ctx, e)
 	})
@@ -143,7 +185,7 @@ func BenchmarkOrderCheckFloor(b *testing.B) {
 func BenchmarkOrderCheckHeld0(b *testing.B) {
 	ctx := context.Background()
 	bursts(b, func() {
-		e, _ := lockcore.Check(ctx, "test", "s", "SESSION")
+		e, _ := lockcore.Check(ctx, "test", "", "s", "SESSION")
 		e.Hold = fakeHold{}
 		_ = lockcore.Push(ctx, e)
 	})

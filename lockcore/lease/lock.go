@@ -47,12 +47,16 @@ func heldIn(ctx context.Context, fn func(*Lock) bool) {
 	}
 }
 
-// checkOrder refuses r when ctx holds a live lock on a resource that sorts
-// at or after r (seed 004 §8.1). The same resource again counts: a second
-// grant of it could wait behind a writer that waits for the first.
-func checkOrder(ctx context.Context, r Resource) (err error) {
+// checkOrder refuses r when ctx holds a live lock on a resource of m's
+// tables that sorts at or after r (seed 004 §8.1). The same resource again
+// counts: a second grant of it could wait behind a writer that waits for
+// the first. Resources of other tables are other locks, in no order with
+// these: the family's order check (lockcore.Order) sees the order of their
+// classes, each on its own tables.
+func (m *Manager) checkOrder(ctx context.Context, r Resource) (err error) {
+	where := m.st.where()
 	heldIn(ctx, func(h *Lock) bool {
-		if h.Err() == nil && compare(h.res, r) >= 0 {
+		if h.entry.Store == where && h.Err() == nil && compare(h.res, r) >= 0 {
 			err = fmt.Errorf("%w: %s is held in this context", ErrLockOrder, h.res)
 		}
 		return err == nil
@@ -117,16 +121,27 @@ func lapsed(err error, deadline time.Time) bool {
 	return err == nil && !deadline.IsZero() && !time.Now().Before(deadline)
 }
 
+// FenceOf returns the fence of r as held through m in ctx (a Lock's
+// context or one derived from it), if ctx holds r in m's tables: the fence
+// to write with to the storage those tables guard.
+func (m *Manager) FenceOf(ctx context.Context, r Resource) (fence int64, ok bool) {
+	return liveFence(m.LockOf(ctx, r))
+}
+
 // FenceOf returns the fence of r as held in ctx (a Lock's context or one
-// derived from it), if ctx holds r.
+// derived from it), if ctx holds r. A context that holds r in two sets of
+// tables (Managers on two databases, schemas or files) reports false
+// rather than the wrong one's fence: use Manager.FenceOf.
 func FenceOf(ctx context.Context, r Resource) (fence int64, ok bool) {
-	heldIn(ctx, func(h *Lock) bool {
-		if h.res == r && h.Err() == nil {
-			fence, ok = h.Fence(), true
-		}
-		return !ok
-	})
-	return fence, ok
+	return liveFence(LockOf(ctx, r))
+}
+
+// liveFence is the fence of l while it is held.
+func liveFence(l *Lock) (int64, bool) {
+	if l == nil || l.Err() != nil {
+		return 0, false
+	}
+	return l.Fence(), true
 }
 
 // Acquire takes r in mode, waiting up to Options.Wait, or lockcore.Wait(d)
@@ -208,10 +223,10 @@ func (m *Manager) acquire(ctx, parent context.Context, op string, r Resource, mo
 	if !mode.valid() {
 		return fail(fmt.Errorf("lease: unknown mode %d", int(mode)))
 	}
-	if err := checkOrder(parent, r); err != nil {
+	if err := m.checkOrder(parent, r); err != nil {
 		return fail(err)
 	}
-	entry, err := lockcore.Check(parent, lockcore.KindLease, r.String(), r.Level.String())
+	entry, err := lockcore.Check(parent, lockcore.KindLease, m.st.where(), r.String(), r.Level.String())
 	if err != nil {
 		return fail(err)
 	}

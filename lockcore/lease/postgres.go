@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/lockcore/internal/pgident"
 )
 
 // OpenPostgres returns a Manager whose locks live in PostgreSQL, in
@@ -42,6 +44,10 @@ func OpenPostgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Manag
 	if err := createPostgres(ctx, pool, opts.Schema); err != nil {
 		return nil, err
 	}
+	if p.ident, err = identify(ctx, pool); err != nil {
+		return nil, err
+	}
+	p.ident += "/" + opts.Schema
 	if err := p.listen(ctx); err != nil {
 		return nil, err
 	}
@@ -99,6 +105,7 @@ type pgStore struct {
 	pool    *pgxpool.Pool
 	schema  string
 	channel string // NOTIFY channel: the schema's name
+	ident   string // the database's identity (pgident) and the schema: where
 	sql     map[string]string
 	h       *hub
 	log     *slog.Logger
@@ -110,6 +117,23 @@ type pgStore struct {
 func (p *pgStore) q(s string) string { return p.sql[s] }
 
 func (p *pgStore) hub() *hub { return p.h }
+
+func (p *pgStore) where() string { return p.ident }
+
+// identify names pool's database as lockcore does (pgident), so that two
+// pools that spell one database differently are one store.
+func identify(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return "", fmt.Errorf("lease: %w", err)
+	}
+	defer conn.Release()
+	id, err := pgident.Fast(ctx, conn.Conn())
+	if err != nil {
+		return "", fmt.Errorf("lease: naming the database: %w", err)
+	}
+	return id, nil
+}
 
 func (p *pgStore) close() error {
 	if p.stop != nil {

@@ -106,6 +106,10 @@ type sqliteStore struct {
 
 func (s *sqliteStore) hub() *hub { return s.file.h }
 
+// where is the file's absolute path, as the Managers of the process share
+// it (sharedFile).
+func (s *sqliteStore) where() string { return "sqlite:" + s.path }
+
 func (s *sqliteStore) close() error {
 	var err error
 	s.once.Do(func() {

@@ -66,6 +66,9 @@ type store interface {
 	holdsWrite(ctx context.Context, token, lockID string) (bool, error)
 
 	hub() *hub
+	// where names the tables for the family's held set
+	// (lockcore.Entry.Store): a resource is one lock in one set of tables.
+	where() string
 	close() error
 }
 

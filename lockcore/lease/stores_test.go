@@ -67,6 +67,9 @@ func TestSameResourceTwoStoresIsTwoLocks(t *testing.T) {
 	for name, pair := range storePairs(t) {
 		t.Run(name, func(t *testing.T) {
 			a, b := pair(t)
+			for range 3 { // a's fences of m1 move ahead of b's, so FenceOf can tell them apart
+				release(t, acquire(t, ctxT(t), a, Map("m1"), Write))
+			}
 			nest(t, a, b, Map("m1"), Map("m1"))
 			nest(t, b, a, Map("m1"), Map("m1"))
 			nest(t, a, b, Map("m2"), Map("m1"))
@@ -93,6 +96,9 @@ func nest(t *testing.T, outer, inner *Manager, r, q Resource) {
 	defer release(t, li)
 	in := li.Context()
 	if r == q {
+		if lo.Fence() == li.Fence() {
+			t.Fatalf("the two stores' fences of %s coincide (%d): the test cannot tell them apart", r, lo.Fence())
+		}
 		if f, ok := FenceOf(in, r); ok {
 			t.Errorf("FenceOf with %s held on two stores = %d, true; want false", r, f)
 		}
@@ -105,8 +111,48 @@ func nest(t *testing.T, outer, inner *Manager, r, q Resource) {
 		r Resource
 		l *Lock
 	}{{outer, r, lo}, {inner, q, li}} {
+		if f, ok := s.m.FenceOf(in, s.r); !ok || f != s.l.Fence() {
+			t.Errorf("%s's Manager's FenceOf = %d, %v; want its own grant's %d", s.r, f, ok, s.l.Fence())
+		}
+		if l := s.m.LockOf(in, s.r); l != s.l {
+			t.Errorf("%s's Manager's LockOf is not its own grant", s.r)
+		}
 		if _, err := s.m.TryAcquire(in, s.r, Read); !errors.Is(err, ErrLockOrder) {
 			t.Errorf("%s again through the store that holds it: %v, want ErrLockOrder", s.r, err)
 		}
+	}
+}
+
+// The family's order check keeps two stores' classes apart: a map of one
+// store then a project of another is no inversion of the declared order
+// (projects before maps, on one store), while the same map nested across
+// the two stores one way and then the other is one (two processes doing
+// that can deadlock), refused by a strict graph.
+func TestTwoStoresOrderedByTheFamilyGraph(t *testing.T) {
+	for name, pair := range storePairs(t) {
+		t.Run(name, func(t *testing.T) {
+			a, b := pair(t)
+			g := lockcore.NewOrderGraph()
+			g.SetStrict(true)
+			ctx := lockcore.WithOrder(ctxT(t), g)
+			nested := func(outer *Manager, r Resource, inner *Manager, q Resource) error {
+				return outer.With(ctx, r, Write, func(ctx context.Context) error {
+					return inner.With(ctx, q, Write, func(context.Context) error { return nil })
+				})
+			}
+			if err := nested(a, Map("m1"), b, Project("p1")); err != nil {
+				t.Errorf("a project of the second store under a map of the first: %v", err)
+			}
+			if err := nested(a, Map("m1"), b, Map("m1")); err != nil {
+				t.Fatal(err)
+			}
+			err := nested(b, Map("m1"), a, Map("m1"))
+			if !errors.Is(err, lockcore.ErrLockOrder) {
+				t.Errorf("the first store's map under the second's, after the reverse: %v, want lockcore.ErrLockOrder", err)
+			}
+			if h := g.History(); len(h) != 1 || h[0].From != "MAP" || h[0].To != "MAP" || h[0].FromStore == h[0].ToStore {
+				t.Errorf("inversions %+v, want one, MAP on one store to MAP on the other", h)
+			}
+		})
 	}
 }

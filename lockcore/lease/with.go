@@ -53,14 +53,33 @@ func (m *Manager) WithAll(ctx context.Context, reqs []Request, fn func(ctx conte
 	return run(ctx, locks, fn)
 }
 
+// LockOf returns the newest lock on r in m's tables that ctx holds (a
+// With body's context, a Lock's), or nil. It may have been lost since:
+// check Err.
+func (m *Manager) LockOf(ctx context.Context, r Resource) *Lock {
+	if e := lockcore.Find(ctx, lockcore.KindLease, m.st.where(), r.String()); e != nil {
+		return e.Hold.(*Lock)
+	}
+	return nil
+}
+
 // LockOf returns the newest lock on r that ctx holds (a With body's
-// context, a Lock's), or nil. It may have been lost since: check Err.
+// context, a Lock's), or nil. It may have been lost since: check Err. A
+// context that holds r in two sets of tables (Managers on two databases,
+// schemas or files) gets nil rather than either: use Manager.LockOf.
 func LockOf(ctx context.Context, r Resource) (l *Lock) {
 	heldIn(ctx, func(h *Lock) bool {
-		if h.res == r {
+		if h.res != r {
+			return true
+		}
+		if l != nil && l.entry.Store != h.entry.Store {
+			l = nil
+			return false
+		}
+		if l == nil {
 			l = h
 		}
-		return l == nil
+		return true
 	})
 	return l
 }

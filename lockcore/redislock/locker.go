@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 // a listener for hand-over notices, which Close stops.
 type Locker struct {
 	rdb      redis.UniversalClient
+	store    string // the Redis rdb talks to, as the held set names it (storeOf)
 	prefix   string
 	owner    string
 	ttl      time.Duration
@@ -61,7 +64,7 @@ type Locker struct {
 func New(rdb redis.UniversalClient, opts Options) *Locker {
 	opts = opts.withDefaults()
 	return &Locker{
-		rdb: rdb, prefix: opts.Prefix, owner: opts.Owner, ttl: opts.TTL, wait: opts.Wait,
+		rdb: rdb, store: storeOf(rdb), prefix: opts.Prefix, owner: opts.Owner, ttl: opts.TTL, wait: opts.Wait,
 		failOpen: opts.FailOpen, log: opts.Logger,
 		// The channel is a word: waiter registrations and notices are
 		// space-separated, so a prefix with a space must not split it.
@@ -69,6 +72,30 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 		m:       newMetrics(opts.Registerer),
 		waiters: map[string]chan notice{}, holds: map[string][]*Lock{}, revoked: revocations{},
 	}
+}
+
+// storeOf names the Redis that rdb talks to, for the family's held set
+// (lockcore.Entry.Store): a lock is its key (the prefix and the name) on
+// that Redis. It is the client's address and logical database (a Cluster's
+// or Ring's addresses), so two clients that reach one server by different
+// addresses (a Unix socket and TCP, two host names) count as two servers;
+// a Sentinel client is known by the client itself, since its options name
+// no server.
+func storeOf(rdb redis.UniversalClient) string {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		o := c.Options()
+		if o.Addr == "FailoverClient" { // go-redis's placeholder for a Sentinel client
+			return fmt.Sprintf("sentinel:%p/%d", c, o.DB)
+		}
+		return fmt.Sprintf("%s:%s/%d", cmp.Or(o.Network, "tcp"), o.Addr, o.DB)
+	case *redis.ClusterClient:
+		return "cluster:" + strings.Join(slices.Sorted(slices.Values(c.Options().Addrs)), ",")
+	case *redis.Ring:
+		o := c.Options()
+		return fmt.Sprintf("ring:%s/%d", strings.Join(slices.Sorted(maps.Values(o.Addrs)), ","), o.DB)
+	}
+	return fmt.Sprintf("%T:%p", rdb, rdb)
 }
 
 // Acquire takes key (without the prefix), waiting up to the Locker's Wait
@@ -113,16 +140,14 @@ func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opt
 		return nil, errors.New("redislock: empty key")
 	}
 	name := l.prefix + key
-	for e := lockcore.Held(ctx); e != nil; e = e.Next() {
-		if e.Kind == lockcore.KindRedis && e.Name == name && e.Hold.Err() == nil {
-			return nil, fmt.Errorf("redislock: %s: %w", key, ErrReentrant)
-		}
+	if e := lockcore.Find(ctx, lockcore.KindRedis, l.store, name); e != nil && e.Hold.Err() == nil {
+		return nil, fmt.Errorf("redislock: %s: %w", key, ErrReentrant)
 	}
 	class := registry.NameOf(registry.RedisKey, name)
 	if class == "" {
 		class = lockcore.KindRedis
 	}
-	entry, err := lockcore.Check(ctx, lockcore.KindRedis, name, class)
+	entry, err := lockcore.Check(ctx, lockcore.KindRedis, l.store, name, class)
 	if err != nil {
 		return nil, fmt.Errorf("redislock: %s: %w", key, err)
 	}
