@@ -43,7 +43,7 @@ type Inversion struct {
 
 func (v Inversion) String() string {
 	return fmt.Sprintf("lock order inversion: %s (%s) acquired at %s while holding %s (%s); the order so far is %v, first seen at %s",
-		v.To, v.Name, v.Site, v.From, v.HeldName, v.Path, v.PathSite)
+		node{v.To, v.ToStore}, v.Name, v.Site, node{v.From, v.FromStore}, v.HeldName, v.Path, v.PathSite)
 }
 
 // Edge is one edge of the lock-order graph: From (on FromStore) was held
@@ -76,8 +76,8 @@ func (e *Edge) nodes() [2]node { return [2]node{{e.From, e.FromStore}, {e.To, e.
 // Acquiring a lock while holding others records, for each held class A,
 // the edge A -> the new lock's class, where a class is the registry name of
 // the lock (AGENT, SESSION, MAP, ...) on the lock's store (Entry.Store):
-// the same class on two stores is two classes. The first acquire whose edge closes a
-// cycle is reported at once, before any deadlock happens: to the
+// the same class on two stores is two classes. The first acquire whose
+// edge closes a cycle is reported at once, before any deadlock happens: to the
 // OnInversion functions (an event), to the log with both acquisition
 // sites, and in Inversions (locktop_lock_order_inversions_total). A strict
 // graph (SetStrict, for tests) also refuses that acquire with ErrLockOrder.
@@ -350,8 +350,8 @@ func (g *OrderGraph) learn(h *Entry, e *Entry) error {
 	for _, v := range found {
 		g.count.Add(1)
 		inversions.Add(1)
-		log.Error("lock order inversion", "held", v.From, "held_lock", v.HeldName, "held_at", v.HeldSite,
-			"acquired", v.To, "lock", v.Name, "acquired_at", v.Site, "order", v.Path, "order_seen_at", v.PathSite)
+		log.Error("lock order inversion", "held", v.From, "held_store", v.FromStore, "held_lock", v.HeldName, "held_at", v.HeldSite,
+			"acquired", v.To, "store", v.ToStore, "lock", v.Name, "acquired_at", v.Site, "order", v.Path, "order_seen_at", v.PathSite)
 		for _, fn := range hooks {
 			callHook(log, fn, v)
 		}

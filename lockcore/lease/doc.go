@@ -12,7 +12,10 @@
 //	work(l.Context(), l.Fence())                                     // cancelled if the lock is lost
 //
 // Resources are "project:ID", "map:ID" and "sketch:ID" (Project, Map,
-// Sketch; the levels come from lockcore/registry). The package follows the
+// Sketch; the levels come from lockcore/registry); a lock is a resource in
+// one Manager's tables (its database and schema, or its file), so the same
+// resource through Managers on two of them is two locks (Manager.FenceOf,
+// Manager.LockOf answer for their own). The package follows the
 // lock family's contract (lockcore's package doc): With and TryWith run a
 // function under a lock, lockcore.Wait(d) sets one acquire's wait, a Lock is
 // a lockcore.Hold, its errors match lockcore's sentinels, and its owner is

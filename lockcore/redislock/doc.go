@@ -24,7 +24,9 @@
 // Acquire's wait. The package follows the lock family's contract
 // (lockcore's package doc): its errors match lockcore's sentinels, a Lock is
 // a lockcore.Hold, and a hold's context carries the key, so taking it again
-// with that context is ErrReentrant rather than a wait for itself.
+// with that context is ErrReentrant rather than a wait for itself. A lock
+// is a key on one Redis (the client's address and logical database): the
+// same key on another server or database is another lock.
 //
 // README.md in this directory has the details: what it guarantees
 // (atomic release and extend, fences that survive a Redis that loses every
