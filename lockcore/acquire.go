@@ -70,10 +70,14 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 	}
 	a := attempt{s: s, key: key, try: try, start: time.Now()}
 	deadline := a.deadline(ctx, timeout)
+	attempted := false
 	if s.database() == "" {
 		// A lock is its key in its database (Entry.Store): the first
 		// acquire on s's pool learns which database that is before it
-		// checks the held set.
+		// checks the held set. It has begun: a failure here is the
+		// attempt's.
+		s.emit(Event{Kind: EventAttempt, Key: key, Blocking: !try})
+		attempted = true
 		if err := s.identifyFirst(ctx, deadline); err != nil {
 			return nil, a.fail(0, err)
 		}
@@ -86,7 +90,9 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 		return nil, a.error(err)
 	}
 	a.entry = e
-	s.emit(Event{Kind: EventAttempt, Key: key, Blocking: !try})
+	if !attempted {
+		s.emit(Event{Kind: EventAttempt, Key: key, Blocking: !try})
+	}
 	if try || s.local == nil || OwnerIn(ctx, s.owner) != s.owner {
 		// A task's own lock (WithOwner) waits where a monitor sees it, in
 		// its own name: on the server.
