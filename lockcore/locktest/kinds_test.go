@@ -99,6 +99,17 @@ func (advisoryStoreT) Locker(t *testing.T) locktest.Locker {
 	return advisory{lockcore.New(pool)}
 }
 
+// Elsewhere is a Service on a database of the test's own.
+func (advisoryStoreT) Elsewhere(t *testing.T) locktest.Locker {
+	db := pgtest.Database(t, fmt.Sprintf("locktest_elsewhere_%d", schemas.Add(1)))
+	pool, err := pgxpool.New(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return advisory{lockcore.New(pool)}
+}
+
 func (advisoryStoreT) Waiter(t *testing.T, n string) *exec.Cmd {
 	return child(t, childSpec{Kind: "advisory", Where: pgtest.DSN(t), Name: n})
 }
@@ -165,6 +176,11 @@ func (s redisStoreT) Locker(t *testing.T) locktest.Locker {
 	return redisL{l}
 }
 
+// Elsewhere is a Locker on another Redis of the test's own.
+func (s redisStoreT) Elsewhere(t *testing.T) locktest.Locker {
+	return redisStoreT{rdb: redistest.ClientOf(t, redistest.Private(t))}.Locker(t)
+}
+
 // Waiter is a Locker with the default TTL (30s), which a hand-over to a
 // dead waiter must not grant.
 func (s redisStoreT) Waiter(t *testing.T, n string) *exec.Cmd {
@@ -220,6 +236,7 @@ var leaseOptions = lease.Options{Lease: 15 * time.Second, Heartbeat: 100 * time.
 
 type leaseStoreT struct {
 	open   func(t *testing.T) *lease.Manager
+	apart  func(t *testing.T) *lease.Manager // on other tables
 	del    func(t *testing.T, lockID string) // deletes the grant rows of lockID
 	source *leasesource.Source               // the monitor's view of the tables
 	list   func(ctx context.Context) (*leasedb.Listing, error)
@@ -227,6 +244,8 @@ type leaseStoreT struct {
 }
 
 func (s leaseStoreT) Locker(t *testing.T) locktest.Locker { return leaseL{s.open(t)} }
+
+func (s leaseStoreT) Elsewhere(t *testing.T) locktest.Locker { return leaseL{s.apart(t)} }
 
 func (s leaseStoreT) Waiter(t *testing.T, n string) *exec.Cmd {
 	c := s.child
@@ -282,17 +301,19 @@ var schemas atomic.Int64
 func leasePostgresStore(t *testing.T) locktest.Store {
 	schema := fmt.Sprintf("locktest_%d", schemas.Add(1))
 	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 16 })
+	open := func(t *testing.T, schema string) *lease.Manager {
+		o := leaseOptions
+		o.Schema = schema
+		m, err := lease.OpenPostgres(ctxT(t), pool, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	}
 	return leaseStoreT{
-		open: func(t *testing.T) *lease.Manager {
-			o := leaseOptions
-			o.Schema = schema
-			m, err := lease.OpenPostgres(ctxT(t), pool, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = m.Close() })
-			return m
-		},
+		open:  func(t *testing.T) *lease.Manager { return open(t, schema) },
+		apart: func(t *testing.T) *lease.Manager { return open(t, schema+"_apart") },
 		del: func(t *testing.T, lockID string) {
 			t.Helper()
 			tag, err := pool.Exec(ctxT(t), "DELETE FROM "+schema+".dal_locks WHERE lock_id = $1", lockID)
@@ -308,15 +329,17 @@ func leasePostgresStore(t *testing.T) locktest.Store {
 
 func leaseSQLiteStore(t *testing.T) locktest.Store {
 	path := filepath.Join(t.TempDir(), "locktest.db")
+	open := func(t *testing.T, path string) *lease.Manager {
+		m, err := lease.OpenSQLite(ctxT(t), path, leaseOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	}
 	return leaseStoreT{
-		open: func(t *testing.T) *lease.Manager {
-			m, err := lease.OpenSQLite(ctxT(t), path, leaseOptions)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = m.Close() })
-			return m
-		},
+		open:  func(t *testing.T) *lease.Manager { return open(t, path) },
+		apart: func(t *testing.T) *lease.Manager { return open(t, filepath.Join(t.TempDir(), "apart.db")) },
 		del: func(t *testing.T, lockID string) {
 			t.Helper()
 			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")

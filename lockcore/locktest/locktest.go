@@ -42,6 +42,10 @@ type Store interface {
 	Waiter(t *testing.T, name string) *exec.Cmd
 	// Waiting reports how many wait for name.
 	Waiting(t *testing.T, name string) int
+	// Elsewhere opens a holder on another store of the kind (another
+	// database, Redis server, set of tables), closed with the test: the
+	// same name there is another lock.
+	Elsewhere(t *testing.T) Locker
 }
 
 // Describer is a store that can say who holds a lock: what the suite
@@ -158,6 +162,7 @@ func cases(kind Kind) []testCase {
 		{"loss", on(loss)},
 		{"fences", on(fences)},
 		{"reentrancy", on(reentrancy)},
+		{"another store", on(elsewhere)},
 		{"dead waiter", on(func(t *testing.T, st Store) []string { return deadWaiter(t, st, kind.DeadWaiterBound) })},
 		{"fences across a crash", func(t *testing.T) (Lockers, []string) {
 			if kind.Crash == nil {
@@ -408,6 +413,33 @@ func fences(t *testing.T, st Store) []string {
 	}
 	if err := ha.Release(ctxT(t)); !errors.Is(err, lockcore.ErrLost) {
 		t.Errorf("Release after the loss = %v, want ErrLost", err)
+	}
+	return []string{n}
+}
+
+// elsewhere: the same name on two stores is two locks (lockcore.Entry): a
+// context that holds it on one takes it on the other as any other lock, in
+// either nesting, and each store still refuses its own again.
+func elsewhere(t *testing.T, st Store) []string {
+	n := name("apart")
+	here, there := st.Locker(t), st.Elsewhere(t)
+	for _, p := range [][2]Locker{{here, there}, {there, here}} {
+		// A graph of its own: nesting both ways is an inversion, the
+		// order check's to report (lockcore's TestOrderPerStore).
+		ctx := lockcore.WithOrder(ctxT(t), lockcore.NewOrderGraph())
+		err := p[0].With(ctx, n, func(ctx context.Context) error {
+			return p[1].With(ctx, n, func(ctx context.Context) error {
+				for _, l := range p {
+					if h, err := l.TryAcquire(ctx, n); h != nil || !errors.Is(err, lockcore.ErrReentrant) {
+						t.Errorf("TryAcquire of a lock the context holds on that store = %v, %v; want ErrReentrant", h, err)
+					}
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			t.Errorf("%s on a second store while the first holds it: %v", n, err)
+		}
 	}
 	return []string{n}
 }
