@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locktop/locktop/internal/source/redislocks"
@@ -55,6 +56,10 @@ type Source struct {
 
 	mu  sync.Mutex
 	rdb redis.UniversalClient // made at the first poll that reaches Redis
+
+	// reader is the last poll's, its memory kept for the next: a poll
+	// takes it (or, when another poll has it, makes one) and puts it back.
+	reader atomic.Pointer[redislocks.Reader]
 }
 
 // ErrURL is a --redis URL that cannot be used.
@@ -121,7 +126,12 @@ func (s *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 	if err != nil {
 		return model.Snapshot{}, s.describe(err)
 	}
-	t, err := redislocks.Read(ctx, rdb, s.prefix, s.limit)
+	rd := s.reader.Swap(nil)
+	if rd == nil {
+		rd = new(redislocks.Reader)
+	}
+	defer s.reader.Store(rd) // once t, in rd's memory, is read
+	t, err := rd.Read(ctx, rdb, s.prefix, s.limit)
 	if err != nil {
 		return model.Snapshot{}, s.describe(err)
 	}

@@ -1,0 +1,101 @@
+package redislocks
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/locktop/locktop/internal/testenv/pgtest"
+	"github.com/locktop/locktop/internal/testenv/redistest"
+	"github.com/locktop/locktop/lockcore"
+	"github.com/locktop/locktop/lockcore/redislock"
+)
+
+// A Reader reads what Read reads, read after read, though it reuses the
+// last read's memory: over more than one SCAN page, with waiters, then
+// with fewer locks and none waiting, and cut at a limit.
+func TestReaderReadsAsRead(t *testing.T) {
+	const n = 1200 // over SCAN's COUNT: two pages at least
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	l := locker(t, rdb, redislock.Options{Prefix: prefix, Owner: "holder", TTL: time.Minute})
+	locks := make([]*redislock.Lock, n)
+	for i := range locks {
+		k, err := l.TryAcquire(ctx, fmt.Sprintf("k%04d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks[i] = k
+	}
+	rdb.Set(ctx, prefix+"plain", "0123456789", time.Minute)
+	w := locker(t, redistest.Client(t), redislock.Options{Prefix: prefix, Owner: "waiter"})
+	done := make(chan error, 1)
+	go func() {
+		k, err := w.Acquire(ctx, "k0500", lockcore.Wait(30*time.Second))
+		if err == nil {
+			err = k.Release(ctx)
+		}
+		done <- err
+	}()
+	var r Reader
+	same := func(what string, limit int) {
+		t.Helper()
+		got, err := r.Read(ctx, rdb, prefix, limit)
+		if err != nil {
+			t.Fatalf("%s: Reader.Read: %v", what, err)
+		}
+		want, err := Read(ctx, rdb, prefix, limit)
+		if err != nil {
+			t.Fatalf("%s: Read: %v", what, err)
+		}
+		if !reflect.DeepEqual(untimed(got), untimed(want)) {
+			t.Errorf("%s: the Reader read %d locks (%d waiting on the first), Read %d (%d)", what,
+				len(got.Locks), len(got.Locks[0].Waiters), len(want.Locks), len(want.Locks[0].Waiters))
+		}
+	}
+	pgtest.Eventually(t, "k0500 has a waiter", func() bool {
+		tbl, err := r.Read(ctx, rdb, prefix, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(tbl.Locks) == DefaultLimit && len(tbl.Locks[500].Waiters) == 1
+	})
+	same("1,200 locks, one waiting", 0)
+	same("1,200 locks, one waiting, read again", n+1)
+
+	// The waiter takes k0500 and lets it go: fewer locks, none waiting.
+	if err := locks[500].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range locks[:700] {
+		if err := k.Release(ctx); err != nil && k.Key() != "k0500" {
+			t.Fatal(err)
+		}
+	}
+	same("500 locks", 0)
+	if tbl, _ := r.Read(ctx, rdb, prefix, 0); len(tbl.Locks) != n-700 || len(tbl.Locks[0].Waiters) != 0 {
+		t.Errorf("read %d locks, the first with %d waiters; want %d, none waiting", len(tbl.Locks), len(tbl.Locks[0].Waiters), n-700)
+	}
+	same("a limit of 3", 3)
+	same("500 locks again", 0)
+}
+
+// untimed is t without what moves between two reads: the clock, the TTLs.
+func untimed(t Table) Table {
+	t.Taken = time.Time{}
+	t.Locks = append([]Info(nil), t.Locks...)
+	for i := range t.Locks {
+		t.Locks[i].TTL = 0
+	}
+	t.Strings = append([]StringKey(nil), t.Strings...)
+	for i := range t.Strings {
+		t.Strings[i].TTL = 0
+	}
+	return t
+}
