@@ -103,8 +103,16 @@ func RedisPattern(prefix, key string) string {
 		if e.Kind != RedisKey {
 			continue
 		}
-		if m, ok := Match(RedisKey, e.Prefix()+key); ok && m.Name == e.Name {
-			return prefix + strings.TrimPrefix(e.Pattern, e.Prefix())
+		p := e.Prefix()
+		// Only a key e's own pattern fits can be e's: most keys fit none,
+		// and need neither their name built nor every entry tried (a
+		// monitor's poll of 1,000 keys spent more on this than on sorting
+		// them).
+		if _, ok := match(e.Pattern[len(p):], key); !ok {
+			continue
+		}
+		if m, ok := Match(RedisKey, p+key); ok && m.Name == e.Name {
+			return prefix + e.Pattern[len(p):]
 		}
 	}
 	return OtherPattern
