@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,9 +16,12 @@ import (
 
 // A Reader reads what Read reads, read after read, though it reuses the
 // last read's memory: over more than one SCAN page, with waiters, then
-// with fewer locks and none waiting, and cut at a limit.
+// with fewer locks and none waiting, and cut at a limit. (Which locks a
+// limit keeps depends on SCAN's pages, which the other keys of the test
+// server move: the reads compared have room for every lock.)
 func TestReaderReadsAsRead(t *testing.T) {
 	const n = 1200 // over SCAN's COUNT: two pages at least
+	const all = 2 * n
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
@@ -41,13 +45,13 @@ func TestReaderReadsAsRead(t *testing.T) {
 		done <- err
 	}()
 	var r Reader
-	same := func(what string, limit int) {
+	same := func(what string) Table {
 		t.Helper()
-		got, err := r.Read(ctx, rdb, prefix, limit)
+		got, err := r.Read(ctx, rdb, prefix, all)
 		if err != nil {
 			t.Fatalf("%s: Reader.Read: %v", what, err)
 		}
-		want, err := Read(ctx, rdb, prefix, limit)
+		want, err := Read(ctx, rdb, prefix, all)
 		if err != nil {
 			t.Fatalf("%s: Read: %v", what, err)
 		}
@@ -55,16 +59,17 @@ func TestReaderReadsAsRead(t *testing.T) {
 			t.Errorf("%s: the Reader read %d locks (%d waiting on the first), Read %d (%d)", what,
 				len(got.Locks), len(got.Locks[0].Waiters), len(want.Locks), len(want.Locks[0].Waiters))
 		}
+		return want
 	}
 	pgtest.Eventually(t, "k0500 has a waiter", func() bool {
-		tbl, err := r.Read(ctx, rdb, prefix, 0)
+		tbl, err := r.Read(ctx, rdb, prefix, all)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(tbl.Locks) == DefaultLimit && len(tbl.Locks[500].Waiters) == 1
+		return len(tbl.Locks) == n && tbl.Locks[500].Key == "k0500" && len(tbl.Locks[500].Waiters) == 1
 	})
-	same("1,200 locks, one waiting", 0)
-	same("1,200 locks, one waiting, read again", n+1)
+	same("1,200 locks, one waiting")
+	same("1,200 locks, one waiting, read again")
 
 	// The waiter takes k0500 and lets it go: fewer locks, none waiting.
 	if err := locks[500].Release(ctx); err != nil {
@@ -78,12 +83,25 @@ func TestReaderReadsAsRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	same("500 locks", 0)
-	if tbl, _ := r.Read(ctx, rdb, prefix, 0); len(tbl.Locks) != n-700 || len(tbl.Locks[0].Waiters) != 0 {
-		t.Errorf("read %d locks, the first with %d waiters; want %d, none waiting", len(tbl.Locks), len(tbl.Locks[0].Waiters), n-700)
+	full := untimed(same("500 locks"))
+	if len(full.Locks) != n-700 || full.Locks[0].Key != "k0700" || len(full.Locks[0].Waiters) != 0 {
+		t.Fatalf("read %d locks, the first %s with %d waiters; want %d from k0700, none waiting",
+			len(full.Locks), full.Locks[0].Key, len(full.Locks[0].Waiters), n-700)
 	}
-	same("a limit of 3", 3)
-	same("500 locks again", 0)
+	cut, err := r.Read(ctx, rdb, prefix, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut = untimed(cut)
+	if len(cut.Locks) != 3 || !cut.Truncated {
+		t.Fatalf("a limit of 3 read %d locks, truncated %v", len(cut.Locks), cut.Truncated)
+	}
+	for _, in := range cut.Locks {
+		if i := slices.IndexFunc(full.Locks, func(f Info) bool { return f.Key == in.Key }); i < 0 || !reflect.DeepEqual(in, full.Locks[i]) {
+			t.Errorf("a limit of 3 read %+v; the full read has it as %+v", in, full.Locks[max(i, 0)])
+		}
+	}
+	same("500 locks again")
 }
 
 // untimed is t without what moves between two reads: the clock, the TTLs.
