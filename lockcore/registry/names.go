@@ -103,15 +103,8 @@ func RedisPattern(prefix, key string) string {
 		if e.Kind != RedisKey {
 			continue
 		}
-		p := e.Prefix()
-		// Only a key e's own pattern fits can be e's: most keys fit none,
-		// and need neither their name built nor every entry tried (0.12
-		// ms of a monitor's poll of 1,000 such keys, now half).
-		if _, ok := match(e.Pattern[len(p):], key); !ok {
-			continue
-		}
-		if m, ok := Match(RedisKey, p+key); ok && m.Name == e.Name {
-			return prefix + e.Pattern[len(p):]
+		if m, ok := Match(RedisKey, e.Prefix()+key); ok && m.Name == e.Name {
+			return prefix + strings.TrimPrefix(e.Pattern, e.Prefix())
 		}
 	}
 	return OtherPattern

@@ -131,28 +131,6 @@ func TestLabels(t *testing.T) {
 	}
 }
 
-// RedisPattern tries a key against the whole registry only when the
-// entry's own pattern fits it; it answers as the plain rule does: the entry
-// whose pattern, with its own prefix, Match picks for its prefix + key.
-func TestRedisPatternAsMatch(t *testing.T) {
-	plain := func(prefix, key string) string {
-		for _, e := range Of(RedisKey) {
-			if m, ok := Match(RedisKey, e.Prefix()+key); ok && m.Name == e.Name {
-				return prefix + strings.TrimPrefix(e.Pattern, e.Prefix())
-			}
-		}
-		return OtherPattern
-	}
-	for _, prefix := range []string{"sesslock:", "x:", ""} {
-		for _, key := range []string{"", ":", "t1:a1:c1:web", "t1:a1:c1:web:", "t1:a1:c1:web:x", "t1:a1:c1", "t1::c1:web",
-			":a1:c1:web", "{t}:a:c:w", "sesslock:t1:a1:c1:web", "bench:1", "test:session"} {
-			if got, want := RedisPattern(prefix, key), plain(prefix, key); got != want {
-				t.Errorf("RedisPattern(%q, %q) = %q, want %q", prefix, key, got, want)
-			}
-		}
-	}
-}
-
 func TestRedisPattern(t *testing.T) {
 	for _, c := range []struct{ prefix, key, want string }{
 		{"sesslock:", "t1:a1:c1:web", SessionPattern},
