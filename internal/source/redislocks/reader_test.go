@@ -117,3 +117,33 @@ func untimed(t Table) Table {
 	}
 	return t
 }
+
+// Between reads a Reader keeps its memory, not the commands it sent: kept,
+// go-redis's replies to them (700 bytes a key) stayed on the heap until
+// the next read, for every GC cycle to mark.
+func TestReaderKeepsNoCommands(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	l := locker(t, rdb, redislock.Options{Prefix: prefix})
+	for i := range 10 {
+		if _, err := l.TryAcquire(ctx, fmt.Sprintf("k%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var r Reader
+	if tbl, err := r.Read(ctx, rdb, prefix, 0); err != nil || len(tbl.Locks) != 10 {
+		t.Fatalf("Read = %d locks, %v", len(tbl.Locks), err)
+	}
+	kept := 0
+	for _, s := range r.free {
+		for _, rd := range s.reads[:cap(s.reads)] {
+			if rd.hold != nil || rd.queue != nil {
+				kept++
+			}
+		}
+	}
+	if kept > 0 {
+		t.Errorf("the Reader keeps %d commands after its read, want none", kept)
+	}
+}
