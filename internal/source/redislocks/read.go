@@ -465,7 +465,11 @@ func (r *Reader) merge(pages []nodePages, prefix string, limit int) (Table, erro
 	var t Table
 	var errs []error
 	answered := 0
-	refs := r.refs[:0]
+	n := 0
+	for i := range pages {
+		n += pages[i].nholds + len(pages[i].unread)
+	}
+	refs := slices.Grow(r.refs[:0], n)
 	defer func() { r.refs = refs[:0] }()
 	for i := range pages {
 		p := &pages[i]

@@ -1,6 +1,7 @@
 // Package redissource is the monitor's Redis source: seed 002's session
-// mutexes under one key prefix, read with internal/source/redislocks' Read
-// (SCAN, never KEYS, one round trip per page of keys, bounded per poll) as
+// mutexes under one key prefix, read with internal/source/redislocks (SCAN,
+// never KEYS, one round trip per page of keys, bounded per poll; a Reader
+// kept from poll to poll, so a poll allocates little beyond its rows) as
 // model locks of kind redis, with owner, token prefix, fence, TTL and the
 // registered waiters in order. Keys under the prefix that are plain
 // strings, as a service that takes the lock with `SET key token NX PX ms`
