@@ -22,7 +22,7 @@ func TestMergeWaiterAliveInItsLastMillisecond(t *testing.T) {
 			{tok: "GONE", reg: reg(dl.Add(-time.Millisecond))}, // passed
 		}},
 	}
-	tbl, err := merge([]nodePages{p}, "p:", 10)
+	tbl, err := new(Reader).merge([]nodePages{p}, "p:", 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 // Package redissource is the monitor's Redis source: seed 002's session
-// mutexes under one key prefix, read with internal/source/redislocks' Read
-// (SCAN, never KEYS, one round trip per page of keys, bounded per poll) as
+// mutexes under one key prefix, read with internal/source/redislocks (SCAN,
+// never KEYS, one round trip per page of keys, bounded per poll; a Reader
+// kept from poll to poll, so a poll allocates little beyond its rows) as
 // model locks of kind redis, with owner, token prefix, fence, TTL and the
 // registered waiters in order. Keys under the prefix that are plain
 // strings, as a service that takes the lock with `SET key token NX PX ms`
@@ -20,6 +21,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locktop/locktop/internal/source/redislocks"
@@ -55,6 +57,10 @@ type Source struct {
 
 	mu  sync.Mutex
 	rdb redis.UniversalClient // made at the first poll that reaches Redis
+
+	// reader is the last poll's, its memory kept for the next: a poll
+	// takes it (or, when another poll has it, makes one) and puts it back.
+	reader atomic.Pointer[redislocks.Reader]
 }
 
 // ErrURL is a --redis URL that cannot be used.
@@ -121,7 +127,12 @@ func (s *Source) Poll(ctx context.Context) (model.Snapshot, error) {
 	if err != nil {
 		return model.Snapshot{}, s.describe(err)
 	}
-	t, err := redislocks.Read(ctx, rdb, s.prefix, s.limit)
+	rd := s.reader.Swap(nil)
+	if rd == nil {
+		rd = new(redislocks.Reader)
+	}
+	defer s.reader.Store(rd) // once t, in rd's memory, is read
+	t, err := rd.Read(ctx, rdb, s.prefix, s.limit)
 	if err != nil {
 		return model.Snapshot{}, s.describe(err)
 	}
