@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locktop/locktop/internal/testenv/pgcluster"
+	"github.com/locktop/locktop/lockcore"
 )
 
 // TestCrash crashes a PostgreSQL server that commits asynchronously (the
@@ -66,7 +67,9 @@ func TestCrash(t *testing.T) {
 		opts := Options{Schema: "crash_renewal", Lease: lease, Heartbeat: 100 * time.Millisecond, Grace: time.Millisecond,
 			Wait: 300 * time.Millisecond}
 		pa := pool(t)
-		l, err := open(t, pa, opts).Acquire(ctxT(t), Map("m1"), Write)
+		// Nobody holds m1: the wait is generous (a loaded machine's first
+		// batch took over opts.Wait), only b's below is short.
+		l, err := open(t, pa, opts).Acquire(ctxT(t), Map("m1"), Write, lockcore.Wait(30*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
