@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math"
 	"net"
 	"slices"
@@ -77,10 +76,12 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 // storeOf names the Redis that rdb talks to, for the family's held set
 // (lockcore.Entry.Store): a lock is its key (the prefix and the name) on
 // that Redis. It is the client's address and logical database (a Cluster's
-// or Ring's addresses), so two clients that reach one server by different
-// addresses (a Unix socket and TCP, two host names) count as two servers;
-// a Sentinel client is known by the client itself, since its options name
-// no server.
+// seed addresses; a Ring's shards, each name with its address, since a
+// key's shard is chosen by name), so two clients that reach one server by
+// different addresses (a Unix socket and TCP, two host names) count as two
+// servers. A client whose options name no server is known by the client
+// itself: a Sentinel client, a Cluster client fed by ClusterSlots (as
+// NewFailoverClusterClient makes).
 func storeOf(rdb redis.UniversalClient) string {
 	switch c := rdb.(type) {
 	case *redis.Client:
@@ -90,10 +91,18 @@ func storeOf(rdb redis.UniversalClient) string {
 		}
 		return fmt.Sprintf("%s:%s/%d", cmp.Or(o.Network, "tcp"), o.Addr, o.DB)
 	case *redis.ClusterClient:
+		if len(c.Options().Addrs) == 0 {
+			return fmt.Sprintf("cluster:%p", c)
+		}
 		return "cluster:" + strings.Join(slices.Sorted(slices.Values(c.Options().Addrs)), ",")
 	case *redis.Ring:
 		o := c.Options()
-		return fmt.Sprintf("ring:%s/%d", strings.Join(slices.Sorted(maps.Values(o.Addrs)), ","), o.DB)
+		shards := make([]string, 0, len(o.Addrs))
+		for name, addr := range o.Addrs {
+			shards = append(shards, name+"="+addr)
+		}
+		slices.Sort(shards)
+		return fmt.Sprintf("ring:%s/%d", strings.Join(shards, ","), o.DB)
 	}
 	return fmt.Sprintf("%T:%p", rdb, rdb)
 }

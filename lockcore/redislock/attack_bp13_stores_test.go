@@ -1,0 +1,103 @@
+//go:build attack
+
+package redislock
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locktop/locktop/internal/testenv/redisserver"
+	"github.com/locktop/locktop/internal/testenv/redistest"
+	"github.com/locktop/locktop/lockcore"
+)
+
+// unixDialer dials the Unix socket a test server listens on, whatever the
+// client's network.
+func unixDialer(ctx context.Context, _, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", addr)
+}
+
+// slotsClient is a Cluster client whose nodes come from ClusterSlots (as
+// NewFailoverClusterClient's do), with no seed addresses: every slot on
+// srv.
+func slotsClient(t *testing.T, srv *redisserver.Server) *redis.ClusterClient {
+	c := redis.NewClusterClient(&redis.ClusterOptions{
+		Dialer: unixDialer,
+		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+			return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: srv.Socket()}}}}, nil
+		},
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ring is a Ring of the given shards (name -> server).
+func ring(t *testing.T, shards map[string]*redisserver.Server) *redis.Ring {
+	addrs := map[string]string{}
+	for name, s := range shards {
+		addrs[name] = s.Socket()
+	}
+	r := redis.NewRing(&redis.RingOptions{Addrs: addrs, Dialer: unixDialer})
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// TestAttackClientsOfTwoRedisAreTwoStores: the same key through clients
+// of two Redis deployments is two locks (README, "What a lock is"), also
+// for clients whose options name no seed address (a Cluster client fed by
+// ClusterSlots, as NewFailoverClusterClient makes) and for Rings whose
+// shards have the same addresses under other names (a key's shard is
+// chosen by its name: the same key lands on another server). A nested
+// acquire through the second must be granted, not refused as reentrant.
+func TestAttackClientsOfTwoRedisAreTwoStores(t *testing.T) {
+	one, two := redistest.Private(t), redistest.Private(t)
+	prefix := redistest.Prefix(t)
+	r1 := ring(t, map[string]*redisserver.Server{"a": one, "b": two})
+	r2 := ring(t, map[string]*redisserver.Server{"a": two, "b": one})
+	// A key the two rings put on different servers.
+	key := ""
+	for i := 0; key == "" && i < 1000; i++ {
+		k := "k" + string(rune('a'+i%26)) + string(rune('a'+i/26%26))
+		s1, e1 := r1.GetShardClientForKey(prefix + k)
+		s2, e2 := r2.GetShardClientForKey(prefix + k)
+		if e1 != nil || e2 != nil {
+			t.Fatal(e1, e2)
+		}
+		if s1.Options().Addr != s2.Options().Addr {
+			key = k
+		}
+	}
+	if key == "" {
+		t.Fatal("no key that the two rings shard apart")
+	}
+	for _, p := range []struct {
+		name string
+		a, b redis.UniversalClient
+		key  string
+	}{
+		{"cluster clients from ClusterSlots", slotsClient(t, one), slotsClient(t, two), "k"},
+		{"rings with shards renamed", r1, r2, key},
+	} {
+		t.Run(p.name, func(t *testing.T) {
+			a := lockerOn(t, p.a, Options{Prefix: prefix})
+			b := lockerOn(t, p.b, Options{Prefix: prefix})
+			ctx := lockcore.WithOrder(context.Background(), lockcore.NewOrderGraph())
+			outer, err := a.Acquire(ctx, p.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer outer.Release(context.Background())
+			inner, err := b.TryAcquire(outer.Context(), p.key)
+			if err != nil {
+				t.Fatalf("%s through the second deployment while the first holds it: %v (stores %q, %q)", p.key, err, a.store, b.store)
+			}
+			if err := inner.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
