@@ -4,6 +4,7 @@ package redislock
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 
@@ -99,5 +100,26 @@ func TestAttackClientsOfTwoRedisAreTwoStores(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestAttackWithOnARing: the README says a Ring's locks stay correct, its
+// notices mostly lost (the Locker subscribes on its channel's shard). With
+// on a Ring must run its function: go-redis's Ring.Subscribe panics when
+// given no channel, as the listener's first subscription was made.
+func TestAttackWithOnARing(t *testing.T) {
+	one, two := redistest.Private(t), redistest.Private(t)
+	l := lockerOn(t, ring(t, map[string]*redisserver.Server{"a": one, "b": two}), Options{Prefix: redistest.Prefix(t)})
+	ran := false
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}()
+		return l.With(context.Background(), "k", func(context.Context) error { ran = true; return nil })
+	}()
+	if err != nil || !ran {
+		t.Fatalf("With on a Ring: ran %v, %v", ran, err)
 	}
 }
