@@ -5,6 +5,7 @@ package lockcore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -128,5 +129,53 @@ func TestAttackFirstAcquireCannotLearnTheDatabase(t *testing.T) {
 	}
 	if err := live.With(context.Background(), freshAgent(), noop); err != nil {
 		t.Errorf("an acquire after the cancelled first: %v", err)
+	}
+}
+
+// TestAttackSpelledTwiceWithoutSystemIdentifier: a role that may not read
+// pg_control_system, two pools that spell the server differently (the
+// socket directory with a trailing slash): one database, so a nested
+// acquire of a held key through the other pool is refused at once, not
+// waited for until the wait runs out (pgident named the cluster by the
+// connection's host, which the spelling changes).
+func TestAttackSpelledTwiceWithoutSystemIdentifier(t *testing.T) {
+	t.Parallel()
+	dsn := freshDatabase(t)
+	ctx := context.Background()
+	admin := newPool(t, dsn, nil)
+	if _, err := admin.Exec(ctx, "REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC"); err != nil {
+		t.Fatal(err)
+	}
+	role := fmt.Sprintf("bp13_nosysid_%d", time.Now().UnixNano()%1e9)
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD 'pw'", role)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = admin.Exec(cctx, "DROP ROLE "+role)
+	})
+	roleDSN, err := pgtest.WithUser(dsn, role, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := lockcore.New(newPool(t, roleDSN, nil), lockcore.NoFencing(), lockcore.Wait(3*time.Second))
+	there := lockcore.New(newPool(t, roleDSN, func(c *pgxpool.Config) {
+		if strings.HasPrefix(c.ConnConfig.Host, "/") {
+			c.ConnConfig.Host += "/"
+		} else {
+			c.ConnConfig.Host = "localhost"
+		}
+	}), lockcore.NoFencing(), lockcore.Wait(3*time.Second))
+	key := freshAgent()
+	err = here.With(ctx, key, func(ctx context.Context) error {
+		start := time.Now()
+		if err := there.With(ctx, key, noop); !errors.Is(err, lockcore.ErrReentrant) {
+			t.Errorf("nested acquire through the other spelling: %v after %v, want ErrReentrant", err, time.Since(start).Round(time.Millisecond))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

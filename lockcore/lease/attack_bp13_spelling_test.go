@@ -3,12 +3,19 @@
 package lease
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
 )
 
@@ -81,4 +88,102 @@ func TestAttackSQLiteOneFileSpelledTwice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pgSpelledTwice returns two Managers on one database and schema, through
+// pools whose DSNs spell the server differently (the socket directory with
+// a trailing slash), as role (nil: the DSN's own).
+func pgSpelledTwice(t *testing.T, dsn string) (a, b *Manager) {
+	open := func(spell func(*pgxpool.Config)) *Manager {
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spell(cfg)
+		p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		m, err := OpenPostgres(ctxT(t), p, testOptions(Options{Schema: "bp13_spelled"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	}
+	return open(func(*pgxpool.Config) {}), open(func(c *pgxpool.Config) {
+		if strings.HasPrefix(c.ConnConfig.Host, "/") {
+			c.ConnConfig.Host += "/"
+		} else {
+			c.ConnConfig.Host = "localhost"
+		}
+	})
+}
+
+// nestSpelled holds map:m1 through a and asks for it again through b, in
+// the hold's context: one lock, so refused at once (ErrLockOrder, as on
+// main), not waited for until the wait runs out.
+func nestSpelled(t *testing.T, a, b *Manager) {
+	l := acquire(t, ctxT(t), a, Map("m1"), Write)
+	defer release(t, l)
+	start := time.Now()
+	got, err := b.Acquire(l.Context(), Map("m1"), Write, lockcore.Wait(3*time.Second))
+	if got != nil {
+		release(t, got)
+	}
+	if !errors.Is(err, ErrLockOrder) {
+		t.Errorf("the held resource through another spelling of its database: %v after %v, want ErrLockOrder at once", err, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestAttackPostgresOneDatabaseSpelledTwice: a lease store is its
+// database as the server names it and its schema, so two pools that spell
+// one database differently are one set of tables.
+func TestAttackPostgresOneDatabaseSpelledTwice(t *testing.T) {
+	a, b := pgSpelledTwice(t, pgtest.DSN(t))
+	nestSpelled(t, a, b)
+}
+
+// TestAttackPostgresSpelledTwiceWithoutSystemIdentifier: the same, for a
+// role that may not read pg_control_system: pgident named the cluster by
+// the connection's host and port, so the two spellings were two stores and
+// the nested acquire waited for its own hold (on main, refused by name).
+func TestAttackPostgresSpelledTwiceWithoutSystemIdentifier(t *testing.T) {
+	dsn := pgtest.Database(t, "bp13_nosysid")
+	admin, err := pgx.Connect(ctxT(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	role := fmt.Sprintf("bp13_nosysid_%d", time.Now().UnixNano()%1e9)
+	for _, q := range []string{
+		"REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC",
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD 'pw'", role),
+		fmt.Sprintf("GRANT CREATE ON DATABASE bp13_nosysid TO %s", role),
+	} {
+		if _, err := admin.Exec(ctxT(t), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, dsn); err == nil {
+			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS bp13_spelled CASCADE")
+			_, _ = c.Exec(ctx, "REVOKE ALL ON DATABASE bp13_nosysid FROM "+role)
+			c.Close(ctx)
+		}
+		if c, err := pgx.Connect(ctx, pgtest.AdminDSN(t)); err == nil {
+			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS bp13_nosysid WITH (FORCE)")
+			_, _ = c.Exec(ctx, "DROP ROLE IF EXISTS "+role)
+			c.Close(ctx)
+		}
+	})
+	roleDSN, err := pgtest.WithUser(dsn, role, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := pgSpelledTwice(t, roleDSN)
+	nestSpelled(t, a, b)
 }
