@@ -4,9 +4,13 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -121,5 +125,44 @@ func TestAttackWithOnARing(t *testing.T) {
 	}()
 	if err != nil || !ran {
 		t.Fatalf("With on a Ring: ran %v, %v", ran, err)
+	}
+}
+
+// TestAttackOneSocketSpelledTwice: one Redis reached through its Unix
+// socket by two spellings of the path ("dir/./redis.sock", a symlink to
+// it) is one store, so a nested acquire of a held key through the second
+// client is refused as reentrant (as on main), not waited for until the
+// wait runs out.
+func TestAttackOneSocketSpelledTwice(t *testing.T) {
+	srv := redistest.Private(t)
+	first := redistest.ClientOf(t, srv)
+	link := filepath.Join(t.TempDir(), "r.sock")
+	if err := os.Symlink(srv.Socket(), link); err != nil {
+		t.Fatal(err)
+	}
+	dir, base := filepath.Split(srv.Socket())
+	for name, addr := range map[string]string{"dot": dir + "./" + base, "double slash": dir + "/" + base, "symlink": link} {
+		t.Run(name, func(t *testing.T) {
+			opt := *first.Options()
+			opt.Addr = addr
+			again := redis.NewClient(&opt)
+			t.Cleanup(func() { again.Close() })
+			prefix := redistest.Prefix(t)
+			a := lockerOn(t, first, Options{Prefix: prefix})
+			b := lockerOn(t, again, Options{Prefix: prefix})
+			outer, err := a.Acquire(context.Background(), "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer outer.Release(context.Background())
+			start := time.Now()
+			got, err := b.Acquire(outer.Context(), "k", lockcore.Wait(3*time.Second))
+			if got != nil {
+				_ = got.Release(context.Background())
+			}
+			if !errors.Is(err, ErrReentrant) {
+				t.Errorf("the held key through %s: %v after %v, want ErrReentrant (stores %q, %q)", addr, err, time.Since(start).Round(time.Millisecond), a.store, b.store)
+			}
+		})
 	}
 }

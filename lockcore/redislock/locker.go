@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,9 +80,10 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 // seed addresses; a Ring's shards, each name with its address, since a
 // key's shard is chosen by name), so two clients that reach one server by
 // different addresses (a Unix socket and TCP, two host names) count as two
-// servers. A client whose options name no server is known by the client
-// itself: a Sentinel client, a Cluster client fed by ClusterSlots (as
-// NewFailoverClusterClient makes).
+// servers (a socket's path is resolved: socketPath). A client whose
+// options name no server is known by the client itself: a Sentinel
+// client, a Cluster client fed by ClusterSlots (as NewFailoverClusterClient
+// makes).
 func storeOf(rdb redis.UniversalClient) string {
 	switch c := rdb.(type) {
 	case *redis.Client:
@@ -89,7 +91,11 @@ func storeOf(rdb redis.UniversalClient) string {
 		if o.Addr == "FailoverClient" { // go-redis's placeholder for a Sentinel client
 			return fmt.Sprintf("sentinel:%p/%d", c, o.DB)
 		}
-		return fmt.Sprintf("%s:%s/%d", cmp.Or(o.Network, "tcp"), o.Addr, o.DB)
+		network, addr := cmp.Or(o.Network, "tcp"), o.Addr
+		if network == "unix" {
+			addr = socketPath(addr)
+		}
+		return fmt.Sprintf("%s:%s/%d", network, addr, o.DB)
 	case *redis.ClusterClient:
 		if len(c.Options().Addrs) == 0 {
 			return fmt.Sprintf("cluster:%p", c)
@@ -105,6 +111,19 @@ func storeOf(rdb redis.UniversalClient) string {
 		return fmt.Sprintf("ring:%s/%d", strings.Join(shards, ","), o.DB)
 	}
 	return fmt.Sprintf("%T:%p", rdb, rdb)
+}
+
+// socketPath is the Unix socket at path by its absolute path with no
+// symbolic link in it, so that the spellings of one socket's path are one
+// store; as given if it cannot be resolved (no socket there yet).
+func socketPath(path string) string {
+	if p, err := filepath.Abs(path); err == nil {
+		path = p
+	}
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		path = p
+	}
+	return path
 }
 
 // Acquire takes key (without the prefix), waiting up to the Locker's Wait
