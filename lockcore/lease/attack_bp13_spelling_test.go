@@ -187,3 +187,29 @@ func TestAttackPostgresSpelledTwiceWithoutSystemIdentifier(t *testing.T) {
 	a, b := pgSpelledTwice(t, roleDSN)
 	nestSpelled(t, a, b)
 }
+
+// TestAttackFenceOfAfterTheOtherStoresRelease: the package's FenceOf
+// reports nothing only when the context holds the resource in two sets of
+// tables. A context (detached from the cancellation: WithoutCancel) that
+// carries a released lock of map:m1 in one SQLite file and holds map:m1 in
+// another holds it in one: FenceOf is that hold's fence, as on main.
+func TestAttackFenceOfAfterTheOtherStoresRelease(t *testing.T) {
+	open := func() *Manager {
+		m, err := OpenSQLite(ctxT(t), filepath.Join(t.TempDir(), "a.db"), testOptions(Options{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	}
+	a, b := open(), open()
+	ctx := lockcore.WithOrder(ctxT(t), lockcore.NewOrderGraph())
+	la := acquire(t, ctx, a, Map("m1"), Write)
+	release(t, la)
+	detached := context.WithoutCancel(la.Context())
+	lb := acquire(t, detached, b, Map("m1"), Write)
+	defer release(t, lb)
+	if f, ok := FenceOf(lb.Context(), Map("m1")); !ok || f != lb.Fence() {
+		t.Errorf("FenceOf with map:m1 released in one file and held in the other = %d, %v; want the hold's %d", f, ok, lb.Fence())
+	}
+}
