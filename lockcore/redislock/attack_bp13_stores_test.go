@@ -227,3 +227,30 @@ func TestAttackOneServerThroughTCPAndSocket(t *testing.T) {
 		t.Errorf("the held key through TCP: %v after %v, want ErrReentrant (stores %q, %q)", err, time.Since(start).Round(time.Millisecond), a.store, b.store)
 	}
 }
+
+// TestAttackSocketNamedAlikeBeforeAndAfter: a Locker made before its
+// server's socket exists names the store as one made after, through a
+// directory reached by a symlink (as /var/run is to /run).
+func TestAttackSocketNamedAlikeBeforeAndAfter(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "run")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(link, "redis.sock")
+	store := func() string {
+		c := redis.NewClient(&redis.Options{Network: "unix", Addr: sock})
+		defer c.Close()
+		return storeOf(c)
+	}
+	before := store()
+	ln, err := net.Listen("unix", filepath.Join(real, "redis.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	after := store()
+	if before != after {
+		t.Errorf("the store before the socket exists %q, after %q", before, after)
+	}
+}

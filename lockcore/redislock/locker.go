@@ -115,13 +115,18 @@ func storeOf(rdb redis.UniversalClient) string {
 
 // socketPath is the Unix socket at path by its absolute path with no
 // symbolic link in it, so that the spellings of one socket's path are one
-// store; as given if it cannot be resolved (no socket there yet).
+// store. A socket that is not there yet is named by its directory's
+// resolved path (/var/run is often a link to /run), so that a Locker made
+// before the server is up names it as one made after.
 func socketPath(path string) string {
 	if p, err := filepath.Abs(path); err == nil {
 		path = p
 	}
 	if p, err := filepath.EvalSymlinks(path); err == nil {
-		path = p
+		return p
+	}
+	if d, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
+		return filepath.Join(d, filepath.Base(path))
 	}
 	return path
 }
