@@ -87,6 +87,9 @@ func (s *Service) acquire(ctx context.Context, key Key, timeout time.Duration, t
 	}
 	e, err := Check(ctx, KindAdvisory, s.database(), key.String(), key.class())
 	if err != nil {
+		if attempted { // the attempt reported above ends here
+			return nil, a.fail(0, err)
+		}
 		return nil, a.error(err)
 	}
 	a.entry = e

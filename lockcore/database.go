@@ -72,7 +72,7 @@ func txDatabase(ctx context.Context, tx pgx.Tx) (string, error) {
 	if id, ok := cd[connIdentityKey].(string); ok {
 		return id, nil
 	}
-	id, err := pgident.Read(ctx, tx, tx.Conn())
+	id, err := pgident.Read(ctx, tx)
 	if err != nil {
 		return "", err
 	}

@@ -126,7 +126,7 @@ func TestReentrancyIgnoresDSNSpelling(t *testing.T) {
 }
 
 // A role that may not read pg_control_system still locks, and reentrancy
-// still works: the cluster is then named by the pool's host and port.
+// still works: the cluster is then named by its start time and port.
 func TestReentrancyWithoutSystemIdentifier(t *testing.T) {
 	t.Parallel()
 	dsn := freshDatabase(t)

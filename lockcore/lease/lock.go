@@ -131,9 +131,11 @@ func (m *Manager) FenceOf(ctx context.Context, r Resource) (fence int64, ok bool
 // FenceOf returns the fence of r as held in ctx (a Lock's context or one
 // derived from it), if ctx holds r. A context that holds r in two sets of
 // tables (Managers on two databases, schemas or files) reports false
-// rather than the wrong one's fence: use Manager.FenceOf.
+// rather than the wrong one's fence: use Manager.FenceOf. Locks the
+// context carries that are released or lost hold nothing, and count for
+// neither.
 func FenceOf(ctx context.Context, r Resource) (fence int64, ok bool) {
-	return liveFence(LockOf(ctx, r))
+	return liveFence(lockOf(ctx, r, true))
 }
 
 // liveFence is the fence of l while it is held.

@@ -41,7 +41,8 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Manager, error
 		return nil, fmt.Errorf("lease: opening %s: %w", abs, err)
 	}
 	db.SetMaxOpenConns(4)
-	s := &sqliteStore{db: db, path: abs, file: sharedFile(abs)}
+	file := filePath(abs)
+	s := &sqliteStore{db: db, path: file, file: sharedFile(file)}
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		for _, ddl := range sqliteDDL {
 			if _, err := tx.ExecContext(ctx, ddl); err != nil {
@@ -55,6 +56,21 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Manager, error
 		return nil, fmt.Errorf("lease: creating the tables in %s: %w", abs, err)
 	}
 	return newManager(s, opts), nil
+}
+
+// filePath is the file at abs by the path with no symbolic link in it, as
+// SQLite itself resolves it: one file reached through a symlink is one
+// file, whose Managers take turns and wake each other, and whose locks are
+// one set of tables (where). A file that does not exist yet is named by
+// its directory's resolved path.
+func filePath(abs string) string {
+	if p, err := filepath.EvalSymlinks(abs); err == nil {
+		return p
+	}
+	if d, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(d, filepath.Base(abs))
+	}
+	return abs
 }
 
 // sqliteDSN is the driver's DSN for the file at abs: a file: URI (so any
@@ -106,8 +122,8 @@ type sqliteStore struct {
 
 func (s *sqliteStore) hub() *hub { return s.file.h }
 
-// where is the file's absolute path, as the Managers of the process share
-// it (sharedFile).
+// where is the file's absolute path with no symbolic link (filePath), as
+// the Managers of the process share it (sharedFile).
 func (s *sqliteStore) where() string { return "sqlite:" + s.path }
 
 func (s *sqliteStore) close() error {

@@ -67,9 +67,12 @@ func (m *Manager) LockOf(ctx context.Context, r Resource) *Lock {
 // context, a Lock's), or nil. It may have been lost since: check Err. A
 // context that holds r in two sets of tables (Managers on two databases,
 // schemas or files) gets nil rather than either: use Manager.LockOf.
-func LockOf(ctx context.Context, r Resource) (l *Lock) {
+func LockOf(ctx context.Context, r Resource) *Lock { return lockOf(ctx, r, false) }
+
+// lockOf is LockOf, of the locks still held only if live.
+func lockOf(ctx context.Context, r Resource, live bool) (l *Lock) {
 	heldIn(ctx, func(h *Lock) bool {
-		if h.res != r {
+		if h.res != r || (live && h.Err() != nil) {
 			return true
 		}
 		if l != nil && l.entry.Store != h.entry.Store {

@@ -50,7 +50,7 @@ func (l *Locker) listen() (ready <-chan struct{}) {
 	}
 	if l.lis == nil {
 		quit, stop := context.WithCancel(context.Background())
-		l.lis = &listener{ps: l.rdb.Subscribe(quit), ready: make(chan struct{}), quit: quit, stopf: stop, done: make(chan struct{})}
+		l.lis = &listener{ps: l.pubSub(quit), ready: make(chan struct{}), quit: quit, stopf: stop, done: make(chan struct{})}
 		go l.receive(l.lis)
 	}
 	l.users++
@@ -82,10 +82,29 @@ func (l *Locker) unlisten() {
 func (lis *listener) stop() {
 	lis.stopf()
 	lis.mu.Lock()
-	_ = lis.ps.Close()
+	if lis.ps != nil {
+		_ = lis.ps.Close()
+	}
 	lis.mu.Unlock()
 	<-lis.done
 	lis.check.Wait()
+}
+
+// pubSub returns a new PubSub of l's client, subscribed to nothing yet, or
+// nil. A Ring has no PubSub of its own: go-redis's Ring.Subscribe takes
+// the shard of its first channel, and panics when given none or when no
+// shard is up. The Locker takes that shard itself (the one the Ring would
+// take), and nil when no shard is up.
+func (l *Locker) pubSub(ctx context.Context) *redis.PubSub {
+	r, ok := l.rdb.(*redis.Ring)
+	if !ok {
+		return l.rdb.Subscribe(ctx)
+	}
+	c, err := r.GetShardClientForKey(l.channel)
+	if err != nil {
+		return nil
+	}
+	return c.Subscribe(ctx)
 }
 
 func (lis *listener) pubsub() *redis.PubSub {
@@ -94,10 +113,21 @@ func (lis *listener) pubsub() *redis.PubSub {
 	return lis.ps
 }
 
-// redial replaces the connection by a new subscription; false once the
+// redial replaces the connection by a new subscription (none while a
+// Ring has no shard up: the old one fails meanwhile); false once the
 // listener stops.
 func (lis *listener) redial(l *Locker) bool {
-	ps := l.rdb.Subscribe(lis.quit, l.channel) // confirmed through Receive, as the first
+	ps := l.pubSub(lis.quit)
+	if ps == nil {
+		return lis.quit.Err() == nil
+	}
+	_ = ps.Subscribe(lis.quit, l.channel) // confirmed through Receive, as the first
+	return lis.swap(ps)
+}
+
+// swap makes ps the listener's PubSub, closing the one it replaces; false
+// (ps closed) once the listener stops.
+func (lis *listener) swap(ps *redis.PubSub) bool {
 	lis.mu.Lock()
 	if lis.quit.Err() != nil {
 		lis.mu.Unlock()
@@ -107,7 +137,9 @@ func (lis *listener) redial(l *Locker) bool {
 	old := lis.ps
 	lis.ps = ps
 	lis.mu.Unlock()
-	_ = old.Close()
+	if old != nil {
+		_ = old.Close()
+	}
 	return true
 }
 
@@ -136,7 +168,13 @@ func (l *Locker) receive(lis *listener) {
 		}
 	}
 	for {
-		if err := lis.ps.Subscribe(lis.quit, l.channel); err == nil {
+		ps := lis.pubsub()
+		if ps == nil { // a Ring that had no shard up
+			if ps = l.pubSub(lis.quit); ps != nil && !lis.swap(ps) {
+				return
+			}
+		}
+		if ps != nil && ps.Subscribe(lis.quit, l.channel) == nil {
 			break
 		}
 		if !pause() {

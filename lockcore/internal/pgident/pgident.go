@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,19 +21,23 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Read names conn's database through q (conn itself, or a transaction on
-// it). A role that may not read pg_control_system gets conn's host and
-// port for the cluster instead; the privilege is asked first, since a
-// failed statement would end q's transaction.
-func Read(ctx context.Context, q Querier, conn *pgx.Conn) (string, error) {
+// Read names the database q is connected to (a connection, or a transaction
+// on one). A role that may not read pg_control_system gets, for the cluster,
+// what any role may read and no spelling of the DSN changes: the time the
+// server started and the port it serves (a restart then renames it). The
+// privilege is asked first, since a failed statement would end q's
+// transaction.
+func Read(ctx context.Context, q Querier) (string, error) {
 	var sysOK bool
 	var oid int64
-	err := q.QueryRow(ctx, `SELECT has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE'), oid::int8
-		FROM pg_database WHERE datname = current_database()`).Scan(&sysOK, &oid)
+	var started, port string
+	err := q.QueryRow(ctx, `SELECT has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE'), oid::int8,
+		(extract(epoch FROM pg_postmaster_start_time()) * 1e6)::int8::text, current_setting('port')
+		FROM pg_database WHERE datname = current_database()`).Scan(&sysOK, &oid, &started, &port)
 	if err != nil {
 		return "", err
 	}
-	cluster := conn.Config().Host + ":" + strconv.Itoa(int(conn.Config().Port))
+	cluster := "started:" + started + ":" + port
 	if sysOK {
 		if err := q.QueryRow(ctx, "SELECT system_identifier::text FROM pg_control_system()").Scan(&cluster); err != nil {
 			return "", err
@@ -52,7 +55,7 @@ func Fast(ctx context.Context, conn *pgx.Conn) (string, error) {
 		(SELECT oid FROM pg_database WHERE datname = current_database())::int8`).Scan(&sys, &oid)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege: the slow way
-		return Read(ctx, conn, conn)
+		return Read(ctx, conn)
 	}
 	if err != nil {
 		return "", err
