@@ -19,9 +19,10 @@ import (
 // sorts at or before one the context holds. Two processes (two contexts
 // with order graphs of their own, so neither sees the other's order), each
 // on the same two stores, nest map:m1 and map:m2 the opposite ways round
-// across the stores: on main the second nesting is refused at once; here
-// each store's order is its own, and both wait for each other until their
-// waits run out (a deadlock no graph of either process can see).
+// across the stores: on main the second nesting is refused at once; on
+// hk's change each store's order was its own, and both waited for each
+// other until their waits ran out (a deadlock no graph of either process
+// can see). The order is global again, across stores (checkOrder).
 func TestAttackTwoProcessesTwoStoresOpposite(t *testing.T) {
 	dir := t.TempDir()
 	open := func(file string) *Manager {

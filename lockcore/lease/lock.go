@@ -47,16 +47,33 @@ func heldIn(ctx context.Context, fn func(*Lock) bool) {
 	}
 }
 
-// checkOrder refuses r when ctx holds a live lock on a resource of m's
-// tables that sorts at or after r (seed 004 §8.1). The same resource again
-// counts: a second grant of it could wait behind a writer that waits for
-// the first. Resources of other tables are other locks, in no order with
-// these: the family's order check (lockcore.Order) sees the order of their
-// classes, each on its own tables.
+// checkOrder refuses r when ctx holds a live lock that sorts at or after r
+// on m's tables (seed 004 §8.1's global order: level, then id, then the
+// tables' name, where). The same resource again counts: a second grant of
+// it could wait behind a writer that waits for the first. The order is
+// global across Managers, as it was before a lock knew its tables: two
+// processes that nest map:m1 of one database and map:m2 of another the
+// opposite way round would deadlock, and neither's order graph could see
+// it (bp13's TestAttackTwoProcessesTwoStoresOpposite). The same resource
+// on two sets of tables is two locks, taken in the order of their names
+// (stable across processes: a database's identity and schema, a file's
+// resolved path).
 func (m *Manager) checkOrder(ctx context.Context, r Resource) (err error) {
 	where := m.st.where()
 	heldIn(ctx, func(h *Lock) bool {
-		if h.entry.Store == where && h.Err() == nil && compare(h.res, r) >= 0 {
+		if h.Err() != nil {
+			return true
+		}
+		c := compare(h.res, r)
+		if c == 0 {
+			c = cmp.Compare(h.entry.Store, where)
+		}
+		switch {
+		case c < 0:
+		case h.res == r && h.entry.Store != where:
+			err = fmt.Errorf("%w: %s of %s is held in this context, and the one of %s comes before it",
+				ErrLockOrder, h.res, h.entry.Store, where)
+		default:
 			err = fmt.Errorf("%w: %s is held in this context", ErrLockOrder, h.res)
 		}
 		return err == nil

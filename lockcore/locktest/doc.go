@@ -25,8 +25,10 @@
 //     lockcore.ErrReentrant (TryWith: false), instead of waiting for itself;
 //   - another store: the same name on another store of the kind
 //     (Store.Elsewhere: another database, Redis, set of tables) is another
-//     lock, which a context holding the first takes in either nesting,
-//     while each store still refuses its own again as reentrant;
+//     lock, which a context holding the first takes in either nesting
+//     (a kind that orders its stores, Kind.StoresOrdered, refuses the
+//     nesting against that order at once), while each store still refuses
+//     its own again as reentrant;
 //   - a dead waiter: a process waiting for a held lock is killed with
 //     SIGKILL (no clean-up of any kind); the holder then releases, and a
 //     live waiter gets the lock within the kind's Kind.DeadWaiterBound

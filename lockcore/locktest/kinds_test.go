@@ -45,8 +45,8 @@ func TestMain(m *testing.M) {
 var kinds = []locktest.Kind{
 	{Name: "advisory", Open: advisoryStore, Crash: advisoryCrashStore},
 	{Name: "redis", Open: redisStore, DeadWaiterBound: redislock.HandOverTTL, Crash: redisCrashStore},
-	{Name: "lease-postgres", Open: leasePostgresStore, Crash: leasePostgresCrashStore},
-	{Name: "lease-sqlite", Open: leaseSQLiteStore, Crash: leaseSQLiteCrashStore},
+	{Name: "lease-postgres", Open: leasePostgresStore, Crash: leasePostgresCrashStore, StoresOrdered: true},
+	{Name: "lease-sqlite", Open: leaseSQLiteStore, Crash: leaseSQLiteCrashStore, StoresOrdered: true},
 }
 
 func TestConformance(t *testing.T) {

