@@ -53,40 +53,6 @@ func (m *Manager) WithAll(ctx context.Context, reqs []Request, fn func(ctx conte
 	return run(ctx, locks, fn)
 }
 
-// LockOf returns the newest lock on r in m's tables that ctx holds (a
-// With body's context, a Lock's), or nil. It may have been lost since:
-// check Err.
-func (m *Manager) LockOf(ctx context.Context, r Resource) *Lock {
-	if e := lockcore.Find(ctx, lockcore.KindLease, m.st.where(), r.String()); e != nil {
-		return e.Hold.(*Lock)
-	}
-	return nil
-}
-
-// LockOf returns the newest lock on r that ctx holds (a With body's
-// context, a Lock's), or nil. It may have been lost since: check Err. A
-// context that holds r in two sets of tables (Managers on two databases,
-// schemas or files) gets nil rather than either: use Manager.LockOf.
-func LockOf(ctx context.Context, r Resource) *Lock { return lockOf(ctx, r, false) }
-
-// lockOf is LockOf, of the locks still held only if live.
-func lockOf(ctx context.Context, r Resource, live bool) (l *Lock) {
-	heldIn(ctx, func(h *Lock) bool {
-		if h.res != r || (live && h.Err() != nil) {
-			return true
-		}
-		if l != nil && l.entry.Store != h.entry.Store {
-			l = nil
-			return false
-		}
-		if l == nil {
-			l = h
-		}
-		return true
-	})
-	return l
-}
-
 // run calls fn under locks (in acquire order) and releases them afterwards,
 // newest first, also when fn panics. fn's context is the newest lock's
 // (which carries them all), also cancelled when an older one is lost.
