@@ -45,10 +45,12 @@
 // before the new one's. A lock is its kind, its store and its name (Entry):
 // the same name on two stores (two databases, two Redis servers or logical
 // databases, two lease tables) is two locks, which one context may hold at
-// once; each store answers reentrancy and fences for its own, and the
-// order check keeps a class on two stores as two classes. The first acquire that closes a cycle is reported
-// at once, before any deadlock: to OnInversion functions, to the log with
-// both acquisition sites, and in locktop_lock_order_inversions_total.
+// once (lease takes them in its global order, the store's name last);
+// each store answers reentrancy and fences for its own, and the order
+// check keeps a class on two stores as two classes. The first acquire
+// that closes a cycle is reported at once, before any deadlock: to
+// OnInversion functions, to the log with both acquisition sites, and in
+// locktop_lock_order_inversions_total.
 // DeclareOrder declares ranks (lease declares PROJECT, MAP, SKETCH);
 // OrderGraph.Handler serves the observed graph for monitors to merge.
 //

@@ -91,8 +91,9 @@ func Carry(ctx context.Context, e *Entry) context.Context {
 // store is taken after every class ctx holds (live), and reports an
 // inversion (Order) if that closes a cycle. It returns the Entry to fill in
 // (Hold) and Push once granted. The error, when the Order is strict and the
-// acquire inverts the order, wraps ErrLockOrder. Its cost is a map lookup per class held while every edge is
-// known; only an acquire that adds an edge walks the stack for its site.
+// acquire inverts the order, wraps ErrLockOrder. Its cost is a map lookup
+// per class held while every edge is known; only an acquire that adds an
+// edge walks the stack for its site.
 func Check(ctx context.Context, kind, store, name, class string) (*Entry, error) {
 	e := &Entry{Kind: kind, Store: store, Name: name, Class: class}
 	h := Held(ctx)
