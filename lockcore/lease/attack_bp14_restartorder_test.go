@@ -1,0 +1,120 @@
+//go:build attack
+
+package lease
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/locktop/locktop/internal/testenv/pgcluster"
+	"github.com/locktop/locktop/lockcore"
+)
+
+// unprivilegedCluster starts a cluster of the test's own whose role
+// "plain" may not read pg_control_system (as a hardened server's
+// application role), and returns it.
+func unprivilegedCluster(t *testing.T) *pgcluster.Cluster {
+	c, err := pgcluster.Start(context.Background(), pgcluster.Options{})
+	if err != nil {
+		t.Fatalf("a cluster of the test's own: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	admin, err := pgx.Connect(ctxT(t), c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	for _, q := range []string{
+		"REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC",
+		"CREATE ROLE plain LOGIN PASSWORD 'pw'",
+		"GRANT CREATE ON DATABASE postgres TO plain",
+	} {
+		if _, err := admin.Exec(ctxT(t), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// plainManager opens a Manager on c's database postgres as role plain.
+func plainManager(t *testing.T, c *pgcluster.Cluster) *Manager {
+	cfg, err := pgxpool.ParseConfig(c.DSNAs("plain", "pw", "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 4
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	m, err := OpenPostgres(ctxT(t), p, testOptions(Options{Schema: "bp14_restart"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// TestAttackOrderAcrossARestartWithoutSystemIdentifier: the global order
+// takes the same resource on two sets of tables "in the order of their
+// names (stable across processes)". For a role that may not read
+// pg_control_system a database's name holds the server's start time, so a
+// process that opened its Managers before one server restarted and a
+// process that opened them after can order the same two stores opposite
+// ways: each nests map:m1 of both by its own order, and they deadlock
+// (both wait until their waits run out, which neither's order check can
+// see). Clusters X, then Y, started in that order, then X restarted:
+// before, X's name sorts first; after, Y's.
+func TestAttackOrderAcrossARestartWithoutSystemIdentifier(t *testing.T) {
+	x, y := unprivilegedCluster(t), unprivilegedCluster(t)
+	before := [2]*Manager{plainManager(t, x), plainManager(t, y)}
+	if err := x.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after := [2]*Manager{plainManager(t, x), plainManager(t, y)}
+	t.Logf("before the restart: X %s, Y %s; after: X %s, Y %s",
+		before[0].st.where(), before[1].st.where(), after[0].st.where(), after[1].st.where())
+	// Each process nests in the order its own check allows.
+	nestOrder := func(m [2]*Manager) (first, second *Manager) {
+		if m[0].st.where() < m[1].st.where() {
+			return m[0], m[1]
+		}
+		return m[1], m[0]
+	}
+	var both sync.WaitGroup
+	both.Add(2)
+	errs := make([]error, 2)
+	var done sync.WaitGroup
+	for i, proc := range [][2]*Manager{before, after} {
+		done.Go(func() {
+			first, second := nestOrder(proc)
+			ctx := lockcore.WithOrder(ctxT(t), lockcore.NewOrderGraph()) // a process of its own
+			lo, err := first.Acquire(ctx, Map("m1"), Write, lockcore.Wait(30*time.Second))
+			both.Done()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer func() { _ = lo.Release(context.Background()) }()
+			both.Wait() // each holds its first before asking for its second
+			li, err := second.Acquire(lo.Context(), Map("m1"), Write, lockcore.Wait(3*time.Second))
+			if err == nil {
+				_ = li.Release(context.Background())
+			}
+			errs[i] = err
+		})
+	}
+	done.Wait()
+	for i, err := range errs {
+		if errors.Is(err, ErrTimeout) {
+			t.Errorf("process %d: %v: the two processes deadlocked across the stores", i, err)
+		}
+	}
+}
