@@ -168,3 +168,61 @@ func TestAttackTablesWithoutStoreIDCompleted(t *testing.T) {
 		t.Errorf("fence %d after %d", got.Fence(), l.Fence())
 	}
 }
+
+// TestAttackClonedDatabaseIsOtherTables: a database made with CREATE
+// DATABASE ... TEMPLATE copies the tables' id (dal_store) with them, and
+// its tables are other tables: the same resource on the original and the
+// clone is two locks, nested one way granted (and the reverse refused),
+// each Manager's FenceOf its own grant's.
+func TestAttackClonedDatabaseIsOtherTables(t *testing.T) {
+	dsn := pgtest.Database(t, "bp14_original")
+	open := func(dsn string) (*Manager, *pgxpool.Pool) {
+		p, err := pgxpool.New(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		m, err := OpenPostgres(ctxT(t), p, testOptions(Options{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		return m, p
+	}
+	first, pool := open(dsn)
+	_ = first.Close()
+	pool.Close() // a template has no sessions
+	cloneDSN := pgtest.Database(t, "bp14_clone")
+	admin, err := pgx.Connect(ctxT(t), pgtest.AdminDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	for _, q := range []string{"DROP DATABASE bp14_clone", "CREATE DATABASE bp14_clone TEMPLATE bp14_original"} {
+		if _, err := admin.Exec(ctxT(t), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orig, _ := open(dsn)
+	clone, _ := open(cloneDSN)
+	if orig.st.where() == clone.st.where() {
+		t.Fatalf("the original and its clone named alike: %q", orig.st.where())
+	}
+	outer, inner := orig, clone
+	if inner.st.where() < outer.st.where() {
+		outer, inner = inner, outer
+	}
+	lo := acquire(t, ctxT(t), outer, Map("m1"), Write)
+	defer release(t, lo)
+	li, err := inner.Acquire(lo.Context(), Map("m1"), Write, lockcore.Wait(3*time.Second))
+	if err != nil {
+		t.Fatalf("map:m1 in the clone while the original's is held: %v", err)
+	}
+	defer release(t, li)
+	if f, ok := outer.FenceOf(li.Context(), Map("m1")); !ok || f != lo.Fence() {
+		t.Errorf("the outer Manager's FenceOf = %d, %v; want its own %d", f, ok, lo.Fence())
+	}
+	if f, ok := inner.FenceOf(li.Context(), Map("m1")); !ok || f != li.Fence() {
+		t.Errorf("the inner Manager's FenceOf = %d, %v; want its own %d", f, ok, li.Fence())
+	}
+}

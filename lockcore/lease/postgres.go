@@ -42,7 +42,10 @@ func OpenPostgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Manag
 	if err := createPostgres(ctx, pool, opts.Schema); err != nil {
 		return nil, err
 	}
-	if err := pool.QueryRow(ctx, inSchema(opts.Schema, "SELECT id FROM {s}.dal_store")).Scan(&p.ident); err != nil {
+	// The database's oid too: a clone (CREATE DATABASE ... TEMPLATE)
+	// copies the id with the tables, and is other tables.
+	if err := pool.QueryRow(ctx, inSchema(opts.Schema, `SELECT s.id || '/' || d.oid
+		FROM {s}.dal_store s, pg_database d WHERE d.datname = current_database()`)).Scan(&p.ident); err != nil {
 		return nil, fmt.Errorf("lease: naming the tables: %w", err)
 	}
 	p.ident = "postgres:" + p.ident + "/" + opts.Schema
