@@ -226,3 +226,32 @@ func TestAttackClonedDatabaseIsOtherTables(t *testing.T) {
 		t.Errorf("the inner Manager's FenceOf = %d, %v; want its own %d", f, ok, li.Fence())
 	}
 }
+
+// TestAttackTablesMadeAtOnceNamedAlike: Managers of several processes
+// opening one fresh schema at once (their creations collide, the losers
+// try again) all read one id: one store.
+func TestAttackTablesMadeAtOnceNamedAlike(t *testing.T) {
+	pool := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 8 })
+	drop := func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS bp14_atonce CASCADE") }
+	drop()
+	t.Cleanup(drop)
+	names := make([]string, 4)
+	var done sync.WaitGroup
+	for i := range names {
+		done.Go(func() {
+			m, err := OpenPostgres(ctxT(t), pool, testOptions(Options{Schema: "bp14_atonce"}))
+			if err != nil {
+				t.Errorf("Manager %d: %v", i, err)
+				return
+			}
+			names[i] = m.st.where()
+			_ = m.Close()
+		})
+	}
+	done.Wait()
+	for i, n := range names {
+		if n != names[0] {
+			t.Errorf("Manager %d named the schema %q, Manager 0 %q", i, n, names[0])
+		}
+	}
+}
