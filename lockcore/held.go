@@ -1,6 +1,9 @@
 package lockcore
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // held finds key in ctx's held set (the family's, Held) as an advisory
 // lock; db "" matches any database.
@@ -74,12 +77,18 @@ func (s *Service) FenceOf(ctx context.Context, key Key) (int64, bool) {
 	return 0, false
 }
 
-// holds finds key in ctx's held list as held in s's database. Before s
-// knows its database (its pool has served no acquire yet), nothing is.
+// holds finds key in ctx's held list as held in s's database. A Service
+// whose pool has served no acquire yet learns its database first (one
+// query, within s's timeout), if ctx holds key anywhere: a fresh pool on
+// the database of a hold answers for it (TestAttackFenceOfOnAFreshPool).
+// If that fails, nothing is held: no fence is better than a wrong one.
 func (s *Service) holds(ctx context.Context, key Key) *Lock {
 	db := s.database()
 	if db == "" {
-		return nil
+		if held(ctx, "", key) == nil || s.identifyFirst(ctx, time.Now().Add(s.timeout)) != nil {
+			return nil
+		}
+		db = s.database()
 	}
 	return held(ctx, db, key)
 }

@@ -29,8 +29,8 @@ func heldIn(ctx context.Context, fn func(*Lock) bool) {
 // opposite way round would deadlock, and neither's order graph could see
 // it (bp13's TestAttackTwoProcessesTwoStoresOpposite). The same resource
 // on two sets of tables is two locks, taken in the order of their names
-// (stable across processes: a database's identity and schema, a file's
-// resolved path).
+// (stable across processes: the tables' id and schema, a file's resolved
+// path).
 func (m *Manager) checkOrder(ctx context.Context, r Resource) (err error) {
 	where := m.st.where()
 	heldIn(ctx, func(h *Lock) bool {

@@ -12,8 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/locktop/locktop/lockcore/internal/pgident"
 )
 
 // OpenPostgres returns a Manager whose locks live in PostgreSQL, in
@@ -44,10 +42,13 @@ func OpenPostgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Manag
 	if err := createPostgres(ctx, pool, opts.Schema); err != nil {
 		return nil, err
 	}
-	if p.ident, err = identify(ctx, pool); err != nil {
-		return nil, err
+	// The database's oid too: a clone (CREATE DATABASE ... TEMPLATE)
+	// copies the id with the tables, and is other tables.
+	if err := pool.QueryRow(ctx, inSchema(opts.Schema, `SELECT s.id || '/' || d.oid
+		FROM {s}.dal_store s, pg_database d WHERE d.datname = current_database()`)).Scan(&p.ident); err != nil {
+		return nil, fmt.Errorf("lease: naming the tables: %w", err)
 	}
-	p.ident += "/" + opts.Schema
+	p.ident = "postgres:" + p.ident + "/" + opts.Schema
 	if err := p.listen(ctx); err != nil {
 		return nil, err
 	}
@@ -105,7 +106,7 @@ type pgStore struct {
 	pool    *pgxpool.Pool
 	schema  string
 	channel string // NOTIFY channel: the schema's name
-	ident   string // the database's identity (pgident) and the schema: where
+	ident   string // the id in the tables' dal_store and the schema: where
 	sql     map[string]string
 	h       *hub
 	log     *slog.Logger
@@ -119,21 +120,6 @@ func (p *pgStore) q(s string) string { return p.sql[s] }
 func (p *pgStore) hub() *hub { return p.h }
 
 func (p *pgStore) where() string { return p.ident }
-
-// identify names pool's database as lockcore does (pgident), so that two
-// pools that spell one database differently are one store.
-func identify(ctx context.Context, pool *pgxpool.Pool) (string, error) {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return "", fmt.Errorf("lease: %w", err)
-	}
-	defer conn.Release()
-	id, err := pgident.Fast(ctx, conn.Conn())
-	if err != nil {
-		return "", fmt.Errorf("lease: naming the database: %w", err)
-	}
-	return id, nil
-}
 
 func (p *pgStore) close() error {
 	if p.stop != nil {

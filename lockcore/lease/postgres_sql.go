@@ -86,10 +86,22 @@ var pgDDL = []string{
 		committed_at timestamptz NOT NULL,
 		PRIMARY KEY (lock_id, name)
 	)`,
+	// The tables' name (where), drawn once when they are made: what every
+	// process, any role, any spelling of the DSN reads alike, before and
+	// after a restart (the server's start time, all a role that may not
+	// read pg_control_system could name the cluster by, was not).
+	`CREATE TABLE IF NOT EXISTS {s}.dal_store (
+		one boolean PRIMARY KEY DEFAULT true CHECK (one),
+		id  text NOT NULL
+	)`,
+	`INSERT INTO {s}.dal_store (id)
+		VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text))
+		ON CONFLICT DO NOTHING`,
 }
 
 // pgLastTable is created last: when it exists, the schema is complete.
-const pgLastTable = "dal_manifest"
+// Tables made before dal_store was are completed by running pgDDL again.
+const pgLastTable = "dal_store"
 
 // pgDurable ends the RETURNING list of every statement that grants (a new
 // grant, an upgrade), renews a lease, recovers a stale holder, sets a

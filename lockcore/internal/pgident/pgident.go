@@ -3,8 +3,8 @@
 // physical standby) and the database's oid, "SYSID/OID". Two pools that
 // spell one database differently (another host name, a trailing slash,
 // another user) get one name. The lock family knows a lock's store by it
-// (lockcore.Entry.Store): advisory locks by the database, leases by the
-// database and schema.
+// (lockcore.Entry.Store): advisory locks by the database. (Lease tables
+// carry a name of their own, lease's dal_store.)
 package pgident
 
 import (
