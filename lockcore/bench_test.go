@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locktop/locktop/internal/testenv/benchcpu"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/registry"
@@ -27,6 +28,7 @@ func BenchmarkWithUncontended(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer benchcpu.PerOp(b)()
 	for b.Loop() {
 		if err := s.With(ctx, lockcore.Pair(registry.SpaceAgent, rand.Int32N(1_000_000)+1), noop); err != nil {
 			b.Fatal(err)
@@ -58,6 +60,7 @@ func BenchmarkBareCycle(b *testing.B) {
 	cycle(1) // warm: prepare statements
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer benchcpu.PerOp(b)()
 	for b.Loop() {
 		cycle(rand.Int32N(1_000_000) + 1)
 	}
@@ -86,6 +89,56 @@ func BenchmarkWithUncontendedNoFencing(b *testing.B) {
 // the Go side of ../shared/bench/contended.sql with 8 clients.
 func BenchmarkWithContended8(b *testing.B) { benchContended(b) }
 
+// BenchmarkBareContended8 is the pinned reference of the contended
+// hand-over: ../shared/bench/contended.sql's two statements sent by 8
+// goroutines, each with a pool connection of its own, as pgx sends them by
+// default, with no library around them. On two cores the client's CPU per
+// hand-over decides the rate, and this is what pgx and the Go runtime spend
+// of it; what lockcore adds is BenchmarkWithContended8 over this.
+func BenchmarkBareContended8(b *testing.B) {
+	const workers = 8
+	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = workers; c.MinConns = workers })
+	ctx := context.Background()
+	conns := make([]*pgxpool.Conn, workers)
+	for i := range conns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Release()
+		conns[i] = c
+	}
+	cycle := func(c *pgxpool.Conn) error {
+		if _, err := c.Exec(ctx, "SELECT pg_advisory_lock(1, $1)", int32(42)); err != nil {
+			return err
+		}
+		_, err := c.Exec(ctx, "SELECT pg_advisory_unlock(1, $1)", int32(42))
+		return err
+	}
+	for _, c := range conns { // warm: prepare statements
+		if err := cycle(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	defer benchcpu.PerOp(b)()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				if err := cycle(c); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // BenchmarkWithContended8NoFencing is BenchmarkWithContended8 with fencing
 // off.
 func BenchmarkWithContended8NoFencing(b *testing.B) { benchContended(b, lockcore.NoFencing()) }
@@ -112,6 +165,7 @@ func benchContended(b *testing.B, opts ...lockcore.Option) {
 	warm.Wait()
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer benchcpu.PerOp(b)()
 	var left atomic.Int64
 	left.Store(int64(b.N))
 	var wg sync.WaitGroup

@@ -186,7 +186,16 @@ const reading = `
 - **Contended hand-over.** On two cores the eight backends and the client share the CPU, so
   the client's CPU per hand-over decides the rate. Go's runtime spends more of it than
   pgbench's single-threaded loop (cross-thread wake-ups in the netpoller). The figure is taken
-  at the default GOMAXPROCS, as users run it.
+  at the default GOMAXPROCS, as users run it. Its pinned reference, a bare pgx loop of the
+  same two statements on eight connections (BenchmarkBareContended8), is what any client on
+  pgx reaches on the machine that day.
+- **Client CPU.** The rows "client CPU per cycle" and "per hand-over" give the process's CPU
+  (user and system, every thread: getrusage for the Go benchmarks, the child's rusage for
+  pgbench) and its voluntary context switches per operation, from the same runs as the times.
+  On a virtual machine a context switch costs more than the client's own code; where the
+  bare pgx loop already spends a multiple of pgbench's CPU, the budget against pgbench is out
+  of reach of any Go client on pgx, and what the library adds is the row against the
+  pinned reference.
 - **In-process hand-off.** With lockcore.HandOff, a released lock passes to a goroutine of
   the same Service waiting for the key on the session that still holds it: no unlock, no
   lock, no backend woken. Fences for the hand-offs are drawn ahead on that session (one round

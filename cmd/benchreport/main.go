@@ -180,50 +180,100 @@ func (r *runner) cmd(ctx context.Context, name string, args ...string) *exec.Cmd
 	return c
 }
 
-var benchLine = regexp.MustCompile(`^(Benchmark\S+)\s+\d+\s+([0-9.]+) ns/op`)
+var (
+	benchLine   = regexp.MustCompile(`^(Benchmark\S+)\s+\d+\s+([0-9.]+) ns/op`)
+	benchMetric = regexp.MustCompile(`([0-9.]+) (\S+/op)`)
+)
 
 // goBench runs one benchmark of a test binary and returns ns/op.
 func (r *runner) goBench(ctx context.Context, pkg, pattern string) (float64, string, error) {
+	res, err := r.goBenchRun(ctx, pkg, pattern)
+	return res.ns, res.cmd, err
+}
+
+// benchResult is one benchmark line: ns/op, every other per-op metric by
+// its unit (cpu-ms/op, vcsw/op, allocs/op, ...), and the command to rerun it.
+type benchResult struct {
+	ns      float64
+	metrics map[string]float64
+	cmd     string
+}
+
+// goBenchRun runs one benchmark of a test binary and returns its line.
+func (r *runner) goBenchRun(ctx context.Context, pkg, pattern string) (benchResult, error) {
 	args := []string{"-test.run", "^$", "-test.bench", pattern, "-test.benchtime", r.benchFor, "-test.count", "1"}
 	c := r.cmd(ctx, filepath.Join(r.bin, testBinary(pkg)), args...)
 	c.Dir = filepath.Join(r.root, pkg)
 	outb, err := c.Output()
 	if err != nil {
-		return 0, "", fmt.Errorf("%s %s: %w\n%s", pkg, pattern, err, outb)
+		return benchResult{}, fmt.Errorf("%s %s: %w\n%s", pkg, pattern, err, outb)
 	}
 	for _, line := range strings.Split(string(outb), "\n") {
 		if m := benchLine.FindStringSubmatch(line); m != nil {
-			v, _ := strconv.ParseFloat(m[2], 64)
+			res := benchResult{metrics: map[string]float64{},
+				cmd: fmt.Sprintf("go test ./%s -run '^$' -bench '%s' -benchtime %s", strings.TrimPrefix(pkg, "."), pattern, r.benchFor)}
+			res.ns, _ = strconv.ParseFloat(m[2], 64)
+			for _, mm := range benchMetric.FindAllStringSubmatch(line, -1) {
+				res.metrics[mm[2]], _ = strconv.ParseFloat(mm[1], 64)
+			}
 			fmt.Fprintln(r.log, "  ", strings.Join(strings.Fields(line), " "))
-			return v, fmt.Sprintf("go test ./%s -run '^$' -bench '%s' -benchtime %s", strings.TrimPrefix(pkg, "."), pattern, r.benchFor), nil
+			return res, nil
 		}
 	}
-	return 0, "", fmt.Errorf("%s %s: no benchmark line in output:\n%s", pkg, pattern, outb)
+	return benchResult{}, fmt.Errorf("%s %s: no benchmark line in output:\n%s", pkg, pattern, outb)
 }
 
 // pgbench runs pgbench and returns transactions per second and the average
 // latency in milliseconds.
 func (r *runner) pgbench(ctx context.Context, args ...string) (tps, latMS float64, cmdline string, err error) {
+	res, err := r.pgbenchRun(ctx, args...)
+	return res.tps, res.latMS, res.cmd, err
+}
+
+// pgbenchResult is one pgbench run: its rate, its average latency, the
+// client's own CPU (user and system, every thread) per transaction, and
+// the command line.
+type pgbenchResult struct {
+	tps, latMS float64
+	cpuPerTxn  float64 // ns
+	vcswPerTxn float64 // voluntary context switches
+	cmd        string
+}
+
+// pgbenchRun runs pgbench and reads its report and its CPU time.
+func (r *runner) pgbenchRun(ctx context.Context, args ...string) (pgbenchResult, error) {
 	full := append([]string{"-n", "-T", r.pgbenchT}, args...)
-	outb, err := r.cmd(ctx, "pgbench", full...).Output()
+	c := r.cmd(ctx, "pgbench", full...)
+	outb, err := c.Output()
 	if err != nil {
-		return 0, 0, "", fmt.Errorf("pgbench %v: %w", args, err)
+		return pgbenchResult{}, fmt.Errorf("pgbench %v: %w", args, err)
 	}
+	res := pgbenchResult{cmd: "pgbench " + strings.Join(full, " ")}
+	var txns float64
 	sc := bufio.NewScanner(bytes.NewReader(outb))
 	for sc.Scan() {
 		line := sc.Text()
 		if v, ok := strings.CutPrefix(line, "tps = "); ok {
-			tps, _ = strconv.ParseFloat(strings.Fields(v)[0], 64)
+			res.tps, _ = strconv.ParseFloat(strings.Fields(v)[0], 64)
 		}
 		if v, ok := strings.CutPrefix(line, "latency average = "); ok {
-			latMS, _ = strconv.ParseFloat(strings.Fields(v)[0], 64)
+			res.latMS, _ = strconv.ParseFloat(strings.Fields(v)[0], 64)
+		}
+		if v, ok := strings.CutPrefix(line, "number of transactions actually processed: "); ok {
+			txns, _ = strconv.ParseFloat(strings.Fields(v)[0], 64)
 		}
 	}
-	if tps == 0 {
-		return 0, 0, "", fmt.Errorf("pgbench %v: no tps in output:\n%s", args, outb)
+	if res.tps == 0 {
+		return pgbenchResult{}, fmt.Errorf("pgbench %v: no tps in output:\n%s", args, outb)
 	}
-	fmt.Fprintf(r.log, "   pgbench %s: %.0f tps, %.3f ms\n", strings.Join(args, " "), tps, latMS)
-	return tps, latMS, "pgbench " + strings.Join(full, " "), nil
+	if ps := c.ProcessState; ps != nil && txns > 0 {
+		res.cpuPerTxn = float64(ps.UserTime()+ps.SystemTime()) / txns
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			res.vcswPerTxn = float64(ru.Nvcsw) / txns
+		}
+	}
+	fmt.Fprintf(r.log, "   pgbench %s: %.0f tps, %.3f ms, %.1f µs CPU/txn\n", strings.Join(args, " "), res.tps, res.latMS, res.cpuPerTxn/1e3)
+	return res, nil
 }
 
 // testBinary names the test binary of pkg.

@@ -18,27 +18,30 @@ import (
 // slower in all three, not as a regression of one. Budget: ratio of times
 // <= 1.0. pgbench runs -M prepared because lockcore sends its statements as
 // pgx does by default: the extended protocol with statements prepared once
-// per connection (QueryExecModeCacheStatement).
+// per connection (QueryExecModeCacheStatement). The clients' own CPU per
+// cycle, from the same runs, says where a miss comes from.
 func lockCycle(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) {
 	var goNS, pgNS, refNS, ratios, refRatios, libRatios []float64
+	var cpu clientCPU
 	var gocmd, pgcmd, refcmd string
 	for range r.rounds {
-		ref, rc, err := r.goBench(ctx, "lockcore", "^BenchmarkBareCycle$")
+		ref, err := r.goBenchRun(ctx, "lockcore", "^BenchmarkBareCycle$")
 		if err != nil {
 			return nil, err
 		}
-		ns, c, err := r.goBench(ctx, "lockcore", "^BenchmarkWithUncontended$")
+		lib, err := r.goBenchRun(ctx, "lockcore", "^BenchmarkWithUncontended$")
 		if err != nil {
 			return nil, err
 		}
-		tps, _, pc, err := r.pgbench(ctx, "-M", "prepared", "-f", benchFile("lock-cycle.sql"), "-c", "1")
+		pb, err := r.pgbenchRun(ctx, "-M", "prepared", "-f", benchFile("lock-cycle.sql"), "-c", "1")
 		if err != nil {
 			return nil, err
 		}
-		gocmd, pgcmd, refcmd = c, pc, rc
-		pg := 1e9 / tps
-		goNS, pgNS, refNS = append(goNS, ns), append(pgNS, pg), append(refNS, ref)
-		ratios, refRatios, libRatios = append(ratios, ns/pg), append(refRatios, ref/pg), append(libRatios, ns/ref)
+		gocmd, pgcmd, refcmd = lib.cmd, pb.cmd, ref.cmd
+		ns, pg := lib.ns, 1e9/pb.tps
+		goNS, pgNS, refNS = append(goNS, ns), append(pgNS, pg), append(refNS, ref.ns)
+		ratios, refRatios, libRatios = append(ratios, ns/pg), append(refRatios, ref.ns/pg), append(libRatios, ns/ref.ns)
+		cpu.add(lib, ref, pb)
 	}
 	ratio := median(ratios)
 	us := func(v []float64, unit string) string { return fmt.Sprintf("%.1f µs/%s", median(v)/1e3, unit) }
@@ -58,23 +61,63 @@ func lockCycle(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 			Baseline: us(refNS, "op") + " (bare pgx)", Ratio: fmt.Sprintf("%.2f× the time", median(libRatios)), Spread: spread(libRatios),
 			Budget: "—", Verdict: "—", Command: gocmd, Baseline2: refcmd,
 		},
+		cpu.figure("  client CPU per cycle (user + system, every thread) and voluntary context switches", gocmd, pgcmd),
 	}, nil
 }
 
+// clientCPU gathers, round by round, the CPU and the voluntary context
+// switches per operation of the library's benchmark, of its pinned
+// reference and of pgbench.
+type clientCPU struct {
+	lib, ref, pg, ratios, refRatios []float64 // CPU in ns
+	libSw, refSw, pgSw              []float64
+}
+
+func (c *clientCPU) add(lib, ref benchResult, pb pgbenchResult) {
+	l, f := lib.metrics["cpu-ms/op"]*1e6, ref.metrics["cpu-ms/op"]*1e6
+	c.lib, c.ref, c.pg = append(c.lib, l), append(c.ref, f), append(c.pg, pb.cpuPerTxn)
+	c.libSw, c.refSw, c.pgSw = append(c.libSw, lib.metrics["vcsw/op"]), append(c.refSw, ref.metrics["vcsw/op"]), append(c.pgSw, pb.vcswPerTxn)
+	if pb.cpuPerTxn > 0 {
+		c.ratios, c.refRatios = append(c.ratios, l/pb.cpuPerTxn), append(c.refRatios, f/pb.cpuPerTxn)
+	}
+}
+
+// figure is the row of the clients' CPU: the library's and the bare pgx
+// loop's beside pgbench's, as ratios of pgbench's.
+func (c *clientCPU) figure(name, gocmd, pgcmd string) figure {
+	return figure{
+		Name: name,
+		Figure: fmt.Sprintf("lockcore %.1f µs, %.1f switches; bare pgx %.1f µs, %.1f switches",
+			median(c.lib)/1e3, median(c.libSw), median(c.ref)/1e3, median(c.refSw)),
+		Baseline: fmt.Sprintf("pgbench %.1f µs, %.1f switches", median(c.pg)/1e3, median(c.pgSw)),
+		Ratio:    fmt.Sprintf("%.2f× (bare pgx %.2f×) pgbench's CPU", median(c.ratios), median(c.refRatios)),
+		Spread:   spread(c.ratios), Budget: "—", Verdict: "—", Command: gocmd, Baseline2: pgcmd,
+	}
+}
+
 // contended: 8 goroutines on one key, against 8 pgbench clients on one key
-// (contended.sql, -M prepared as above). Two figures in the same rounds:
+// (contended.sql, -M prepared as above). Three figures in the same rounds:
 // every grant through the server, as pgbench's are (the default; budget at
-// least 0.9x pgbench's rate), and with the in-process hand-off on
-// (lockcore.HandOff; budget at least 3x pgbench's rate).
+// least 0.9x pgbench's rate); the pinned reference, a bare pgx loop of the
+// same two statements on 8 connections (BenchmarkBareContended8), what
+// any client on pgx reaches here; and with the in-process hand-off on
+// (lockcore.HandOff; budget at least 3x pgbench's rate). With the eight
+// backends and the client on two cores, the client's CPU per hand-over
+// decides the rate: it is reported beside pgbench's.
 func contended(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) {
-	var srvRate, hoRate, pgRate, srvRatios, hoRatios []float64
-	var srvcmd, hocmd, pgcmd string
+	var srvRate, refRate, hoRate, pgRate, srvRatios, refRatios, libRatios, hoRatios []float64
+	var cpu clientCPU
+	var srvcmd, refcmd, hocmd, pgcmd string
 	for range r.rounds {
-		ns, c, err := r.goBench(ctx, "lockcore", "^BenchmarkWithContended8$")
+		lib, err := r.goBenchRun(ctx, "lockcore", "^BenchmarkWithContended8$")
 		if err != nil {
 			return nil, err
 		}
-		tps, _, pc, err := r.pgbench(ctx, "-M", "prepared", "-f", benchFile("contended.sql"), "-c", "8", "-j", "2")
+		pb, err := r.pgbenchRun(ctx, "-M", "prepared", "-f", benchFile("contended.sql"), "-c", "8", "-j", "2")
+		if err != nil {
+			return nil, err
+		}
+		ref, err := r.goBenchRun(ctx, "lockcore", "^BenchmarkBareContended8$")
 		if err != nil {
 			return nil, err
 		}
@@ -82,9 +125,12 @@ func contended(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 		if err != nil {
 			return nil, err
 		}
-		srvcmd, hocmd, pgcmd = c, hc, pc
-		srvRate, hoRate, pgRate = append(srvRate, 1e9/ns), append(hoRate, 1e9/hns), append(pgRate, tps)
-		srvRatios, hoRatios = append(srvRatios, (1e9/ns)/tps), append(hoRatios, (1e9/hns)/tps)
+		srvcmd, refcmd, hocmd, pgcmd = lib.cmd, ref.cmd, hc, pb.cmd
+		tps := pb.tps
+		srvRate, refRate, hoRate, pgRate = append(srvRate, 1e9/lib.ns), append(refRate, 1e9/ref.ns), append(hoRate, 1e9/hns), append(pgRate, tps)
+		srvRatios, refRatios, hoRatios = append(srvRatios, (1e9/lib.ns)/tps), append(refRatios, (1e9/ref.ns)/tps), append(hoRatios, (1e9/hns)/tps)
+		libRatios = append(libRatios, ref.ns/lib.ns)
+		cpu.add(lib, ref, pb)
 	}
 	srv, ho := median(srvRatios), median(hoRatios)
 	base := fmt.Sprintf("%.0f tps (pgbench -M prepared, 8 clients)", median(pgRate))
@@ -94,6 +140,17 @@ func contended(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 			Baseline: base, Ratio: fmt.Sprintf("%.2f× the rate", srv), Spread: spread(srvRatios),
 			Budget: "≥ 0.9×", Verdict: verdict(srv >= 0.9), Command: srvcmd, Baseline2: pgcmd,
 		},
+		{
+			Name: "  pinned reference: a bare pgx loop of the same two statements, 8 goroutines with a connection each", Figure: fmt.Sprintf("%.0f ops/s", median(refRate)),
+			Baseline: base, Ratio: fmt.Sprintf("%.2f× the rate", median(refRatios)), Spread: spread(refRatios),
+			Budget: "—", Verdict: "—", Command: refcmd, Baseline2: pgcmd,
+		},
+		{
+			Name: "  lockcore against the pinned reference (what the library adds: fence, watch, bookkeeping)", Figure: fmt.Sprintf("%.0f ops/s", median(srvRate)),
+			Baseline: fmt.Sprintf("%.0f ops/s (bare pgx)", median(refRate)), Ratio: fmt.Sprintf("%.2f× the rate", median(libRatios)), Spread: spread(libRatios),
+			Budget: "—", Verdict: "—", Command: srvcmd, Baseline2: refcmd,
+		},
+		cpu.figure("  client CPU per hand-over (user + system, every thread) and voluntary context switches", srvcmd, pgcmd),
 		{
 			Name: "In-process hand-off, 8 goroutines of one Service on one key (lockcore.HandOff)", Figure: fmt.Sprintf("%.0f ops/s", median(hoRate)),
 			Baseline: base, Ratio: fmt.Sprintf("%.2f× the rate", ho), Spread: spread(hoRatios),
