@@ -53,21 +53,24 @@ func leaseLocks(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 	var pinned, pinnedRatio, overPinned []float64
 	var lite, bare, liteRatio, liteHand, liteHandRatio []float64
 	var cmds [8]string
+	var cpu clientCPU
 	for range r.rounds {
-		ns, c0, err := r.goBench(ctx, pkg, "^BenchmarkCyclePostgres$")
+		lib, err := r.goBenchRun(ctx, pkg, "^BenchmarkCyclePostgres$")
 		if err != nil {
 			return nil, err
 		}
-		tps, _, c1, err := r.pgbench(ctx, "-M", "prepared", "-f", benchFile("lease-cycle.sql"), "-c", "1",
+		pb, err := r.pgbenchRun(ctx, "-M", "prepared", "-f", benchFile("lease-cycle.sql"), "-c", "1",
 			"-D", "mode=write", "-D", "owner=bench", "-D", "chan="+lease.DefaultSchema,
 			"-D", "conflicting={read,write,upgradeable}", "-D", "precedence=false")
 		if err != nil {
 			return nil, err
 		}
-		pn0, c7, err := r.goBench(ctx, pkg, "^BenchmarkCyclePostgresBare$")
+		ref, err := r.goBenchRun(ctx, pkg, "^BenchmarkCyclePostgresBare$")
 		if err != nil {
 			return nil, err
 		}
+		ns, c0, tps, c1, pn0, c7 := lib.ns, lib.cmd, pb.tps, pb.cmd, ref.ns, ref.cmd
+		cpu.add(lib, ref, pb.cpuPerTxn, pb.vcswPerTxn)
 		hn, c2, err := r.goBench(ctx, pkg, "^BenchmarkHandoverPostgres$")
 		if err != nil {
 			return nil, err
@@ -113,6 +116,7 @@ func leaseLocks(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 			Baseline: ms(pinned) + " (bare pgx)", Ratio: fmt.Sprintf("%.2f× the time", median(overPinned)), Spread: spread(overPinned),
 			Budget: "—", Verdict: "—", Command: cmds[0], Baseline2: cmds[7],
 		},
+		cpu.figure("  client CPU per cycle (user + system, every thread) and voluntary context switches", "lease", "pgbench", cmds[0], cmds[1]),
 		{
 			Name: "Lease hand-over on PostgreSQL, 8 goroutines, one write lock, each grant to a waiting goroutine", Figure: ms(hand) + " per hand-over",
 			Baseline: ms(pglock) + " (cirello.io/pglock, 1 s lease)", Ratio: fmt.Sprintf("%.0f× faster", median(handRatio)), Spread: spread(handRatio),

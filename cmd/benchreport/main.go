@@ -182,7 +182,7 @@ func (r *runner) cmd(ctx context.Context, name string, args ...string) *exec.Cmd
 
 var (
 	benchLine   = regexp.MustCompile(`^(Benchmark\S+)\s+\d+\s+([0-9.]+) ns/op`)
-	benchMetric = regexp.MustCompile(`([0-9.]+) (\S+/op)`)
+	benchMetric = regexp.MustCompile(`([0-9.]+) ([A-Za-z-]+/[a-z]+)`)
 )
 
 // goBench runs one benchmark of a test binary and returns ns/op.
@@ -191,8 +191,9 @@ func (r *runner) goBench(ctx context.Context, pkg, pattern string) (float64, str
 	return res.ns, res.cmd, err
 }
 
-// benchResult is one benchmark line: ns/op, every other per-op metric by
-// its unit (cpu-ms/op, vcsw/op, allocs/op, ...), and the command to rerun it.
+// benchResult is one benchmark line: ns/op, every metric by its unit
+// (ns/op, cpu-ms/op, vcsw/op, ns/handover, requests/op, ...), and the
+// command to rerun it.
 type benchResult struct {
 	ns      float64
 	metrics map[string]float64

@@ -41,7 +41,7 @@ func lockCycle(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 		ns, pg := lib.ns, 1e9/pb.tps
 		goNS, pgNS, refNS = append(goNS, ns), append(pgNS, pg), append(refNS, ref.ns)
 		ratios, refRatios, libRatios = append(ratios, ns/pg), append(refRatios, ref.ns/pg), append(libRatios, ns/ref.ns)
-		cpu.add(lib, ref, pb)
+		cpu.add(lib, ref, pb.cpuPerTxn, pb.vcswPerTxn)
 	}
 	ratio := median(ratios)
 	us := func(v []float64, unit string) string { return fmt.Sprintf("%.1f µs/%s", median(v)/1e3, unit) }
@@ -61,38 +61,8 @@ func lockCycle(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 			Baseline: us(refNS, "op") + " (bare pgx)", Ratio: fmt.Sprintf("%.2f× the time", median(libRatios)), Spread: spread(libRatios),
 			Budget: "—", Verdict: "—", Command: gocmd, Baseline2: refcmd,
 		},
-		cpu.figure("  client CPU per cycle (user + system, every thread) and voluntary context switches", gocmd, pgcmd),
+		cpu.figure("  client CPU per cycle (user + system, every thread) and voluntary context switches", "lockcore", "pgbench", gocmd, pgcmd),
 	}, nil
-}
-
-// clientCPU gathers, round by round, the CPU and the voluntary context
-// switches per operation of the library's benchmark, of its pinned
-// reference and of pgbench.
-type clientCPU struct {
-	lib, ref, pg, ratios, refRatios []float64 // CPU in ns
-	libSw, refSw, pgSw              []float64
-}
-
-func (c *clientCPU) add(lib, ref benchResult, pb pgbenchResult) {
-	l, f := lib.metrics["cpu-ms/op"]*1e6, ref.metrics["cpu-ms/op"]*1e6
-	c.lib, c.ref, c.pg = append(c.lib, l), append(c.ref, f), append(c.pg, pb.cpuPerTxn)
-	c.libSw, c.refSw, c.pgSw = append(c.libSw, lib.metrics["vcsw/op"]), append(c.refSw, ref.metrics["vcsw/op"]), append(c.pgSw, pb.vcswPerTxn)
-	if pb.cpuPerTxn > 0 {
-		c.ratios, c.refRatios = append(c.ratios, l/pb.cpuPerTxn), append(c.refRatios, f/pb.cpuPerTxn)
-	}
-}
-
-// figure is the row of the clients' CPU: the library's and the bare pgx
-// loop's beside pgbench's, as ratios of pgbench's.
-func (c *clientCPU) figure(name, gocmd, pgcmd string) figure {
-	return figure{
-		Name: name,
-		Figure: fmt.Sprintf("lockcore %.1f µs, %.1f switches; bare pgx %.1f µs, %.1f switches",
-			median(c.lib)/1e3, median(c.libSw), median(c.ref)/1e3, median(c.refSw)),
-		Baseline: fmt.Sprintf("pgbench %.1f µs, %.1f switches", median(c.pg)/1e3, median(c.pgSw)),
-		Ratio:    fmt.Sprintf("%.2f× (bare pgx %.2f×) pgbench's CPU", median(c.ratios), median(c.refRatios)),
-		Spread:   spread(c.ratios), Budget: "—", Verdict: "—", Command: gocmd, Baseline2: pgcmd,
-	}
 }
 
 // contended: 8 goroutines on one key, against 8 pgbench clients on one key
@@ -130,7 +100,7 @@ func contended(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 		srvRate, refRate, hoRate, pgRate = append(srvRate, 1e9/lib.ns), append(refRate, 1e9/ref.ns), append(hoRate, 1e9/hns), append(pgRate, tps)
 		srvRatios, refRatios, hoRatios = append(srvRatios, (1e9/lib.ns)/tps), append(refRatios, (1e9/ref.ns)/tps), append(hoRatios, (1e9/hns)/tps)
 		libRatios = append(libRatios, ref.ns/lib.ns)
-		cpu.add(lib, ref, pb)
+		cpu.add(lib, ref, pb.cpuPerTxn, pb.vcswPerTxn)
 	}
 	srv, ho := median(srvRatios), median(hoRatios)
 	base := fmt.Sprintf("%.0f tps (pgbench -M prepared, 8 clients)", median(pgRate))
@@ -150,7 +120,7 @@ func contended(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 			Baseline: fmt.Sprintf("%.0f ops/s (bare pgx)", median(refRate)), Ratio: fmt.Sprintf("%.2f× the rate", median(libRatios)), Spread: spread(libRatios),
 			Budget: "—", Verdict: "—", Command: srvcmd, Baseline2: refcmd,
 		},
-		cpu.figure("  client CPU per hand-over (user + system, every thread) and voluntary context switches", srvcmd, pgcmd),
+		cpu.figure("  client CPU per hand-over (user + system, every thread) and voluntary context switches", "lockcore", "pgbench", srvcmd, pgcmd),
 		{
 			Name: "In-process hand-off, 8 goroutines of one Service on one key (lockcore.HandOff)", Figure: fmt.Sprintf("%.0f ops/s", median(hoRate)),
 			Baseline: base, Ratio: fmt.Sprintf("%.2f× the rate", ho), Spread: spread(hoRatios),

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/locktop/locktop/internal/testenv/redisserver"
@@ -33,7 +33,7 @@ const redisPkg = "lockcore/redislock"
 //     waiters poll with LinearBackoff. Budget: >= 5x faster than
 //     bsm/redislock with LinearBackoff(10ms).
 func redisMutex(ctx context.Context, r *runner, _ time.Duration) ([]figure, error) {
-	bin := filepath.Join(r.bin, "redislock.test")
+	bin := filepath.Join(r.bin, testBinary(redisPkg))
 	if err := r.cmd(ctx, "go", "test", "-c", "-o", bin, "./"+redisPkg).Run(); err != nil {
 		return nil, fmt.Errorf("building %s benchmarks: %w", redisPkg, err)
 	}
@@ -54,25 +54,28 @@ func redisMutex(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 	}
 	var cycleNS, baseNS, ratios []float64
 	var bareNS, bareRatios, overBare []float64
+	var cpu clientCPU
 	var gocmd, barecmd, acqcmd, relcmd string
 	for range r.rounds {
-		m, c, err := rb.goBench(ctx, "^BenchmarkAcquireRelease$")
+		lib, err := r.goBenchRun(ctx, redisPkg, "^BenchmarkAcquireRelease$")
 		if err != nil {
 			return nil, err
 		}
-		mb, cb, err := rb.goBench(ctx, "^BenchmarkAcquireReleaseBare$")
+		bare, err := r.goBenchRun(ctx, redisPkg, "^BenchmarkAcquireReleaseBare$")
 		if err != nil {
 			return nil, err
 		}
-		a, ac, err := rb.redisBenchmark(ctx, randomKey(acquire))
+		ab, err := rb.redisBenchmarkRun(ctx, randomKey(acquire))
 		if err != nil {
 			return nil, err
 		}
-		rel, rc, err := rb.redisBenchmark(ctx, randomKey(release))
+		rb2, err := rb.redisBenchmarkRun(ctx, randomKey(release))
 		if err != nil {
 			return nil, err
 		}
-		gocmd, barecmd, acqcmd, relcmd = c, cb, ac, rc
+		m, mb, a, rel := lib.metrics, bare.metrics, ab.ns, rb2.ns
+		gocmd, barecmd, acqcmd, relcmd = lib.cmd, bare.cmd, ab.cmd, rb2.cmd
+		cpu.add(lib, bare, ab.cpu+rb2.cpu, ab.sw+rb2.sw)
 		cycleNS, baseNS = append(cycleNS, m["ns/op"]), append(baseNS, a+rel)
 		ratios = append(ratios, m["ns/op"]/(a+rel))
 		bareNS, bareRatios, overBare = append(bareNS, mb["ns/op"]), append(bareRatios, mb["ns/op"]/(a+rel)), append(overBare, m["ns/op"]/mb["ns/op"])
@@ -92,7 +95,9 @@ func redisMutex(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 		Figure: fmt.Sprintf("%.1f µs/op", median(cycleNS)/1e3), Baseline: fmt.Sprintf("%.1f µs/op (bare go-redis)", median(bareNS)/1e3),
 		Ratio: fmt.Sprintf("%.2f× the time", median(overBare)), Spread: spread(overBare), Budget: "—", Verdict: "—",
 		Command: gocmd, Baseline2: barecmd,
-	}}
+	},
+		cpu.figure("  client CPU per cycle (user + system, every thread) and voluntary context switches", "redislock", "redis-benchmark", gocmd, acqcmd+"` plus `"+relcmd),
+	}
 
 	variants := []string{"redislock", "bsm-linear-1ms", "bsm-linear-10ms", "bsm-linear-100ms"}
 	grant := map[string][]float64{}
@@ -146,31 +151,11 @@ type redisBench struct {
 	sock string
 }
 
-var metricRE = regexp.MustCompile(`([0-9.]+) (ns/op|ns/handover|requests/op)`)
-
 // goBench runs one benchmark of the redislock test binary and returns its
-// metrics (ns/op, ns/handover, requests/op).
+// metrics (ns/op, ns/handover, requests/op, cpu-ms/op, vcsw/op).
 func (rb *redisBench) goBench(ctx context.Context, pattern string) (map[string]float64, string, error) {
-	c := rb.r.cmd(ctx, rb.bin, "-test.run", "^$", "-test.bench", pattern, "-test.benchtime", rb.r.benchFor, "-test.count", "1")
-	c.Dir = filepath.Join(rb.r.root, redisPkg)
-	out, err := c.Output()
-	if err != nil {
-		return nil, "", fmt.Errorf("%s %s: %w\n%s", redisPkg, pattern, err, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if !strings.HasPrefix(line, "Benchmark") {
-			continue
-		}
-		m := map[string]float64{}
-		for _, mm := range metricRE.FindAllStringSubmatch(line, -1) {
-			m[mm[2]], _ = strconv.ParseFloat(mm[1], 64)
-		}
-		if _, ok := m["ns/op"]; ok {
-			fmt.Fprintln(rb.r.log, "  ", strings.Join(strings.Fields(line), " "))
-			return m, fmt.Sprintf("go test ./%s -run '^$' -bench '%s' -benchtime %s", redisPkg, pattern, rb.r.benchFor), nil
-		}
-	}
-	return nil, "", fmt.Errorf("%s %s: no benchmark line in output:\n%s", redisPkg, pattern, out)
+	res, err := rb.r.goBenchRun(ctx, redisPkg, pattern)
+	return res.metrics, res.cmd, err
 }
 
 // capture runs a few acquire+release cycles under MONITOR and returns the
@@ -244,27 +229,50 @@ func randomKey(args []string) []string {
 // redisBenchmark runs redis-benchmark with one client sending args, and
 // returns the time per command in ns.
 func (rb *redisBench) redisBenchmark(ctx context.Context, args []string) (float64, string, error) {
-	n := strconv.Itoa(max(20000, int(rb.r.benchSeconds()*25000)))
-	full := append([]string{"-s", rb.sock, "-c", "1", "-n", n, "-r", "100000000", "--csv"}, args...)
-	out, err := rb.r.cmd(ctx, "redis-benchmark", full...).Output()
+	res, err := rb.redisBenchmarkRun(ctx, args)
+	return res.ns, res.cmd, err
+}
+
+// redisBenchResult is one redis-benchmark run: the time per command, the
+// client's own CPU (ns, user and system) and voluntary context switches
+// per command, and the command line.
+type redisBenchResult struct {
+	ns, cpu, sw float64
+	cmd         string
+}
+
+// redisBenchmarkRun runs redis-benchmark with one client sending args.
+func (rb *redisBench) redisBenchmarkRun(ctx context.Context, args []string) (redisBenchResult, error) {
+	n := max(20000, int(rb.r.benchSeconds()*25000))
+	full := append([]string{"-s", rb.sock, "-c", "1", "-n", strconv.Itoa(n), "-r", "100000000", "--csv"}, args...)
+	c := rb.r.cmd(ctx, "redis-benchmark", full...)
+	out, err := c.Output()
 	if err != nil {
-		return 0, "", fmt.Errorf("redis-benchmark %s: %w", strings.Join(args, " "), err)
+		return redisBenchResult{}, fmt.Errorf("redis-benchmark %s: %w", strings.Join(args, " "), err)
 	}
 	recs, err := csv.NewReader(strings.NewReader(string(out))).ReadAll()
 	if err != nil || len(recs) < 2 || len(recs[1]) < 2 {
-		return 0, "", fmt.Errorf("redis-benchmark %s: unexpected output %q", strings.Join(args, " "), out)
+		return redisBenchResult{}, fmt.Errorf("redis-benchmark %s: unexpected output %q", strings.Join(args, " "), out)
 	}
 	rps, err := strconv.ParseFloat(recs[1][1], 64)
 	if err != nil || rps <= 0 {
-		return 0, "", fmt.Errorf("redis-benchmark %s: no rate in %q", strings.Join(args, " "), out)
+		return redisBenchResult{}, fmt.Errorf("redis-benchmark %s: no rate in %q", strings.Join(args, " "), out)
 	}
-	fmt.Fprintf(rb.r.log, "   redis-benchmark %s: %.0f/s\n", shortArgs(args), rps)
+	res := redisBenchResult{ns: 1e9 / rps}
+	if ps := c.ProcessState; ps != nil {
+		res.cpu = float64(ps.UserTime()+ps.SystemTime()) / float64(n)
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			res.sw = float64(ru.Nvcsw) / float64(n)
+		}
+	}
+	fmt.Fprintf(rb.r.log, "   redis-benchmark %s: %.0f/s, %.1f µs CPU/command\n", shortArgs(args), rps, res.cpu/1e3)
 	quoted := make([]string, len(full))
 	for i, a := range full {
 		quoted[i] = shellQuote(a)
 	}
 	quoted[1] = `"${REDIS_URL#unix://}"`
-	return 1e9 / rps, "redis-benchmark " + strings.Join(quoted, " "), nil
+	res.cmd = "redis-benchmark " + strings.Join(quoted, " ")
+	return res, nil
 }
 
 func (r *runner) benchSeconds() float64 {

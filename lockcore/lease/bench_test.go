@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
@@ -264,6 +265,15 @@ func BenchmarkHandoverPglock(b *testing.B) {
 		if err != nil {
 			return nil, err
 		}
-		return func() error { return c.ReleaseContext(context.Background(), l) }, nil
+		return func() error {
+			// pglock says "already released" when a retried DELETE finds its
+			// first attempt's work done, or the lease passed under load (make
+			// bench on a busy machine): the lock is free either way, as
+			// pglock's own tests accept. Only its other errors fail the run.
+			if err := c.ReleaseContext(context.Background(), l); !errors.Is(err, pglock.ErrLockAlreadyReleased) {
+				return err
+			}
+			return nil
+		}, nil
 	})
 }
