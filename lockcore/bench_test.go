@@ -120,23 +120,7 @@ func BenchmarkBareContended8(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	defer benchcpu.PerOp(b)()
-	var left atomic.Int64
-	left.Store(int64(b.N))
-	var wg sync.WaitGroup
-	for _, c := range conns {
-		wg.Go(func() {
-			for left.Add(-1) >= 0 {
-				if err := cycle(c); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	shareN(b, workers, func(i int) error { return cycle(conns[i]) })
 }
 
 // BenchmarkWithContended8NoFencing is BenchmarkWithContended8 with fencing
@@ -163,16 +147,23 @@ func benchContended(b *testing.B, opts ...lockcore.Option) {
 		})
 	}
 	warm.Wait()
+	shareN(b, workers, func(int) error { return s.With(ctx, key, noop) })
+}
+
+// shareN times b.N calls of op shared by workers goroutines (op gets the
+// goroutine's index), each taking the next call as it finishes its last,
+// with the process's CPU and context switches per call.
+func shareN(b *testing.B, workers int, op func(worker int) error) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	defer benchcpu.PerOp(b)()
 	var left atomic.Int64
 	left.Store(int64(b.N))
 	var wg sync.WaitGroup
-	for range workers {
+	for i := range workers {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 {
-				if err := s.With(ctx, key, noop); err != nil {
+				if err := op(i); err != nil {
 					b.Error(err)
 					return
 				}
