@@ -116,7 +116,7 @@ func leaseLocks(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 			Baseline: ms(pinned) + " (bare pgx)", Ratio: fmt.Sprintf("%.2f× the time", median(overPinned)), Spread: spread(overPinned),
 			Budget: "—", Verdict: "—", Command: cmds[0], Baseline2: cmds[7],
 		},
-		cpu.figure("  client CPU per cycle (user + system, every thread) and voluntary context switches", "lease", "pgbench", cmds[0], cmds[1]),
+		cpu.figure("  lease's client CPU per cycle beside pgbench's (user + system, every thread), and voluntary context switches", "lease", "pgbench", cmds[0], cmds[1]),
 		{
 			Name: "Lease hand-over on PostgreSQL, 8 goroutines, one write lock, each grant to a waiting goroutine", Figure: ms(hand) + " per hand-over",
 			Baseline: ms(pglock) + " (cirello.io/pglock, 1 s lease)", Ratio: fmt.Sprintf("%.0f× faster", median(handRatio)), Spread: spread(handRatio),

@@ -61,7 +61,7 @@ func lockCycle(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 			Baseline: us(refNS, "op") + " (bare pgx)", Ratio: fmt.Sprintf("%.2f× the time", median(libRatios)), Spread: spread(libRatios),
 			Budget: "—", Verdict: "—", Command: gocmd, Baseline2: refcmd,
 		},
-		cpu.figure("  client CPU per cycle (user + system, every thread) and voluntary context switches", "lockcore", "pgbench", gocmd, pgcmd),
+		cpu.figure("  lockcore's client CPU per cycle beside pgbench's (user + system, every thread), and voluntary context switches", "lockcore", "pgbench", gocmd, pgcmd),
 	}, nil
 }
 
@@ -116,11 +116,11 @@ func contended(ctx context.Context, r *runner, _ time.Duration) ([]figure, error
 			Budget: "—", Verdict: "—", Command: refcmd, Baseline2: pgcmd,
 		},
 		{
-			Name: "  lockcore against the pinned reference (what the library adds: fence, watch, bookkeeping)", Figure: fmt.Sprintf("%.0f ops/s", median(srvRate)),
+			Name: "  lockcore against the hand-over's pinned reference (what the library adds: fence, watch, bookkeeping)", Figure: fmt.Sprintf("%.0f ops/s", median(srvRate)),
 			Baseline: fmt.Sprintf("%.0f ops/s (bare pgx)", median(refRate)), Ratio: fmt.Sprintf("%.2f× the rate", median(libRatios)), Spread: spread(libRatios),
 			Budget: "—", Verdict: "—", Command: srvcmd, Baseline2: refcmd,
 		},
-		cpu.figure("  client CPU per hand-over (user + system, every thread) and voluntary context switches", "lockcore", "pgbench", srvcmd, pgcmd),
+		cpu.figure("  lockcore's client CPU per hand-over beside pgbench's (user + system, every thread), and voluntary context switches", "lockcore", "pgbench", srvcmd, pgcmd),
 		{
 			Name: "In-process hand-off, 8 goroutines of one Service on one key (lockcore.HandOff)", Figure: fmt.Sprintf("%.0f ops/s", median(hoRate)),
 			Baseline: base, Ratio: fmt.Sprintf("%.2f× the rate", ho), Spread: spread(hoRatios),

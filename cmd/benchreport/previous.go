@@ -104,31 +104,53 @@ func rowName(row string) string {
 	return strings.TrimSpace(cells[1])
 }
 
+// countsInParens are the numbers inside a row name's parentheses.
+var countsInParens = regexp.MustCompile(`\([^()]*\)`)
+
+// rowKey is what makes two rows the same row: the name, with the numbers
+// inside its parentheses left out. Those are measured counts (a
+// scenario's seconds, the simulator's goroutines) that change from run to
+// run; rows that differ in what they measure differ outside them
+// ("Monitor poll (Inspect), 100 held locks").
+func rowKey(name string) string {
+	return countsInParens.ReplaceAllStringFunc(name, func(p string) string {
+		return strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return '#'
+			}
+			return r
+		}, p)
+	})
+}
+
 // merge returns the table's rows: the previous report's, in their order,
-// each replaced by this run's figure of the same name; a previous row with
-// no such figure is kept and marked not rerun; a figure new to the table
-// goes right after this run's figure before it (a step's new row stays
-// beside its step's others). It returns too the commands of the rows kept.
+// each replaced by this run's figure of the same row (rowKey; two rows of
+// one name by its figures of that name, in turn); a previous row with no
+// such figure is kept and marked not rerun; a figure new to the table goes
+// right after this run's figure before it (a step's new row stays beside
+// its step's others). It returns too the commands of the rows kept.
 func (p previous) merge(figs []figure) (rows, commands []string) {
 	type slot struct {
 		row   string
 		fresh bool
 	}
 	var out []slot
-	at := map[string]int{}
+	at := map[string][]int{} // by rowKey, in table order: two rows of one name are matched in turn
 	for _, row := range p.rows {
 		if _, ok := retired[rowName(row)]; ok {
 			continue
 		}
-		at[rowName(row)] = len(out)
+		k := rowKey(rowName(row))
+		at[k] = append(at[k], len(out))
 		out = append(out, slot{row: row})
 	}
 	last := -1 // where this run's previous figure went
 	for _, f := range figs {
-		name := strings.TrimSpace(f.Name)
-		if i, ok := at[name]; ok && !out[i].fresh {
-			out[i] = slot{row: f.row(), fresh: true}
-			last = i
+		k := rowKey(strings.TrimSpace(f.Name))
+		if is := at[k]; len(is) > 0 {
+			at[k] = is[1:]
+			out[is[0]] = slot{row: f.row(), fresh: true}
+			last = is[0]
 			continue
 		}
 		last++
@@ -136,9 +158,11 @@ func (p previous) merge(figs []figure) (rows, commands []string) {
 			last = len(out) // a new first figure: after the kept rows
 		}
 		out = slices.Insert(out, last, slot{row: f.row(), fresh: true})
-		for k, i := range at {
-			if i >= last {
-				at[k] = i + 1
+		for _, is := range at {
+			for j, i := range is {
+				if i >= last {
+					is[j] = i + 1
+				}
 			}
 		}
 	}

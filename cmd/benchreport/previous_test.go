@@ -105,3 +105,50 @@ func TestReportDropsRetiredRows(t *testing.T) {
 		t.Errorf("the other row is gone:\n%s", again)
 	}
 }
+
+// A row whose name carries a measured count in parentheses (the scenario's
+// seconds, the simulator's goroutines) is the same row when the count
+// changes: the new run replaces it, rather than keeping the old one beside
+// it, marked not rerun. Names that differ outside parentheses stay apart.
+func TestReportReplacesARowWhoseCountChanged(t *testing.T) {
+	p := previous{rows: []string{
+		"| Monitor poll (Inspect), 100 held locks | 1 | | | 0.9–1.1 | | — |",
+		"| Monitor poll (Inspect), 1000 held locks | 2 | | | 0.9–1.1 | | met |",
+		"|   scenario fole: jobs under lease locks (18 resources, 28 goroutines, 34 s) | 3 | | | — | | met |",
+	}, commands: map[string]string{}, written: "2026-11-26 06:47 UTC"}
+	rows, _ := p.merge([]figure{
+		{Name: "Monitor poll (Inspect), 100 held locks", Figure: "4"},
+		{Name: "  scenario fole: jobs under lease locks (18 resources, 28 goroutines, 30 s)", Figure: "5"},
+	})
+	want := []string{
+		"| Monitor poll (Inspect), 100 held locks | 4 |  |  | — |  |  |",
+		"| Monitor poll (Inspect), 1000 held locks | 2 | | | 0.9–1.1 (not rerun: the 2026-11-26 06:47 UTC run) | | met |",
+		"|   scenario fole: jobs under lease locks (18 resources, 28 goroutines, 30 s) | 5 |  |  | — |  |  |",
+	}
+	if !slices.Equal(rows, want) {
+		t.Errorf("rows\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Two rows of one name (a sub-row under two steps) are replaced in turn,
+// each by the figure of that name in the same place, and stay where they
+// were.
+func TestReportReplacesRowsOfOneNameInTurn(t *testing.T) {
+	p := previous{rows: []string{
+		"| Lock cycle | 1 | | | — | | — |",
+		"|   against the pinned reference | 2 | | | — | | — |",
+		"| Contended | 3 | | | — | | — |",
+		"|   against the pinned reference | 4 | | | — | | — |",
+	}, commands: map[string]string{}, written: "2026-11-26 06:47 UTC"}
+	rows, _ := p.merge([]figure{
+		{Name: "Lock cycle", Figure: "5"}, {Name: "  against the pinned reference", Figure: "6"},
+		{Name: "Contended", Figure: "7"}, {Name: "  against the pinned reference", Figure: "8"},
+	})
+	var figures []string
+	for _, r := range rows {
+		figures = append(figures, strings.TrimSpace(strings.Split(r, "|")[2]))
+	}
+	if want := []string{"5", "6", "7", "8"}; !slices.Equal(figures, want) {
+		t.Errorf("figures %q, want %q:\n%s", figures, want, strings.Join(rows, "\n"))
+	}
+}

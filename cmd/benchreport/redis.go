@@ -96,7 +96,7 @@ func redisMutex(ctx context.Context, r *runner, _ time.Duration) ([]figure, erro
 		Ratio: fmt.Sprintf("%.2f× the time", median(overBare)), Spread: spread(overBare), Budget: "—", Verdict: "—",
 		Command: gocmd, Baseline2: barecmd,
 	},
-		cpu.figure("  client CPU per cycle (user + system, every thread) and voluntary context switches", "redislock", "redis-benchmark", gocmd, acqcmd+"` plus `"+relcmd),
+		cpu.figure("  redislock's client CPU per cycle beside redis-benchmark's (user + system, every thread), and voluntary context switches", "redislock", "redis-benchmark", gocmd, acqcmd+"` plus `"+relcmd),
 	}
 
 	variants := []string{"redislock", "bsm-linear-1ms", "bsm-linear-10ms", "bsm-linear-100ms"}
