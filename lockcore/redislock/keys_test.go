@@ -29,3 +29,20 @@ func TestKeysForNames(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysForAllocates once: the names share one string and KEYS lives in
+// the keyset (an acquire made six allocations here, one a name and one for
+// KEYS).
+func TestKeysForAllocatesOnce(t *testing.T) {
+	slotTagMax() // the tables are made once, before
+	n := 0
+	if a := testing.AllocsPerRun(100, func() {
+		ks := keysFor("app:", "tenant:agent:customer:web")
+		n += len(ks.all()[3])
+	}); a > 1 {
+		t.Errorf("keysFor made %v allocations, want 1", a)
+	}
+	if n == 0 {
+		t.Error("no keys")
+	}
+}

@@ -113,7 +113,8 @@ func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opt
 	if key == "" {
 		return nil, errors.New("redislock: empty key")
 	}
-	name := l.prefix + key
+	ks := keysFor(l.prefix, key)
+	name := ks.hold
 	if e := lockcore.Find(ctx, lockcore.KindRedis, l.store, name); e != nil && e.Hold.Err() == nil {
 		return nil, fmt.Errorf("redislock: %s: %w", key, ErrReentrant)
 	}
@@ -130,7 +131,7 @@ func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opt
 	if try {
 		cfg.wait = 0
 	}
-	a := &attempt{l: l, key: key, ks: keysFor(l.prefix, key), tok: rand.Text(), owner: lockcore.OwnerIn(ctx, l.owner), cfg: cfg, observe: observe,
+	a := &attempt{l: l, key: key, ks: ks, tok: rand.Text(), owner: lockcore.OwnerIn(ctx, l.owner), cfg: cfg, observe: observe,
 		ctx: ctx, entry: entry, start: time.Now()}
 	a.wctx = ctx
 	if cfg.wait > 0 {
