@@ -311,9 +311,8 @@ func (a *attempt) handedOver(n notice) *Lock {
 // than base.
 func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock {
 	l := a.l
-	k := &Lock{l: l, key: a.key, ks: a.ks, token: a.tok, fence: fence, owner: a.owner, epoch: a.epoch}
+	k := &Lock{l: l, key: a.key, ks: a.ks, token: a.tok, fence: fence, owner: a.owner, epoch: a.epoch, held: a.entry, parent: a.ctx}
 	a.entry.Hold = k
-	k.base = lockcore.Push(context.WithoutCancel(a.ctx), a.entry)
 	k.start(base, ttl)
 	if a.observe {
 		l.observeAcquire(a.key, time.Since(a.start))
