@@ -1,7 +1,10 @@
 package redislock
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -44,5 +47,16 @@ func TestKeysForAllocatesOnce(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("no keys")
+	}
+}
+
+// TestSlotTagsNeverChange: the slot tags name the fence counters and
+// queues in Redis, so a table made otherwise must come out the same: the
+// digest is of the table as first released.
+func TestSlotTagsNeverChange(t *testing.T) {
+	tags := slotTags()
+	sum := sha256.Sum256([]byte(strings.Join(tags[:], ",")))
+	if got := hex.EncodeToString(sum[:]); got != "a3215d917d1d893709d4388eac78ee4c1f29fd0325a1f1340103fbf56567281e" {
+		t.Errorf("slot tags changed: digest %s (slot 0 %q, 1 %q, 16383 %q)", got, tags[0], tags[1], tags[16383])
 	}
 }
