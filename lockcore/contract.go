@@ -52,6 +52,11 @@ type AcquireOption interface{ ApplyAcquire(*Call) }
 
 // Resolve returns what opts say.
 func Resolve(opts ...AcquireOption) Call {
+	if len(opts) == 0 {
+		// Before c: an option's ApplyAcquire takes its address, which
+		// puts it on the heap.
+		return Call{}
+	}
 	var c Call
 	for _, o := range opts {
 		if o != nil {

@@ -59,6 +59,58 @@ func BenchmarkAcquireReleaseBare(b *testing.B) {
 	}
 }
 
+// BenchmarkAcquireReleaseInterleaved runs the cycle of
+// BenchmarkAcquireRelease and that of BenchmarkAcquireReleaseBare in turn
+// in one loop, each first in every other iteration: the load of a shared
+// machine, which moves between two benchmarks run one after the other by
+// more than the library's share of a cycle, weighs on both alike.
+// lib-ns/cycle and bare-ns/cycle are their mean times, lib/bare their
+// ratio: what the library adds over the bare loop.
+func BenchmarkAcquireReleaseInterleaved(b *testing.B) {
+	l := newLocker(b, Options{})
+	ctx := context.Background()
+	ks := keysFor(l.prefix, "bench")
+	lib := func() {
+		k, err := l.Acquire(ctx, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := k.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bare := func() {
+		tok := rand.Text()
+		v, err := acquireScript.Run(ctx, l.rdb, ks.all(), tok, ms(l.ttl), l.owner, l.channel, "w", ms(waiterTTL)).Slice()
+		if err != nil || len(v) < 1 || v[0] != int64(1) {
+			b.Fatal(v, err)
+		}
+		if err := releaseScript.Run(ctx, l.rdb, ks.all(), tok).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lib() // the connection and the scripts are ready before the loop
+	bare()
+	var inLib, inBare time.Duration
+	n := 0
+	for b.Loop() {
+		first, second, inFirst, inSecond := lib, bare, &inLib, &inBare
+		if n%2 == 1 {
+			first, second, inFirst, inSecond = bare, lib, &inBare, &inLib
+		}
+		start := time.Now()
+		first()
+		mid := time.Now()
+		second()
+		*inFirst += mid.Sub(start)
+		*inSecond += time.Since(mid)
+		n++
+	}
+	b.ReportMetric(float64(inLib.Nanoseconds())/float64(n), "lib-ns/cycle")
+	b.ReportMetric(float64(inBare.Nanoseconds())/float64(n), "bare-ns/cycle")
+	b.ReportMetric(float64(inLib)/float64(inBare), "lib/bare")
+}
+
 // BenchmarkRoundTrip: one PING from go-redis, the physical limit of any
 // command.
 func BenchmarkRoundTrip(b *testing.B) {

@@ -20,7 +20,8 @@ import (
 // process would, with a registration that lives wttl.
 func registerWaiter(t *testing.T, l *Locker, key, token string, wttl time.Duration) {
 	t.Helper()
-	v, err := acquireScript.Run(context.Background(), l.rdb, keysFor(l.prefix, key).all(),
+	ks := keysFor(l.prefix, key)
+	v, err := acquireScript.Run(context.Background(), l.rdb, ks.all(),
 		token, 60000, "ghost", l.prefix+"notice:nobody", "w", ms(wttl)).Slice()
 	if err != nil || v[0].(int64) != 0 {
 		t.Fatalf("registering %s: %v, %v", token, v, err)
@@ -57,7 +58,8 @@ func TestDeadWaiterSkipped(t *testing.T) {
 	if tok := holderToken(t, l, "k"); tok != "LIVE" {
 		t.Errorf("holder after release %q, want the live waiter", tok)
 	}
-	withdrawScript.Run(ctx, l.rdb, keysFor(l.prefix, "k").all(), "LIVE")
+	ks := keysFor(l.prefix, "k")
+	withdrawScript.Run(ctx, l.rdb, ks.all(), "LIVE")
 }
 
 // A grant to a waiter that gave up at that very moment is taken back by

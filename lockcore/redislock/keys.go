@@ -21,16 +21,33 @@ type keyset struct {
 	info  string // waiters' registrations: hash token -> "deadline ttl channel owner"
 	fence string // the slot's fence counter
 	tag   string // the slot's hash tag and the prefix: what the others begin with
-	keys  []string
+	keys  [4]string
 }
 
-// keysFor names the keys of key's lock; the scripts' KEYS (all) are made
-// once here, not at each call.
+// keysFor names the keys of key's lock. The names are cut from one string
+// and the scripts' KEYS (all) kept in the keyset: one allocation an
+// acquire, not one a name and one for KEYS.
 func keysFor(prefix, key string) keyset {
-	hold := prefix + key
-	tagged := "{" + slotTag(keySlot(hold)) + "}" + prefix
-	ks := keyset{hold: hold, queue: tagged + "q:" + key, info: tagged + "w:" + key, fence: tagged + "fence", tag: tagged}
-	ks.keys = []string{ks.hold, ks.queue, ks.info, ks.fence}
+	tagMax := 1 + slotTagMax() + 1 + len(prefix)
+	var b strings.Builder
+	// Room for every name, whichever the tag: the builder never grows, so
+	// all of them share its one allocation.
+	b.Grow(len(prefix) + len(key) + 3*tagMax + len("q:") + len(key) + len("w:") + len(key) + len("fence"))
+	b.WriteString(prefix)
+	b.WriteString(key)
+	hold := b.String()
+	t := slotTag(keySlot(hold))
+	tagLen := 1 + len(t) + 1 + len(prefix)
+	for _, s := range [...]string{"{", t, "}", prefix, "q:", key, "{", t, "}", prefix, "w:", key, "{", t, "}", prefix, "fence"} {
+		b.WriteString(s)
+	}
+	rest := b.String()[len(hold):]
+	queue := rest[:tagLen+len("q:")+len(key)]
+	rest = rest[len(queue):]
+	info := rest[:tagLen+len("w:")+len(key)]
+	fence := rest[len(info):]
+	ks := keyset{hold: hold, queue: queue, info: info, fence: fence, tag: queue[:tagLen]}
+	ks.keys = [4]string{ks.hold, ks.queue, ks.info, ks.fence}
 	return ks
 }
 
@@ -39,8 +56,8 @@ func keysFor(prefix, key string) keyset {
 func (k keyset) forced(id string) string { return k.tag + "forced:" + id }
 
 // all returns the keys the scripts take, in their order. The slice is
-// shared: its capacity is its length, so an append copies it.
-func (k keyset) all() []string { return k.keys }
+// the keyset's own: its capacity is its length, so an append copies it.
+func (k *keyset) all() []string { return k.keys[:] }
 
 // auditKey is the stream of force releases under prefix.
 func auditKey(prefix string) string { return "{" + prefix + "}audit" }
@@ -83,6 +100,15 @@ func crc16(s string) uint16 {
 	}
 	return crc
 }
+
+// slotTagMax is the length of the longest slot tag.
+var slotTagMax = sync.OnceValue(func() int {
+	n := 0
+	for _, t := range slotTags() {
+		n = max(n, len(t))
+	}
+	return n
+})
 
 var crcTable = func() (t [256]uint16) {
 	for i := range t {

@@ -1,7 +1,10 @@
 package redislock
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -27,5 +30,33 @@ func TestKeysForNames(t *testing.T) {
 		if ks.all()[0] != want.hold {
 			t.Errorf("keysFor(%q, %q): an append to all() changed the keyset", prefix, key)
 		}
+	}
+}
+
+// TestKeysForAllocates once: the names share one string and KEYS lives in
+// the keyset (an acquire made six allocations here, one a name and one for
+// KEYS).
+func TestKeysForAllocatesOnce(t *testing.T) {
+	slotTagMax() // the tables are made once, before
+	n := 0
+	if a := testing.AllocsPerRun(100, func() {
+		ks := keysFor("app:", "tenant:agent:customer:web")
+		n += len(ks.all()[3])
+	}); a > 1 {
+		t.Errorf("keysFor made %v allocations, want 1", a)
+	}
+	if n == 0 {
+		t.Error("no keys")
+	}
+}
+
+// TestSlotTagsNeverChange: the slot tags name the fence counters and
+// queues in Redis, so a table made otherwise must come out the same: the
+// digest is of the table as first released.
+func TestSlotTagsNeverChange(t *testing.T) {
+	tags := slotTags()
+	sum := sha256.Sum256([]byte(strings.Join(tags[:], ",")))
+	if got := hex.EncodeToString(sum[:]); got != "a3215d917d1d893709d4388eac78ee4c1f29fd0325a1f1340103fbf56567281e" {
+		t.Errorf("slot tags changed: digest %s (slot 0 %q, 1 %q, 16383 %q)", got, tags[0], tags[1], tags[16383])
 	}
 }

@@ -21,17 +21,23 @@ type Lock struct {
 	token string
 	fence int64
 	owner string
-	epoch uint64          // the Locker's subscription (0: none) when the grant's request was sent
-	base  context.Context // what the lock's context derives from: the acquire's values, with the held set
+	epoch uint64 // the Locker's subscription (0: none) when the grant's request was sent
+	// held is the lock's place in the held set (nil: resumed, not acquired
+	// here), pushed on the acquire's ctx (parent) when the lock's context
+	// is first asked for (pushed): a lock whose context is never asked for
+	// makes none.
+	held   *lockcore.Entry
+	parent context.Context
 	// takeup, when not nil, is closed once a hand-over's claim has been
 	// taken up to the grant's TTL (or found gone, or run out): Extend
 	// waits for it, so that a shorter TTL it sets is not undone.
 	takeup chan struct{}
 
 	mu       sync.Mutex
-	deadline time.Time // estimated end of the lease, by this client's clock
-	cause    error     // nil while held here; ErrReleased or ErrLost once ended
-	release  bool      // a Release is under way: it finds out itself whether the key was still held
+	deadline time.Time       // estimated end of the lease, by this client's clock
+	cause    error           // nil while held here; ErrReleased or ErrLost once ended
+	release  bool            // a Release is under way: it finds out itself whether the key was still held
+	base     context.Context // what the lock's context derives from: the acquire's values, with the held set (pushed)
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	timer    *time.Timer // while the context is watched: fires at deadline
@@ -105,7 +111,7 @@ func (k *Lock) watch() context.Context {
 		defer k.mu.Unlock()
 		return k.ctx
 	}
-	base := k.base
+	base := k.pushed()
 	if base == nil {
 		base = context.Background()
 	}
@@ -212,12 +218,27 @@ func (k *Lock) lose(why string) {
 // Key returns the lock's key, without the prefix.
 func (k *Lock) Key() string { return k.key }
 
-// entry returns the lock's place in the held set of its acquire's context.
+// pushed returns what the lock's context derives from, pushing the lock
+// on the acquire's held set the first time; nil for a resumed lock. k.mu
+// is held.
+func (k *Lock) pushed() context.Context {
+	if k.base == nil && k.held != nil {
+		k.base = lockcore.Push(context.WithoutCancel(k.parent), k.held)
+		k.parent = nil
+	}
+	return k.base
+}
+
+// entry returns the lock's place in the held set of its acquire's context,
+// pushed on what that context held; nil for a resumed lock.
 func (k *Lock) entry() *lockcore.Entry {
-	if k.base == nil {
+	if k.held == nil {
 		return nil // resumed: not acquired in this process
 	}
-	return lockcore.Held(k.base)
+	k.mu.Lock()
+	k.pushed()
+	k.mu.Unlock()
+	return k.held
 }
 
 // Owner returns the owner id it is held in the name of: the Locker's

@@ -35,6 +35,10 @@ type Locker struct {
 	channel  string // this Locker's notice channel
 	m        *metrics
 	count    counters
+	// args are the acquire script's arguments that most acquires send
+	// alike, made interfaces once: go-redis takes ...any, and a string or
+	// an int64 made one is an allocation per argument and call.
+	args struct{ owner, channel, ttl any }
 
 	mu      sync.Mutex
 	waiters map[string]chan notice // token -> its waiting Acquire: a hand-over, or poll now
@@ -61,7 +65,7 @@ type Locker struct {
 // It sends nothing to Redis until used.
 func New(rdb redis.UniversalClient, opts Options) *Locker {
 	opts = opts.withDefaults()
-	return &Locker{
+	l := &Locker{
 		rdb: rdb, store: storeOf(rdb), prefix: opts.Prefix, owner: opts.Owner, ttl: opts.TTL, wait: opts.Wait,
 		failOpen: opts.FailOpen, log: opts.Logger,
 		// The channel is a word: waiter registrations and notices are
@@ -70,6 +74,8 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 		m:       newMetrics(opts.Registerer),
 		waiters: map[string]chan notice{}, holds: map[string][]*Lock{}, revoked: revocations{},
 	}
+	l.args.owner, l.args.channel, l.args.ttl = l.owner, l.channel, ms(l.ttl)
+	return l
 }
 
 // Acquire takes key (without the prefix), waiting up to the Locker's Wait
@@ -113,7 +119,8 @@ func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opt
 	if key == "" {
 		return nil, errors.New("redislock: empty key")
 	}
-	name := l.prefix + key
+	ks := keysFor(l.prefix, key)
+	name := ks.hold
 	if e := lockcore.Find(ctx, lockcore.KindRedis, l.store, name); e != nil && e.Hold.Err() == nil {
 		return nil, fmt.Errorf("redislock: %s: %w", key, ErrReentrant)
 	}
@@ -130,7 +137,7 @@ func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opt
 	if try {
 		cfg.wait = 0
 	}
-	a := &attempt{l: l, key: key, ks: keysFor(l.prefix, key), tok: rand.Text(), owner: lockcore.OwnerIn(ctx, l.owner), cfg: cfg, observe: observe,
+	a := &attempt{l: l, key: key, ks: ks, tok: rand.Text(), owner: lockcore.OwnerIn(ctx, l.owner), cfg: cfg, observe: observe,
 		ctx: ctx, entry: entry, start: time.Now()}
 	a.wctx = ctx
 	if cfg.wait > 0 {
@@ -140,7 +147,7 @@ func (l *Locker) acquire(ctx context.Context, key string, observe, try bool, opt
 		a.wctx, end = l.waits.With(ctx, a.start.Add(cfg.wait))
 		defer end()
 	}
-	mode := "t"
+	var mode any = "t"
 	if cfg.wait > 0 {
 		mode = "w"
 	}
@@ -195,9 +202,20 @@ type result struct {
 	ttl   time.Duration // time left of the grant (ok), or of the holder's
 }
 
-func (a *attempt) try(mode string) (result, error) {
-	a.sent, a.epoch = time.Now(), a.l.subscription()
-	v, err := acquireScript.Run(a.wctx, a.l.rdb, a.ks.all(), a.tok, ms(a.cfg.ttl), a.owner, a.l.channel, mode, ms(waiterTTL)).Slice()
+// try runs the acquire script once. mode is the script's "t" (a single
+// try) or "w" (register to wait), a constant: an interface made of a
+// constant allocates nothing.
+func (a *attempt) try(mode any) (result, error) {
+	l := a.l
+	ttl, owner := l.args.ttl, l.args.owner
+	if a.cfg.ttl != l.ttl {
+		ttl = ms(a.cfg.ttl)
+	}
+	if a.owner != l.owner {
+		owner = a.owner
+	}
+	a.sent, a.epoch = time.Now(), l.subscription()
+	v, err := acquireScript.Run(a.wctx, l.rdb, a.ks.all(), a.tok, ttl, owner, l.args.channel, mode, waiterTTLArg()).Slice()
 	if err != nil {
 		return result{}, err
 	}
@@ -310,9 +328,8 @@ func (a *attempt) handedOver(n notice) *Lock {
 // than base.
 func (a *attempt) granted(fence int64, base time.Time, ttl time.Duration) *Lock {
 	l := a.l
-	k := &Lock{l: l, key: a.key, ks: a.ks, token: a.tok, fence: fence, owner: a.owner, epoch: a.epoch}
+	k := &Lock{l: l, key: a.key, ks: a.ks, token: a.tok, fence: fence, owner: a.owner, epoch: a.epoch, held: a.entry, parent: a.ctx}
 	a.entry.Hold = k
-	k.base = lockcore.Push(context.WithoutCancel(a.ctx), a.entry)
 	k.start(base, ttl)
 	if a.observe {
 		l.observeAcquire(a.key, time.Since(a.start))

@@ -81,10 +81,25 @@ var (
 	maxPoll = 500 * time.Millisecond
 	// waiterTTL is how long a waiter's registration lives without a poll
 	// renewing it: a waiter that died leaves the queue this long after.
-	waiterTTL = 3 * time.Second
+	waiterTTL = defaultWaiterTTL
 	// cleanupTimeout bounds the clean-up after a failed or cancelled
 	// acquire, and the release at the end of With.
 	cleanupTimeout = 2 * time.Second
 )
 
 func ms(d time.Duration) int64 { return max(int64(d/time.Millisecond), 1) }
+
+// defaultWaiterTTL is waiterTTL's own value, which tests change.
+const defaultWaiterTTL = 3 * time.Second
+
+// defaultWaiterTTLArg is defaultWaiterTTL as the acquire script takes it,
+// made an interface once.
+var defaultWaiterTTLArg any = ms(defaultWaiterTTL)
+
+// waiterTTLArg is waiterTTL as the acquire script takes it.
+func waiterTTLArg() any {
+	if waiterTTL == defaultWaiterTTL {
+		return defaultWaiterTTLArg
+	}
+	return ms(waiterTTL)
+}
