@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locktop/locktop/internal/testenv/benchcpu"
+	"github.com/locktop/locktop/internal/testenv/interleave"
 	"github.com/locktop/locktop/internal/testenv/pgtest"
 	"github.com/locktop/locktop/lockcore"
 	"github.com/locktop/locktop/lockcore/registry"
@@ -64,6 +65,39 @@ func BenchmarkBareCycle(b *testing.B) {
 	for b.Loop() {
 		cycle(rand.Int32N(1_000_000) + 1)
 	}
+}
+
+// BenchmarkCycleInterleaved runs the cycles of BenchmarkWithUncontended and
+// BenchmarkBareCycle in turn in one loop (interleave.Pair), each on a
+// connection of its own, so that the machine's load weighs on both alike:
+// lib/bare is what lockcore adds over the bare pgx loop.
+func BenchmarkCycleInterleaved(b *testing.B) {
+	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	s := lockcore.New(pool)
+	barePool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	ctx := context.Background()
+	conn, err := barePool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	lib := func() {
+		if err := s.With(ctx, lockcore.Pair(registry.SpaceAgent, rand.Int32N(1_000_000)+1), noop); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bare := func() {
+		id := rand.Int32N(1_000_000) + 1
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(1, $1)", id); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock(1, $1)", id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lib() // warm: prepare statements
+	bare()
+	interleave.Pair(b, lib, bare)
 }
 
 // BenchmarkWithUncontendedNoFencing is BenchmarkWithUncontended with

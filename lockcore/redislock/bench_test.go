@@ -14,6 +14,7 @@ import (
 	bsm "github.com/bsm/redislock"
 
 	"github.com/locktop/locktop/internal/testenv/benchcpu"
+	"github.com/locktop/locktop/internal/testenv/interleave"
 	"github.com/locktop/locktop/internal/testenv/redistest"
 	"github.com/locktop/locktop/lockcore"
 )
@@ -61,11 +62,8 @@ func BenchmarkAcquireReleaseBare(b *testing.B) {
 
 // BenchmarkAcquireReleaseInterleaved runs the cycle of
 // BenchmarkAcquireRelease and that of BenchmarkAcquireReleaseBare in turn
-// in one loop, each first in every other iteration: the load of a shared
-// machine, which moves between two benchmarks run one after the other by
-// more than the library's share of a cycle, weighs on both alike.
-// lib-ns/cycle and bare-ns/cycle are their mean times, lib/bare their
-// ratio: what the library adds over the bare loop.
+// in one loop (interleave.Pair), so that the machine's load weighs on both
+// alike: lib/bare is what the library adds over the bare loop.
 func BenchmarkAcquireReleaseInterleaved(b *testing.B) {
 	l := newLocker(b, Options{})
 	ctx := context.Background()
@@ -91,24 +89,7 @@ func BenchmarkAcquireReleaseInterleaved(b *testing.B) {
 	}
 	lib() // the connection and the scripts are ready before the loop
 	bare()
-	var inLib, inBare time.Duration
-	n := 0
-	for b.Loop() {
-		first, second, inFirst, inSecond := lib, bare, &inLib, &inBare
-		if n%2 == 1 {
-			first, second, inFirst, inSecond = bare, lib, &inBare, &inLib
-		}
-		start := time.Now()
-		first()
-		mid := time.Now()
-		second()
-		*inFirst += mid.Sub(start)
-		*inSecond += time.Since(mid)
-		n++
-	}
-	b.ReportMetric(float64(inLib.Nanoseconds())/float64(n), "lib-ns/cycle")
-	b.ReportMetric(float64(inBare.Nanoseconds())/float64(n), "bare-ns/cycle")
-	b.ReportMetric(float64(inLib)/float64(inBare), "lib/bare")
+	interleave.Pair(b, lib, bare)
 }
 
 // BenchmarkRoundTrip: one PING from go-redis, the physical limit of any
