@@ -179,7 +179,10 @@ const reading = `
 - **The pinned reference.** A bare pgx loop of the same two statements on one connection
   (BenchmarkBareCycle) runs in every round of the lock cycle. Nothing built on pgx can beat
   it; if it is slower than in an earlier run, the machine was slower, and every figure with
-  it. Its ratio to pgbench says how the two clients compare on the machine today.
+  it. Its ratio to pgbench says how the two clients compare on the machine today. What the
+  library adds over it (the rows "against the pinned reference" of the lock cycle and the Redis
+  mutex) is taken with the two in turn in one loop (interleave.Pair), which a load that moves
+  between two runs cannot tilt.
 - **Lock cycle.** One acquire and one release are one round trip each: lock connections get
   their lock_timeout (and application_name) once per connection, so the acquire is one
   statement, pg_advisory_lock and the fencing token's nextval.
