@@ -196,9 +196,15 @@ func TestAbandonedUpgradeLeavesNothing(t *testing.T) {
 			go func() { done <- l.Upgrade(ctx) }()
 			watch := pgtest.Conn(t)
 			var pid int32
+			// The upgrade's statement, not the lock's heartbeat: its renewal
+			// (pgRenewLocks) waits for the same row, and a test that took its
+			// backend for the upgrade's waited a minute for a pooled
+			// connection to end (once in a loaded make test; every time with
+			// the heartbeat's pid picked).
 			pgtest.Eventually(t, "the upgrade waits for the grant's row", func() bool {
 				return watch.QueryRow(ctxT(t), `SELECT pid FROM pg_stat_activity
-					WHERE application_name = 'lease-abandoner' AND wait_event_type = 'Lock'`).Scan(&pid) == nil
+					WHERE application_name = 'lease-abandoner' AND wait_event_type = 'Lock'
+					AND query LIKE 'WITH f AS (UPDATE %'`).Scan(&pid) == nil
 			})
 			cancel()
 			if err := <-done; !errors.Is(err, context.Canceled) {
