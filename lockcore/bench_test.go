@@ -43,27 +43,33 @@ func BenchmarkWithUncontended(b *testing.B) {
 // once), with no library around them. Nothing built on pgx can beat it, so
 // comparing it across runs says whether the machine, not the code, changed.
 func BenchmarkBareCycle(b *testing.B) {
-	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	bare := bareCycle(b, pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 }))
+	bare() // warm: prepare statements
+	b.ReportAllocs()
+	b.ResetTimer()
+	defer benchcpu.PerOp(b)()
+	for b.Loop() {
+		bare()
+	}
+}
+
+// bareCycle is ../shared/bench/lock-cycle.sql's two statements on a random
+// key, on a connection of pool's held for the benchmark.
+func bareCycle(b *testing.B, pool *pgxpool.Pool) func() {
 	ctx := context.Background()
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Release()
-	cycle := func(id int32) {
+	b.Cleanup(conn.Release)
+	return func() {
+		id := rand.Int32N(1_000_000) + 1
 		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(1, $1)", id); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock(1, $1)", id); err != nil {
 			b.Fatal(err)
 		}
-	}
-	cycle(1) // warm: prepare statements
-	b.ReportAllocs()
-	b.ResetTimer()
-	defer benchcpu.PerOp(b)()
-	for b.Loop() {
-		cycle(rand.Int32N(1_000_000) + 1)
 	}
 }
 
@@ -74,27 +80,13 @@ func BenchmarkBareCycle(b *testing.B) {
 func BenchmarkCycleInterleaved(b *testing.B) {
 	pool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	s := lockcore.New(pool)
-	barePool := pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := context.Background()
-	conn, err := barePool.Acquire(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Release()
 	lib := func() {
 		if err := s.With(ctx, lockcore.Pair(registry.SpaceAgent, rand.Int32N(1_000_000)+1), noop); err != nil {
 			b.Fatal(err)
 		}
 	}
-	bare := func() {
-		id := rand.Int32N(1_000_000) + 1
-		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(1, $1)", id); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock(1, $1)", id); err != nil {
-			b.Fatal(err)
-		}
-	}
+	bare := bareCycle(b, pgtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 1 }))
 	lib() // warm: prepare statements
 	bare()
 	interleave.Pair(b, lib, bare)

@@ -44,11 +44,19 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // metrics): the pinned reference that separates what the library adds
 // from what go-redis and the Go runtime cost beside redis-benchmark.
 func BenchmarkAcquireReleaseBare(b *testing.B) {
-	l := newLocker(b, Options{})
-	ctx := context.Background()
-	ks := keysFor(l.prefix, "bench")
+	bare := bareCycle(b, newLocker(b, Options{}))
 	defer benchcpu.PerOp(b)()
 	for b.Loop() {
+		bare()
+	}
+}
+
+// bareCycle is one acquire and release of "bench" as the Locker's two
+// scripts, sent bare through l's client.
+func bareCycle(b *testing.B, l *Locker) func() {
+	ctx := context.Background()
+	ks := keysFor(l.prefix, "bench")
+	return func() {
 		tok := rand.Text()
 		v, err := acquireScript.Run(ctx, l.rdb, ks.all(), tok, ms(l.ttl), l.owner, l.channel, "w", ms(waiterTTL)).Slice()
 		if err != nil || len(v) < 1 || v[0] != int64(1) {
@@ -67,7 +75,6 @@ func BenchmarkAcquireReleaseBare(b *testing.B) {
 func BenchmarkAcquireReleaseInterleaved(b *testing.B) {
 	l := newLocker(b, Options{})
 	ctx := context.Background()
-	ks := keysFor(l.prefix, "bench")
 	lib := func() {
 		k, err := l.Acquire(ctx, "bench")
 		if err != nil {
@@ -77,16 +84,7 @@ func BenchmarkAcquireReleaseInterleaved(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	bare := func() {
-		tok := rand.Text()
-		v, err := acquireScript.Run(ctx, l.rdb, ks.all(), tok, ms(l.ttl), l.owner, l.channel, "w", ms(waiterTTL)).Slice()
-		if err != nil || len(v) < 1 || v[0] != int64(1) {
-			b.Fatal(v, err)
-		}
-		if err := releaseScript.Run(ctx, l.rdb, ks.all(), tok).Err(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	bare := bareCycle(b, l)
 	lib() // the connection and the scripts are ready before the loop
 	bare()
 	interleave.Pair(b, lib, bare)
