@@ -621,3 +621,78 @@ func TestAttackBp15UnusualNamesOnACluster(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackBp15FirstContextRacesTheEnd: the first asks for a lock's
+// context (Context, Done, Err, and With's entry through run) race its
+// release or its loss: every goroutine gets the one context, holding the
+// lock on the acquire's, and it ends with the cause that won.
+func TestAttackBp15FirstContextRacesTheEnd(t *testing.T) {
+	l := newLocker(t, Options{})
+	ctx := context.Background()
+	outer, err := l.Acquire(ctx, "outer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx := outer.Context()
+	for r := range 20 {
+		key := "k" + strconv.Itoa(r)
+		k, err := l.Acquire(octx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 8
+		ctxs := make([]context.Context, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				switch i % 4 {
+				case 0:
+					_ = k.Err()
+				case 1:
+					_ = k.Done()
+				case 2:
+					if e := k.entry(); e == nil || e.Hold != lockcore.Hold(k) {
+						t.Errorf("%s: entry %v", key, e)
+					}
+				}
+				ctxs[i] = k.Context()
+			})
+		}
+		wg.Go(func() {
+			<-start
+			if r%2 == 0 {
+				if err := k.Release(ctx); err != nil {
+					t.Errorf("%s: %v", key, err)
+				}
+				return
+			}
+			l.rdb.Del(ctx, k.ks.hold)
+			if _, err := k.TTL(ctx); !errors.Is(err, ErrNotHeld) {
+				t.Errorf("%s: TTL of a deleted hold: %v", key, err)
+			}
+		})
+		close(start)
+		wg.Wait()
+		want := ErrReleased
+		if r%2 == 1 {
+			want = ErrLost
+		}
+		for i, c := range ctxs {
+			if c != ctxs[0] {
+				t.Fatalf("%s: goroutine %d got a context of its own", key, i)
+			}
+		}
+		within(t, key+"'s context cancelled", ctxs[0].Done(), 10*time.Second)
+		if cause := context.Cause(ctxs[0]); !errors.Is(cause, want) {
+			t.Errorf("%s: cause %v, want %v", key, cause, want)
+		}
+		if e := lockcore.Held(ctxs[0]); e == nil || e.Hold != lockcore.Hold(k) || e.Next() == nil || e.Next().Hold != lockcore.Hold(outer) {
+			t.Errorf("%s: the context does not hold it on outer", key)
+		}
+	}
+	if err := outer.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
