@@ -74,7 +74,7 @@ func TestForceReleaseOfEarlierGrantOfToken(t *testing.T) {
 					k := heldLock(ctx)
 					if k != nil {
 						r.fence = k.Fence()
-						f, _, err := check(context.Background(), waiter.rdb, k.ks, k.token)
+						f, _, _, err := check(context.Background(), waiter.rdb, k.ks, k.token)
 						r.held = err == nil && f == k.fence
 					}
 					return nil

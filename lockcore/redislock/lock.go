@@ -242,7 +242,9 @@ func (k *Lock) entry() *lockcore.Entry {
 }
 
 // Owner returns the owner id it is held in the name of: the Locker's
-// (Options.Owner), or the task's (lockcore.WithOwner).
+// (Options.Owner), or the task's (lockcore.WithOwner); for a resumed lock,
+// the hold's, as Redis keeps it (the step that took it, not the Locker that
+// resumed it).
 func (k *Lock) Owner() string { return k.owner }
 
 // Token returns the hold's token: store it in workflow state to Resume,
@@ -290,7 +292,7 @@ func (k *Lock) Err() error {
 // TTL returns the time left before Redis releases the hold by itself, or
 // ErrNotHeld (and the lock is marked lost) if the token no longer holds it.
 func (k *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	_, left, err := check(ctx, k.l.rdb, k.ks, k.token)
+	_, left, _, err := check(ctx, k.l.rdb, k.ks, k.token)
 	if errors.Is(err, ErrNotHeld) {
 		k.lose("TTL found it gone")
 		return 0, fmt.Errorf("redislock: %s: %w", k.key, ErrNotHeld)

@@ -177,8 +177,8 @@ func TestWrongTokenCannotReleaseOrExtend(t *testing.T) {
 }
 
 // A hold taken in one workflow step is resumed by its token in another
-// "pod" (another Locker, another client), keeps its fence, and is released
-// there.
+// "pod" (another Locker, another client), keeps its fence and its owner,
+// and is released there.
 func TestResumeInAnotherLocker(t *testing.T) {
 	podA := newLocker(t, Options{Owner: "pod-a"})
 	podB := lockerOn(t, redistest.Client(t), Options{Prefix: podA.prefix, Owner: "pod-b"})
@@ -196,6 +196,11 @@ func TestResumeInAnotherLocker(t *testing.T) {
 	}
 	if r.Fence() != k.Fence() || r.Token() != token || r.Key() != key {
 		t.Errorf("resumed lock %q fence %d, want %q fence %d", r.Key(), r.Fence(), key, k.Fence())
+	}
+	// The hold is pod A's, whoever resumes it: Owner says what Redis and
+	// the monitor say (the owner it was taken in the name of).
+	if r.Owner() != "pod-a" {
+		t.Errorf("resumed lock's Owner() = %q, want the hold's, %q", r.Owner(), "pod-a")
 	}
 	if left, err := r.TTL(ctx); err != nil || left <= 290*time.Second {
 		t.Errorf("resumed TTL %v, %v", left, err)

@@ -482,12 +482,12 @@ func refused(err error) bool {
 
 // Resume re-attaches to a hold by its token: a later workflow step (in this
 // process or another) continues the hold taken in step 1. The Lock keeps
-// its grant's fence and the time left; it is not extended. ErrNotHeld if
-// the token no longer owns the key.
+// its grant's fence, its owner and the time left; it is not extended.
+// ErrNotHeld if the token no longer owns the key.
 func (l *Locker) Resume(ctx context.Context, key, token string) (*Lock, error) {
 	ks := keysFor(l.prefix, key)
 	sent, epoch := time.Now(), l.subscription()
-	fence, left, err := check(ctx, l.rdb, ks, token)
+	fence, left, owner, err := check(ctx, l.rdb, ks, token)
 	if errors.Is(err, ErrNotHeld) {
 		l.observeFailure(ReasonNotHeld)
 		return nil, fmt.Errorf("redislock: resuming %s: %w", key, err)
@@ -496,29 +496,33 @@ func (l *Locker) Resume(ctx context.Context, key, token string) (*Lock, error) {
 		l.observeFailure(ReasonRedisError)
 		return nil, l.redisError(key, err)
 	}
-	k := &Lock{l: l, key: key, ks: ks, token: token, fence: fence, owner: l.owner, epoch: epoch}
+	if owner == "" {
+		owner = l.owner // a hold of a version that kept no owner
+	}
+	k := &Lock{l: l, key: key, ks: ks, token: token, fence: fence, owner: owner, epoch: epoch}
 	k.start(sent, left)
 	return k, nil
 }
 
-// check returns a token's fence and time left, or ErrNotHeld.
-func check(ctx context.Context, rdb redis.UniversalClient, ks keyset, token string) (int64, time.Duration, error) {
+// check returns a token's fence, time left and owner (the hold's, in
+// whose name it was taken or handed over), or ErrNotHeld.
+func check(ctx context.Context, rdb redis.UniversalClient, ks keyset, token string) (fence int64, left time.Duration, owner string, err error) {
 	v, err := checkScript.Run(ctx, rdb, []string{ks.hold}, token).Slice()
 	if errors.Is(err, redis.Nil) {
-		return 0, 0, ErrNotHeld
+		return 0, 0, "", ErrNotHeld
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
-	if len(v) < 2 {
-		return 0, 0, fmt.Errorf("redislock: unexpected reply %v", v)
+	if len(v) < 3 {
+		return 0, 0, "", fmt.Errorf("redislock: unexpected reply %v", v)
 	}
-	f, err := parseInt(v[0])
-	if err != nil {
-		return 0, 0, err
+	if fence, err = parseInt(v[0]); err != nil {
+		return 0, 0, "", err
 	}
 	pttl, _ := v[1].(int64)
-	return f, time.Duration(max(pttl, 0)) * time.Millisecond, nil
+	owner, _ = v[2].(string)
+	return fence, time.Duration(max(pttl, 0)) * time.Millisecond, owner, nil
 }
 
 // IsLocked reports whether any token holds key.

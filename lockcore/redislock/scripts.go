@@ -212,10 +212,10 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
-// checkScript: KEYS hold; ARGV token. Returns {fence, pttl} if the token
-// holds the key, else nil.
+// checkScript: KEYS hold; ARGV token. Returns {fence, pttl, owner} if the
+// token holds the key, else nil.
 var checkScript = redis.NewScript(`
-local v = redis.call('HMGET', KEYS[1], 't', 'f')
+local v = redis.call('HMGET', KEYS[1], 't', 'f', 'o')
 if v[1] ~= ARGV[1] then return false end
-return {v[2], redis.call('PTTL', KEYS[1])}
+return {v[2], redis.call('PTTL', KEYS[1]), v[3] or ''}
 `)
