@@ -15,6 +15,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/locktop/locktop/internal/leasedb"
+	"github.com/locktop/locktop/lockcore/internal/realpath"
 )
 
 // OpenSQLite returns a Manager whose locks live in the SQLite file at path
@@ -41,7 +42,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Manager, error
 		return nil, fmt.Errorf("lease: opening %s: %w", abs, err)
 	}
 	db.SetMaxOpenConns(4)
-	file := filePath(abs)
+	file := realpath.Of(abs) // one file through a symlink is one file: its Managers take turns and wake each other
 	s := &sqliteStore{db: db, path: file, file: sharedFile(file)}
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		for _, ddl := range sqliteDDL {
@@ -56,21 +57,6 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Manager, error
 		return nil, fmt.Errorf("lease: creating the tables in %s: %w", abs, err)
 	}
 	return newManager(s, opts), nil
-}
-
-// filePath is the file at abs by the path with no symbolic link in it, as
-// SQLite itself resolves it: one file reached through a symlink is one
-// file, whose Managers take turns and wake each other, and whose locks are
-// one set of tables (where). A file that does not exist yet is named by
-// its directory's resolved path.
-func filePath(abs string) string {
-	if p, err := filepath.EvalSymlinks(abs); err == nil {
-		return p
-	}
-	if d, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
-		return filepath.Join(d, filepath.Base(abs))
-	}
-	return abs
 }
 
 // sqliteDSN is the driver's DSN for the file at abs: a file: URI (so any
@@ -122,7 +108,7 @@ type sqliteStore struct {
 
 func (s *sqliteStore) hub() *hub { return s.file.h }
 
-// where is the file's absolute path with no symbolic link (filePath), as
+// where is the file's absolute path with no symbolic link (realpath.Of), as
 // the Managers of the process share it (sharedFile).
 func (s *sqliteStore) where() string { return "sqlite:" + s.path }
 

@@ -3,11 +3,12 @@ package redislock
 import (
 	"cmp"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/locktop/locktop/lockcore/internal/realpath"
 )
 
 // storeOf names the Redis that rdb talks to, for the family's held set
@@ -16,7 +17,7 @@ import (
 // seed addresses; a Ring's shards, each name with its address, since a
 // key's shard is chosen by name), so two clients that reach one server by
 // different addresses (a Unix socket and TCP, two host names) count as two
-// servers (a socket's path is resolved: socketPath). A client whose
+// servers (a socket's path is resolved: realpath.Of). A client whose
 // options name no server is known by the client itself: a Sentinel
 // client, a Cluster client fed by ClusterSlots (as NewFailoverClusterClient
 // makes).
@@ -29,7 +30,7 @@ func storeOf(rdb redis.UniversalClient) string {
 		}
 		network, addr := cmp.Or(o.Network, "tcp"), o.Addr
 		if network == "unix" {
-			addr = socketPath(addr)
+			addr = realpath.Of(addr)
 		}
 		return fmt.Sprintf("%s:%s/%d", network, addr, o.DB)
 	case *redis.ClusterClient:
@@ -47,22 +48,4 @@ func storeOf(rdb redis.UniversalClient) string {
 		return fmt.Sprintf("ring:%s/%d", strings.Join(shards, ","), o.DB)
 	}
 	return fmt.Sprintf("%T:%p", rdb, rdb)
-}
-
-// socketPath is the Unix socket at path by its absolute path with no
-// symbolic link in it, so that the spellings of one socket's path are one
-// store. A socket that is not there yet is named by its directory's
-// resolved path (/var/run is often a link to /run), so that a Locker made
-// before the server is up names it as one made after.
-func socketPath(path string) string {
-	if p, err := filepath.Abs(path); err == nil {
-		path = p
-	}
-	if p, err := filepath.EvalSymlinks(path); err == nil {
-		return p
-	}
-	if d, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
-		return filepath.Join(d, filepath.Base(path))
-	}
-	return path
 }
