@@ -5,9 +5,11 @@ package redislock
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,4 +172,62 @@ func TestAttackBp16QueuedWaiterKilled(t *testing.T) {
 		t.Errorf("fence %d not above the released holder's %d", got.k.Fence(), held.Fence())
 	}
 	t.Logf("live waiter got the key %v after the release", time.Since(released))
+}
+
+// TestAttackBp16ResumeUnderOOM: Resume now reads the hold's owner with the
+// check script. Under maxmemory 1 + noeviction, a Resume of a live token in
+// another Locker either returns the Lock with the hold's own owner and
+// fence, or fails with the OOM reply: never ErrNotHeld, never a Lock that
+// names the resuming Locker's owner. Its Release then releases or answers
+// the reply, and once memory is back the key is released by the token.
+func TestAttackBp16ResumeUnderOOM(t *testing.T) {
+	srv := redistest.Private(t)
+	rdb := redistest.ClientOf(t, srv)
+	ctx := context.Background()
+	a := lockerOn(t, rdb, Options{Owner: "pod-a", TTL: time.Minute, Wait: replyWait})
+	b := lockerOn(t, rdb, Options{Owner: "pod-b", Wait: replyWait})
+	held, err := a.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	lift := func() { rdb.ConfigSet(context.Background(), "maxmemory", "0") }
+	defer lift()
+	if err := rdb.Set(ctx, "oom-probe", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Fatalf("precondition: a plain SET under maxmemory 1 answered %v, want OOM", err)
+	}
+	r, err := b.Resume(ctx, "k", held.Token())
+	if err != nil {
+		if errors.Is(err, ErrNotHeld) || !strings.Contains(err.Error(), "OOM") {
+			t.Fatalf("Resume of a live token under OOM: %v; want a Lock or the OOM reply", err)
+		}
+		t.Logf("Resume under OOM: %v", err)
+		lift()
+		r, err = b.Resume(ctx, "k", held.Token())
+		if err != nil {
+			t.Fatalf("Resume once memory is back: %v", err)
+		}
+	}
+	if r.Owner() != "pod-a" || r.Fence() != held.Fence() {
+		t.Errorf("resumed Lock: owner %q fence %d; want the hold's %q %d", r.Owner(), r.Fence(), "pod-a", held.Fence())
+	}
+	if err := r.Release(ctx); err != nil {
+		if errors.Is(err, ErrNotHeld) || !strings.Contains(err.Error(), "OOM") {
+			t.Fatalf("Release of the resumed Lock under OOM: %v; want nil or the OOM reply", err)
+		}
+		t.Logf("Release under OOM: %v", err)
+		lift()
+		if err := r.Release(ctx); err != nil {
+			t.Fatalf("Release once memory is back: %v", err)
+		}
+	}
+	lift()
+	if h, err := b.IsLocked(ctx, "k"); err != nil || h {
+		t.Errorf("after the resumed Lock's release the key is held = %v, %v", h, err)
+	}
 }
